@@ -1,0 +1,38 @@
+"""Delta Lake MERGE for Apache Airflow: the provider's version and its registration with Airflow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+PACKAGE_NAME = "airflow-provider-deltamerge"
+
+
+def get_provider_info() -> dict[str, Any]:
+    """Describe the provider to Airflow's provider manager (entry point ``apache_airflow_provider``)."""
+    return {
+        "package-name": PACKAGE_NAME,
+        "name": "Delta Lake MERGE",
+        "description": "Runs Delta Lake MERGE statements as Spark jobs and returns Delta's merge metrics.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "Delta Lake MERGE",
+                "external-doc-url": "https://docs.delta.io/latest/delta-update.html",
+                "tags": ["software"],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "Delta Lake MERGE",
+                "python-modules": ["airflow_provider_deltamerge.operators.delta_merge"],
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": "Delta Lake MERGE",
+                "python-modules": ["airflow_provider_deltamerge.hooks.delta_merge"],
+            }
+        ],
+    }

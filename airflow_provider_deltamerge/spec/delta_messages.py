@@ -1,0 +1,47 @@
+"""Delta Lake's MERGE error classes and message texts, kept in one table so every layer words errors alike.
+
+Texts are Delta's own (delta-error-classes.json); ``<name>`` placeholders are filled by ``delta_message``.
+"""
+
+from __future__ import annotations
+
+import re
+
+DELTA_MESSAGES: dict[str, str] = {
+    "DELTA_MERGE_MISSING_WHEN": "There must be at least one WHEN clause in a MERGE statement.",
+    "DELTA_NON_LAST_MATCHED_CLAUSE_OMIT_CONDITION": (
+        "When there are more than one MATCHED clauses in a MERGE statement, only the last MATCHED clause "
+        "can omit the condition."
+    ),
+    "DELTA_NON_LAST_NOT_MATCHED_CLAUSE_OMIT_CONDITION": (
+        "When there are more than one NOT MATCHED clauses in a MERGE statement, only the last NOT MATCHED "
+        "clause can omit the condition"
+    ),
+    "DELTA_NON_LAST_NOT_MATCHED_BY_SOURCE_CLAUSE_OMIT_CONDITION": (
+        "When there are more than one NOT MATCHED BY SOURCE clauses in a MERGE statement, only the last "
+        "NOT MATCHED BY SOURCE clause can omit the condition."
+    ),
+    "DELTA_MERGE_UNRESOLVED_EXPRESSION": "Cannot resolve <sqlExpr> in <clause> given columns <cols>.",
+    "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE": (
+        "Cannot perform Merge as multiple source rows matched and attempted to modify the same target row "
+        "in the Delta table in possibly conflicting ways. By SQL semantics of Merge, when multiple source "
+        "rows match on the same target row, the result may be ambiguous as it is unclear which source row "
+        "should be used to update or delete the matching target row. You can preprocess the source table "
+        "to eliminate the possibility of multiple matches. Please refer to "
+        "https://docs.delta.io/latest/delta-update.html#upsert-into-a-table-using-merge"
+    ),
+    "DELTA_NUM_RECORDS_MISMATCH": (
+        "Failed to validate the number of records in <operation>. Added <numAddedRecords> records and "
+        "removed <numRemovedRecords> records. This is a bug."
+    ),
+    "DELTA_TABLE_NOT_FOUND": "Delta table <tableName> doesn't exist.",
+    "PATH_NOT_FOUND": "Path does not exist: <path>.",
+}
+
+_PLACEHOLDER = re.compile(r"<(\w+)>")
+
+
+def delta_message(error_class: str, **params: object) -> str:
+    """Delta's message for ``error_class`` with its ``<placeholders>`` filled from ``params``."""
+    template = DELTA_MESSAGES[error_class]
+    return _PLACEHOLDER.sub(lambda m: str(params.get(m.group(1), m.group(0))), template)
