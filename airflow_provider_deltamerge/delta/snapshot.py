@@ -1,0 +1,123 @@
+"""A Delta table's state at one version, read from its log with ``deltalake`` (no Spark)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
+from airflow_provider_deltamerge.exceptions import TargetTableError
+from airflow_provider_deltamerge.spec.delta_messages import delta_message
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One data file of the snapshot, as its add action describes it."""
+
+    log_path: str  # exactly as in the log (URI-encoded, relative to the table root)
+    size: int
+    partition_values: tuple[tuple[str, str | None], ...]
+    num_records: int | None
+
+    @property
+    def relative_path(self) -> str:
+        """The file's path below the table root on the file system (the log path, decoded)."""
+        return unquote(self.log_path)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The files, schema and settings of a Delta table at ``version``."""
+
+    table_uri: str
+    version: int
+    schema_json: str  # Delta's schema string, which is Spark's StructType JSON
+    partition_columns: tuple[str, ...]
+    configuration: tuple[tuple[str, str | None], ...]
+    files: tuple[DataFile, ...]
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return json.loads(self.schema_json)  # type: ignore[no-any-return]
+
+    @property
+    def root_path(self) -> str:
+        """The table root as a decoded path without scheme or authority (what Spark's file paths start with)."""
+        return table_root_path(self.table_uri)
+
+
+def table_root_path(table_uri: str) -> str:
+    parsed = urlparse(table_uri)
+    if len(parsed.scheme) > 1:  # a one-letter scheme is a Windows drive letter
+        return unquote(parsed.path).rstrip("/") or "/"
+    return os.path.abspath(table_uri).rstrip("/") or "/"
+
+
+def open_table(table_uri: str, version: int | None = None) -> DeltaTable:
+    """Open the Delta table at ``table_uri`` (at ``version`` if given).
+
+    Raises:
+        TargetTableError: naming the path when there is no Delta table there.
+    """
+    try:
+        return DeltaTable(table_uri, version=version)
+    except TableNotFoundError as err:
+        raise TargetTableError(
+            delta_message("DELTA_TABLE_NOT_FOUND", tableName=table_uri)
+            + " Check the target path, or create the table first (e.g. with deltalake.write_deltalake).",
+            error_class="DELTA_TABLE_NOT_FOUND",
+        ) from err
+
+
+def read_snapshot(table_uri: str, version: int | None = None) -> Snapshot:
+    """Read the snapshot of ``table_uri``: its files with sizes, partition values and row counts."""
+    table = open_table(table_uri, version)
+    metadata = table.metadata()
+    partition_columns = tuple(metadata.partition_columns)
+    adds = pa.table(table.get_add_actions(flatten=True))
+    columns = adds.to_pydict()
+    files = tuple(
+        DataFile(
+            log_path=path,
+            size=columns["size_bytes"][i],
+            partition_values=tuple(
+                (c, partition_value_string(columns[f"partition.{c}"][i])) for c in partition_columns
+            ),
+            num_records=columns["num_records"][i] if "num_records" in columns else None,
+        )
+        for i, path in enumerate(columns["path"])
+    )
+    return Snapshot(
+        table_uri=table_uri,
+        version=table.version(),
+        schema_json=table.schema().to_json(),
+        partition_columns=partition_columns,
+        configuration=tuple(sorted(metadata.configuration.items())),
+        files=files,
+    )
+
+
+def partition_value_string(value: object) -> str | None:
+    """A typed partition value in the text form the Delta log keeps (protocol "Partition Value Serialization")."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime.datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    return str(value)

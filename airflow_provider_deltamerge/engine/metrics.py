@@ -1,0 +1,102 @@
+"""Delta's MERGE metrics: names and meanings declared once, and the recorder the engine fills.
+
+Names and one-line descriptions are Delta Lake's (``MergeIntoCommandBase.baseMetrics``). Downstream tasks
+read these keys from XCom: renaming one is a breaking change.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+NUM_SOURCE_ROWS = "numSourceRows"
+NUM_TARGET_ROWS_INSERTED = "numTargetRowsInserted"
+NUM_TARGET_ROWS_UPDATED = "numTargetRowsUpdated"
+NUM_TARGET_ROWS_MATCHED_UPDATED = "numTargetRowsMatchedUpdated"
+NUM_TARGET_ROWS_NOT_MATCHED_BY_SOURCE_UPDATED = "numTargetRowsNotMatchedBySourceUpdated"
+NUM_TARGET_ROWS_DELETED = "numTargetRowsDeleted"
+NUM_TARGET_ROWS_MATCHED_DELETED = "numTargetRowsMatchedDeleted"
+NUM_TARGET_ROWS_NOT_MATCHED_BY_SOURCE_DELETED = "numTargetRowsNotMatchedBySourceDeleted"
+NUM_TARGET_ROWS_COPIED = "numTargetRowsCopied"
+NUM_OUTPUT_ROWS = "numOutputRows"
+NUM_TARGET_FILES_BEFORE_SKIPPING = "numTargetFilesBeforeSkipping"
+NUM_TARGET_FILES_AFTER_SKIPPING = "numTargetFilesAfterSkipping"
+NUM_TARGET_BYTES_BEFORE_SKIPPING = "numTargetBytesBeforeSkipping"
+NUM_TARGET_BYTES_AFTER_SKIPPING = "numTargetBytesAfterSkipping"
+NUM_TARGET_FILES_REMOVED = "numTargetFilesRemoved"
+NUM_TARGET_BYTES_REMOVED = "numTargetBytesRemoved"
+NUM_TARGET_FILES_ADDED = "numTargetFilesAdded"
+NUM_TARGET_BYTES_ADDED = "numTargetBytesAdded"
+EXECUTION_TIME_MS = "executionTimeMs"
+SCAN_TIME_MS = "scanTimeMs"
+REWRITE_TIME_MS = "rewriteTimeMs"
+
+METRIC_DESCRIPTIONS: Mapping[str, str] = {
+    NUM_SOURCE_ROWS: "number of source rows",
+    NUM_TARGET_ROWS_INSERTED: "number of inserted rows",
+    NUM_TARGET_ROWS_UPDATED: "number of updated rows",
+    NUM_TARGET_ROWS_MATCHED_UPDATED: "number of rows updated by a matched clause",
+    NUM_TARGET_ROWS_NOT_MATCHED_BY_SOURCE_UPDATED: "number of rows updated by a not matched by source clause",
+    NUM_TARGET_ROWS_DELETED: "number of deleted rows",
+    NUM_TARGET_ROWS_MATCHED_DELETED: "number of rows deleted by a matched clause",
+    NUM_TARGET_ROWS_NOT_MATCHED_BY_SOURCE_DELETED: "number of rows deleted by a not matched by source clause",
+    NUM_TARGET_ROWS_COPIED: "number of target rows rewritten unmodified",
+    NUM_OUTPUT_ROWS: "number of output rows (inserted + updated + copied)",
+    NUM_TARGET_FILES_BEFORE_SKIPPING: "number of target files before skipping",
+    NUM_TARGET_FILES_AFTER_SKIPPING: "number of target files after skipping",
+    NUM_TARGET_BYTES_BEFORE_SKIPPING: "number of target bytes before skipping",
+    NUM_TARGET_BYTES_AFTER_SKIPPING: "number of target bytes after skipping",
+    NUM_TARGET_FILES_REMOVED: "number of files removed to target",
+    NUM_TARGET_BYTES_REMOVED: "number of target bytes removed",
+    NUM_TARGET_FILES_ADDED: "number of files added to target",
+    NUM_TARGET_BYTES_ADDED: "number of target bytes added",
+    EXECUTION_TIME_MS: "time taken to execute the entire operation",
+    SCAN_TIME_MS: "time taken to scan the files for matches",
+    REWRITE_TIME_MS: "time taken to rewrite the matched files",
+}
+
+# Not Delta metrics: what the operator adds next to them in its XCom value.
+TABLE_VERSION = "tableVersion"
+EXECUTOR = "executor"
+SPEC_HASH = "specHash"
+
+
+class MetricsRecorder:
+    """Collects one merge's metrics; every metric starts at 0 so the XCom value always has every key."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, int] = dict.fromkeys(METRIC_DESCRIPTIONS, 0)
+
+    def set(self, name: str, value: int) -> None:
+        self._check(name)
+        self._values[name] = int(value)
+
+    def add(self, name: str, value: int) -> None:
+        self._check(name)
+        self._values[name] += int(value)
+
+    def __getitem__(self, name: str) -> int:
+        return self._values[name]
+
+    @contextmanager
+    def timed(self, name: str) -> Iterator[None]:
+        """Add the wall-clock milliseconds of the ``with`` block to ``name`` (at least 1 when it ran)."""
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.add(name, max(1, round((time.monotonic() - start) * 1000)))
+
+    def freeze(self) -> dict[str, int]:
+        """The final metrics, with ``numOutputRows`` derived as Delta derives it."""
+        values = dict(self._values)
+        values[NUM_OUTPUT_ROWS] = (
+            values[NUM_TARGET_ROWS_INSERTED] + values[NUM_TARGET_ROWS_UPDATED] + values[NUM_TARGET_ROWS_COPIED]
+        )
+        return values
+
+    @staticmethod
+    def _check(name: str) -> None:
+        if name not in METRIC_DESCRIPTIONS:
+            raise KeyError(f"{name} is not a declared merge metric (see engine/metrics.py)")

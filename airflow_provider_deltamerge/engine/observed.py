@@ -1,0 +1,33 @@
+"""Metrics counted during a Spark action with ``DataFrame.observe``, read without risking a hang.
+
+``Observation.get`` blocks until the observed node has run; when the optimizer removed that node (e.g. a
+join with no target rows) it would block forever. Spark completes an observation as its action finishes,
+so after the action we look once (with a short grace) and report ``None`` when nothing was observed.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, Observation
+
+GRACE_SECONDS = 2.0
+
+
+def observe(df: DataFrame, *aggregates: Column) -> tuple[DataFrame, Observation]:
+    """``df`` with ``aggregates`` counted as rows flow through it, and the handle to read them."""
+    observation = Observation(f"deltamerge_{uuid.uuid4().hex}")
+    return df.observe(observation, *aggregates), observation
+
+
+def observed(observation: Observation) -> dict[str, Any] | None:
+    """The observed values after the action ran, or None when the observed node never ran."""
+    future = observation._jo.future()  # type: ignore[attr-defined]  # PySpark keeps the JVM handle here
+    deadline = time.monotonic() + GRACE_SECONDS
+    while not future.isCompleted():
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.01)
+    return observation.get

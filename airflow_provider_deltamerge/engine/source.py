@@ -1,0 +1,48 @@
+"""Load a merge's source as a Spark DataFrame, whatever form the spec gives it in."""
+
+from __future__ import annotations
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+
+from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, read_files
+from airflow_provider_deltamerge.delta.snapshot import read_snapshot
+from airflow_provider_deltamerge.exceptions import SourceError
+from airflow_provider_deltamerge.spec import MergeSource, PathSource, QuerySource, TableSource
+from airflow_provider_deltamerge.spec.delta_messages import delta_message
+
+
+def load_source(spark: SparkSession, source: MergeSource) -> DataFrame:
+    """The source rows; a Delta path is read through its log, so no Delta jars are needed.
+
+    Raises:
+        SourceError: naming the path, table or query that cannot be read, with Spark's reason.
+    """
+    try:
+        match source:
+            case PathSource(format="delta"):
+                snapshot = read_snapshot(source.path)
+                return read_files(spark, snapshot, snapshot.files).drop(FILE_COLUMN)
+            case PathSource():
+                return spark.read.format(source.format).options(**dict(source.options)).load(source.path)
+            case TableSource():
+                return spark.table(source.name)
+            case QuerySource():
+                return spark.sql(source.sql)
+    except AnalysisException as err:
+        raise SourceError(_describe_failure(source, err), error_class=err.getCondition()) from err
+    raise SourceError(f"Unknown source form {source!r}.")
+
+
+def _describe_failure(source: MergeSource, err: AnalysisException) -> str:
+    match source:
+        case PathSource() if err.getCondition() == "PATH_NOT_FOUND":
+            return delta_message("PATH_NOT_FOUND", path=source.path) + (
+                " Check the source path (is the upstream extract for this date written?)."
+            )
+        case PathSource():
+            return f"Cannot read the source {source.format} files at {source.path}: {err}"
+        case TableSource():
+            return f"Cannot read the source table {source.name}: {err}"
+        case _:
+            return f"Cannot run the source query: {err}"

@@ -1,0 +1,138 @@
+"""``DeltaMergeHook``: submit a merge as a Spark job through the Spark provider and bring its result back."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.providers.common.compat.sdk import AirflowException, BaseHook
+
+from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, find_merge_commit
+from airflow_provider_deltamerge.engine.metrics import EXECUTOR, SPEC_HASH, TABLE_VERSION
+from airflow_provider_deltamerge.exceptions import DeltaMergeError
+from airflow_provider_deltamerge.spec import MergeSpec
+from airflow_provider_deltamerge.spec.transport import (
+    REQUEST_ARG,
+    JobRequest,
+    encode_request,
+    parse_error,
+    parse_result,
+)
+
+JOB_MODULE = "airflow_provider_deltamerge.job.main"
+
+
+class _ReportingSparkSubmitHook(SparkSubmitHook):
+    """SparkSubmitHook that also picks the job's result or error line out of the output it logs."""
+
+    result: dict[str, Any] | None = None
+    error: DeltaMergeError | None = None
+
+    def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
+        super()._process_spark_submit_log(self._watch(itr))
+
+    def _watch(self, lines: Iterator[Any]) -> Iterator[Any]:
+        for line in lines:
+            self.result = parse_result(line) or self.result
+            self.error = parse_error(line) or self.error
+            yield line
+
+
+class DeltaMergeHook(BaseHook):
+    """Run merges as Spark jobs submitted with ``spark-submit`` (via the Spark provider's SparkSubmitHook).
+
+    :param spark_conn_id: Spark connection (master, deploy mode, ...), as for SparkSubmitOperator.
+    :param conf: Spark configuration for the job.
+    :param spark_submit_kwargs: further SparkSubmitHook arguments (executor_memory, packages, ...).
+    """
+
+    conn_name_attr = "spark_conn_id"
+    default_conn_name = "spark_default"
+    conn_type = "spark"
+    hook_name = "Delta Lake MERGE"
+
+    def __init__(
+        self,
+        spark_conn_id: str = default_conn_name,
+        *,
+        conf: Mapping[str, Any] | None = None,
+        spark_submit_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.spark_conn_id = spark_conn_id
+        self.conf = dict(conf or {})
+        self.spark_submit_kwargs = dict(spark_submit_kwargs or {})
+
+    def run_merge(
+        self, spec: MergeSpec, *, provenance: Mapping[str, Any] | None = None, executor: str | None = None
+    ) -> dict[str, Any]:
+        """Submit ``spec`` and wait; return Delta's metrics plus tableVersion, executor and specHash.
+
+        Raises:
+            DeltaMergeError: the job's own error (clause, column, conflict...), as the job reported it.
+            AirflowException: spark-submit failed before the merge could report anything.
+        """
+        submission_id = uuid.uuid4().hex
+        request = JobRequest(spec, {**(provenance or {}), SUBMISSION_ID: submission_id}, executor)
+        submit = _ReportingSparkSubmitHook(
+            conn_id=self.spark_conn_id,
+            conf=self._job_conf(),
+            name=f"deltamerge-{spec.target.rstrip('/').rsplit('/', 1)[-1]}",
+            application_args=[REQUEST_ARG, encode_request(request)],
+            **self.spark_submit_kwargs,
+        )
+        self._submit = submit
+        try:
+            submit.submit(application=_job_path())
+        except AirflowException as err:
+            if submit.error is not None:
+                raise submit.error from err
+            raise
+        if submit.error is not None:
+            raise submit.error
+        if submit.result is not None:
+            return submit.result
+        return self._result_from_log(spec, submission_id)
+
+    def on_kill(self) -> None:
+        submit = getattr(self, "_submit", None)
+        if submit is not None:
+            submit.on_kill()
+
+    def _result_from_log(self, spec: MergeSpec, submission_id: str) -> dict[str, Any]:
+        """The job's metrics read back from its commit, for deploy modes where its output is not ours."""
+        commit = find_merge_commit(spec.target, submission_id=submission_id)
+        if commit is None:
+            raise AirflowException(
+                "The merge job finished but reported no result, and the Delta log of "
+                f"{spec.target} has no commit of it. Check the Spark driver's log for the job's output."
+            )
+        return {**commit.metrics, TABLE_VERSION: commit.version, EXECUTOR: commit.info.get("executor"),
+                SPEC_HASH: commit.info.get("specHash")}
+
+    def _job_conf(self) -> dict[str, Any]:
+        """The job's Spark conf; on a local master the job runs with this worker's Python and packages."""
+        conf = dict(self.conf)
+        if self._is_local_master():
+            conf.setdefault("spark.pyspark.python", sys.executable)
+            conf.setdefault("spark.pyspark.driver.python", sys.executable)
+        return conf
+
+    def _is_local_master(self) -> bool:
+        try:
+            host = self.get_connection(self.spark_conn_id).host or ""
+        except AirflowException:
+            return False
+        return host.startswith("local")
+
+
+def _job_path() -> str:
+    """The job's file, found without importing it (it imports pyspark)."""
+    found = importlib.util.find_spec(JOB_MODULE)
+    if found is None or found.origin is None:
+        raise AirflowException(f"Cannot find the merge job module {JOB_MODULE}; is the provider installed?")
+    return found.origin

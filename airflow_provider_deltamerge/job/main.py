@@ -1,0 +1,59 @@
+"""The Spark job: read the merge request, run the merge in a SparkSession, report the result.
+
+Submitted by ``DeltaMergeHook`` as ``spark-submit .../job/main.py --request <encoded request>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from pyspark.sql import SparkSession
+
+from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.engine.metrics import EXECUTOR, SPEC_HASH, TABLE_VERSION
+from airflow_provider_deltamerge.exceptions import DeltaMergeError
+from airflow_provider_deltamerge.spec.transport import REQUEST_ARG, decode_request, error_line, result_line
+
+log = logging.getLogger("airflow_provider_deltamerge")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one merge; exit status 0 when it succeeded (also when it changed nothing), 1 when it failed."""
+    parser = argparse.ArgumentParser(prog="deltamerge-job", description=__doc__)
+    parser.add_argument(REQUEST_ARG, required=True, help="encoded merge request, as DeltaMergeHook writes it")
+    args = parser.parse_args(argv)
+    _log_to_stdout()
+    try:
+        request = decode_request(args.request)
+    except DeltaMergeError as err:
+        print(error_line(err), flush=True)
+        return 1
+    spark = SparkSession.builder.appName(f"deltamerge {request.spec.target}").getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    try:
+        result = run_merge(spark, request.spec, executor=request.executor, provenance=request.provenance)  # type: ignore[arg-type]
+    except DeltaMergeError as err:
+        log.error("Merge failed: %s", err)
+        print(error_line(err), flush=True)
+        return 1
+    finally:
+        spark.stop()
+    report = {**result.metrics, TABLE_VERSION: result.version, EXECUTOR: result.executor,
+              SPEC_HASH: request.spec.spec_hash}
+    print(result_line(report), flush=True)
+    return 0
+
+
+def _log_to_stdout() -> None:
+    """One readable line per phase on stdout, which spark-submit hands to the Airflow task log."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("deltamerge %(levelname)s %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
