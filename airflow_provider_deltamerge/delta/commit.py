@@ -30,14 +30,16 @@ def commit_merge(
     may commit in between.
 
     Raises:
-        MergeCommitError: when the log refuses the commit (e.g. a concurrent commit removed a file we rewrote).
+        MergeCommitError: when the log refuses the commit (e.g. a concurrent commit removed a file
+            this merge rewrote).
     """
     now = int(time.time() * 1000)
     actions: list[AddAction | RemoveAction] = [
         RemoveAction(f.log_path, True, now, f.size, dict(f.partition_values)) for f in removed
     ]
     actions += [
-        AddAction(f.log_path, f.size, dict(f.partition_values), f.modification_time, True, f.stats) for f in added
+        AddAction(f.log_path, f.size, dict(f.partition_values), f.modification_time, True, f.stats)
+        for f in added
     ]
     table = open_table(snapshot.table_uri, snapshot.version)
     properties = CommitProperties(

@@ -37,7 +37,9 @@ def read_files(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile
     with_file = raw.withColumn(FILE_COLUMN, _relative_file_path(F.col("_metadata.file_path"), root))
     if snapshot.partition_columns:
         with_file = with_file.join(F.broadcast(_partition_values(spark, snapshot, files)), FILE_COLUMN)
-    return with_file.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields], FILE_COLUMN)
+    return with_file.select(
+        *[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields], FILE_COLUMN
+    )
 
 
 def _relative_file_path(file_path: Column, root: str) -> Column:

@@ -49,11 +49,11 @@ class Snapshot:
 
     @property
     def schema(self) -> dict[str, Any]:
-        return json.loads(self.schema_json)  # type: ignore[no-any-return]
+        return json.loads(self.schema_json)
 
     @property
     def root_path(self) -> str:
-        """The table root as a decoded path without scheme or authority (what Spark's file paths start with)."""
+        """The table root as a decoded path, no scheme or authority (what Spark's file paths start with)."""
         return table_root_path(self.table_uri)
 
 
@@ -109,7 +109,7 @@ def read_snapshot(table_uri: str, version: int | None = None) -> Snapshot:
 
 
 def partition_value_string(value: object) -> str | None:
-    """A typed partition value in the text form the Delta log keeps (protocol "Partition Value Serialization")."""
+    """A typed partition value in the text form of the Delta log (protocol: Partition Value Serialization)."""
     if value is None:
         return None
     if isinstance(value, bool):

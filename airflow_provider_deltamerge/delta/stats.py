@@ -27,7 +27,9 @@ def footer_stats(metadata: pq.FileMetaData, *, num_indexed_cols: int = DEFAULT_N
     for index, field in enumerate(schema):
         if index >= num_indexed_cols or field.type.num_fields > 0:
             continue
-        column_stats = [metadata.row_group(rg).column(index).statistics for rg in range(metadata.num_row_groups)]
+        column_stats = [
+            metadata.row_group(rg).column(index).statistics for rg in range(metadata.num_row_groups)
+        ]
         if not column_stats or any(s is None or not s.has_null_count for s in column_stats):
             continue
         nulls[field.name] = sum(s.null_count for s in column_stats)

@@ -49,7 +49,7 @@ class TableFiles:
 
     def __init__(self, spark: SparkSession, table_uri: str) -> None:
         self._jvm: Any = spark._jvm
-        self._conf = spark._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+        self._conf = spark._jsc.hadoopConfiguration()
         self.root = table_uri.rstrip("/")
         self._fs = self._path(self.root).getFileSystem(self._conf)
         # Spark's writers share this cached instance; without this the local file system leaves .crc files.
@@ -122,7 +122,9 @@ def discard(spark: SparkSession, snapshot: Snapshot, files: Sequence[WrittenFile
         table.delete(written.relative_path)
 
 
-def _describe(snapshot: Snapshot, moved: Sequence[tuple[str, int, int]], num_indexed: int) -> list[WrittenFile]:
+def _describe(
+    snapshot: Snapshot, moved: Sequence[tuple[str, int, int]], num_indexed: int
+) -> list[WrittenFile]:
     """Add-action descriptions of the moved files; footers are read in parallel since each is a round trip."""
     filesystem, root = _arrow_filesystem(snapshot.table_uri)
 
@@ -150,7 +152,9 @@ def _arrow_filesystem(table_uri: str) -> tuple[pafs.FileSystem, str]:
     return pafs.LocalFileSystem(), os.path.abspath(table_uri).rstrip("/")
 
 
-def _partition_values(relative_path: str, partition_columns: Sequence[str]) -> tuple[tuple[str, str | None], ...]:
+def _partition_values(
+    relative_path: str, partition_columns: Sequence[str]
+) -> tuple[tuple[str, str | None], ...]:
     """Partition values from the Hive-style folders Spark wrote (``col=value/``), unescaped, as Delta does."""
     pairs = (part.split("=", 1) for part in relative_path.split("/")[:-1] if "=" in part)
     folders = {unquote(name): raw for name, raw in pairs}

@@ -24,9 +24,15 @@ DROP = -1  # a source row no clause inserts
 
 _GROUP_SPLITS = {
     ("matched", False): (m.NUM_TARGET_ROWS_UPDATED, m.NUM_TARGET_ROWS_MATCHED_UPDATED),
-    ("not_matched_by_source", False): (m.NUM_TARGET_ROWS_UPDATED, m.NUM_TARGET_ROWS_NOT_MATCHED_BY_SOURCE_UPDATED),
+    ("not_matched_by_source", False): (
+        m.NUM_TARGET_ROWS_UPDATED,
+        m.NUM_TARGET_ROWS_NOT_MATCHED_BY_SOURCE_UPDATED,
+    ),
     ("matched", True): (m.NUM_TARGET_ROWS_DELETED, m.NUM_TARGET_ROWS_MATCHED_DELETED),
-    ("not_matched_by_source", True): (m.NUM_TARGET_ROWS_DELETED, m.NUM_TARGET_ROWS_NOT_MATCHED_BY_SOURCE_DELETED),
+    ("not_matched_by_source", True): (
+        m.NUM_TARGET_ROWS_DELETED,
+        m.NUM_TARGET_ROWS_NOT_MATCHED_BY_SOURCE_DELETED,
+    ),
 }
 
 
@@ -73,7 +79,9 @@ def rows_written(plan: MergePlan, joined: DataFrame) -> DataFrame:
     removed = [c.position for c in plan.clauses if c.is_delete] + [DROP]
     action = F.col(ACTION)
     kept = joined.filter(~action.isin(removed))
-    return kept.select(*[_output_column(plan, field.name, field.dataType) for field in plan.target_schema.fields])
+    return kept.select(
+        *[_output_column(plan, field.name, field.dataType) for field in plan.target_schema.fields]
+    )
 
 
 def _output_column(plan: MergePlan, column: str, data_type: object) -> Column:

@@ -84,7 +84,9 @@ def run_merge(
     except BaseException:
         discard(spark, snapshot, changes.added)
         raise
-    log.info("Committed version %d: %d files removed, %d added", version, len(changes.removed), len(changes.added))
+    log.info(
+        "Committed version %d: %d files removed, %d added", version, len(changes.removed), len(changes.added)
+    )
     return MergeResult(recorder.freeze(), version, plan.executor, committed=True)
 
 
@@ -103,8 +105,12 @@ def _execute(
         recorder.set(m.NUM_TARGET_BYTES_BEFORE_SKIPPING, snapshot.num_bytes)
         recorder.set(m.NUM_TARGET_FILES_AFTER_SKIPPING, len(plan.candidate_files))
         recorder.set(m.NUM_TARGET_BYTES_AFTER_SKIPPING, sum(f.size for f in plan.candidate_files))
-        log.info("Plan: %s executor, %d of %d files to scan", plan.executor, len(plan.candidate_files),
-                 len(snapshot.files))
+        log.info(
+            "Plan: %s executor, %d of %d files to scan",
+            plan.executor,
+            len(plan.candidate_files),
+            len(snapshot.files),
+        )
         return plan, run_classic(spark, plan, source, recorder)
     except DeltaMergeError:
         raise
@@ -115,28 +121,38 @@ def _execute(
         ) from err
     except (PySparkException, Py4JJavaError) as err:
         condition = err.getCondition() if isinstance(err, PySparkException) else None
-        raise MergeExecutionError(f"The merge failed while computing its files: {err}", error_class=condition) from err
+        raise MergeExecutionError(
+            f"The merge failed while computing its files: {err}", error_class=condition
+        ) from err
 
 
 def check_record_counts(changes: FileChanges, recorder: MetricsRecorder) -> None:
-    """Delta's invariants: rows removed = updated + deleted + copied; rows added = inserted + updated + copied.
+    """Delta's invariants: removed = updated + deleted + copied rows; added = inserted + updated + copied.
 
     Raises:
         MergeExecutionError: DELTA_NUM_RECORDS_MISMATCH, before anything is committed.
     """
     added = sum(f.num_records for f in changes.added)
-    expected_added = recorder[m.NUM_TARGET_ROWS_INSERTED] + recorder[m.NUM_TARGET_ROWS_UPDATED] + recorder[
-        m.NUM_TARGET_ROWS_COPIED
-    ]
+    expected_added = (
+        recorder[m.NUM_TARGET_ROWS_INSERTED]
+        + recorder[m.NUM_TARGET_ROWS_UPDATED]
+        + recorder[m.NUM_TARGET_ROWS_COPIED]
+    )
     removed_counts = [f.num_records for f in changes.removed]
-    expected_removed = recorder[m.NUM_TARGET_ROWS_UPDATED] + recorder[m.NUM_TARGET_ROWS_DELETED] + recorder[
-        m.NUM_TARGET_ROWS_COPIED
-    ]
+    expected_removed = (
+        recorder[m.NUM_TARGET_ROWS_UPDATED]
+        + recorder[m.NUM_TARGET_ROWS_DELETED]
+        + recorder[m.NUM_TARGET_ROWS_COPIED]
+    )
     removed = sum(n for n in removed_counts if n is not None)
     if added != expected_added or (None not in removed_counts and removed != expected_removed):
         raise MergeExecutionError(
-            delta_message("DELTA_NUM_RECORDS_MISMATCH", operation="MERGE", numAddedRecords=added,
-                          numRemovedRecords=removed)
+            delta_message(
+                "DELTA_NUM_RECORDS_MISMATCH",
+                operation="MERGE",
+                numAddedRecords=added,
+                numRemovedRecords=removed,
+            )
             + f" Expected {expected_added} added and {expected_removed} removed from the merge metrics. "
             "Nothing was committed; please report this with the merge spec.",
             error_class="DELTA_NUM_RECORDS_MISMATCH",
@@ -149,8 +165,9 @@ def operation_parameters(spec: MergeSpec) -> dict[str, str]:
     def predicates(group: str) -> str:
         return json.dumps(
             [
-                {"predicate": c.condition, "actionType": c.kind.rsplit("_", 1)[1]} if c.condition else
-                {"actionType": c.kind.rsplit("_", 1)[1]}
+                {"predicate": c.condition, "actionType": c.kind.rsplit("_", 1)[1]}
+                if c.condition
+                else {"actionType": c.kind.rsplit("_", 1)[1]}
                 for _, c in spec.clauses_of(group)
             ]
         )

@@ -92,7 +92,9 @@ class MetricsRecorder:
         """The final metrics, with ``numOutputRows`` derived as Delta derives it."""
         values = dict(self._values)
         values[NUM_OUTPUT_ROWS] = (
-            values[NUM_TARGET_ROWS_INSERTED] + values[NUM_TARGET_ROWS_UPDATED] + values[NUM_TARGET_ROWS_COPIED]
+            values[NUM_TARGET_ROWS_INSERTED]
+            + values[NUM_TARGET_ROWS_UPDATED]
+            + values[NUM_TARGET_ROWS_COPIED]
         )
         return values
 

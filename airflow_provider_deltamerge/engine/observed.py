@@ -2,7 +2,8 @@
 
 ``Observation.get`` blocks until the observed node has run; when the optimizer removed that node (e.g. a
 join with no target rows) it would block forever. Spark completes an observation as its action finishes,
-so after the action we look once (with a short grace) and report ``None`` when nothing was observed.
+so after the action we look once (with a short grace) and report ``None`` when nothing was observed
+(Spark then completes the observation empty, or not at all).
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ def observe(df: DataFrame, *aggregates: Column) -> tuple[DataFrame, Observation]
 
 def observed(observation: Observation) -> dict[str, Any] | None:
     """The observed values after the action ran, or None when the observed node never ran."""
-    future = observation._jo.future()  # type: ignore[attr-defined]  # PySpark keeps the JVM handle here
+    handle: Any = observation._jo  # PySpark keeps the JVM Observation here
+    future = handle.future()
     deadline = time.monotonic() + GRACE_SECONDS
     while not future.isCompleted():
         if time.monotonic() > deadline:
             return None
         time.sleep(0.01)
-    return observation.get
+    # A query that finished without running the observed node completes it with no values.
+    return observation.get if not handle.getAsJava().isEmpty() else None

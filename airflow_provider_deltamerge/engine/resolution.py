@@ -103,12 +103,18 @@ def _star(
         elif missing_is_null:
             out[column] = NULL
         else:
-            raise _unresolved(spec, position, clause, f"{spec.source_alias}.{column}", source, "UPDATE clause")
+            raise _unresolved(
+                spec, position, clause, f"{spec.source_alias}.{column}", source, "UPDATE clause"
+            )
     return out
 
 
 def _explicit(
-    spec: MergeSpec, position: int, clause: MergeClause, pairs: Sequence[tuple[str, str]], target: Sequence[str]
+    spec: MergeSpec,
+    position: int,
+    clause: MergeClause,
+    pairs: Sequence[tuple[str, str]],
+    target: Sequence[str],
 ) -> dict[str, str]:
     by_lower = {name.lower(): name for name in target}
     out: dict[str, str] = {}
@@ -116,8 +122,8 @@ def _explicit(
         column = _strip_alias(raw_column, spec.target_alias)
         if "." in column:
             raise ClauseResolutionError(
-                f"{describe_clause(position, clause)}: assigning the nested field {raw_column} is not supported "
-                "by this engine version. Assign the whole struct column instead, e.g. "
+                f"{describe_clause(position, clause)}: assigning the nested field {raw_column} is not "
+                "supported by this engine version. Assign the whole struct column instead, e.g. "
                 f"SET {column.split('.')[0]} = named_struct(...).",
                 error_class="DELTA_UNSUPPORTED_NESTED_FIELD_IN_OPERATION",
             )
@@ -150,7 +156,9 @@ def _unresolved(
     given = ", ".join(f"{alias}.{c}" for c in columns)
     return ClauseResolutionError(
         f"{describe_clause(position, clause)}: "
-        + delta_message("DELTA_MERGE_UNRESOLVED_EXPRESSION", sqlExpr=expression, clause=clause_name, cols=given)
+        + delta_message(
+            "DELTA_MERGE_UNRESOLVED_EXPRESSION", sqlExpr=expression, clause=clause_name, cols=given
+        )
         + " Fix the column name, or list the columns explicitly instead of using *.",
         error_class="DELTA_MERGE_UNRESOLVED_EXPRESSION",
     )

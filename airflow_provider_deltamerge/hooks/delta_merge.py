@@ -111,8 +111,12 @@ class DeltaMergeHook(BaseHook):
                 "The merge job finished but reported no result, and the Delta log of "
                 f"{spec.target} has no commit of it. Check the Spark driver's log for the job's output."
             )
-        return {**commit.metrics, TABLE_VERSION: commit.version, EXECUTOR: commit.info.get("executor"),
-                SPEC_HASH: commit.info.get("specHash")}
+        return {
+            **commit.metrics,
+            TABLE_VERSION: commit.version,
+            EXECUTOR: commit.info.get("executor"),
+            SPEC_HASH: commit.info.get("specHash"),
+        }
 
     def _job_conf(self) -> dict[str, Any]:
         """The job's Spark conf; on a local master the job runs with this worker's Python and packages."""

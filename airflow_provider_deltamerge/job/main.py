@@ -41,8 +41,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     finally:
         spark.stop()
-    report = {**result.metrics, TABLE_VERSION: result.version, EXECUTOR: result.executor,
-              SPEC_HASH: request.spec.spec_hash}
+    report = {
+        **result.metrics,
+        TABLE_VERSION: result.version,
+        EXECUTOR: result.executor,
+        SPEC_HASH: request.spec.spec_hash,
+    }
     print(result_line(report), flush=True)
     return 0
 

@@ -1,9 +1,9 @@
-"""``DeltaMergeOperator``: declare a Delta Lake MERGE in a DAG; a Spark job runs it, its metrics go to XCom."""
+"""``DeltaMergeOperator``: a Delta Lake MERGE declared in a DAG, run by a Spark job, metrics to XCom."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.providers.common.compat.sdk import BaseOperator
 
@@ -36,7 +36,11 @@ class DeltaMergeOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = ("target", "source", "condition", "source_options", "conf")
-    template_fields_renderers = {"condition": "sql", "conf": "json", "source_options": "json"}
+    template_fields_renderers: ClassVar[dict[str, str]] = {
+        "condition": "sql",
+        "conf": "json",
+        "source_options": "json",
+    }
     ui_color = "#00add4"
 
     def __init__(
@@ -68,7 +72,7 @@ class DeltaMergeOperator(BaseOperator):
     def build_spec(self) -> MergeSpec:
         """The merge spec from the (rendered) arguments."""
         source = (
-            PathSource(self.source, format=self.source_format, options=self.source_options)
+            PathSource(self.source, format=self.source_format, options=tuple(self.source_options.items()))
             if isinstance(self.source, str)
             else self.source
         )
@@ -91,7 +95,9 @@ class DeltaMergeOperator(BaseOperator):
             "mapIndex": ti.map_index,
             "tryNumber": ti.try_number,
         }
-        self._hook = DeltaMergeHook(self.spark_conn_id, conf=self.conf, spark_submit_kwargs=self.spark_submit_kwargs)
+        self._hook = DeltaMergeHook(
+            self.spark_conn_id, conf=self.conf, spark_submit_kwargs=self.spark_submit_kwargs
+        )
         metrics = self._hook.run_merge(spec, provenance=provenance)
         self.log.info("Merge into %s done: %s", spec.target, metrics)
         return metrics

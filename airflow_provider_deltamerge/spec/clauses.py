@@ -89,7 +89,9 @@ class NotMatchedBySourceDelete:
     group: ClassVar[MatchGroup] = "not_matched_by_source"
 
 
-MergeClause = MatchedUpdate | MatchedDelete | NotMatchedInsert | NotMatchedBySourceUpdate | NotMatchedBySourceDelete
+MergeClause = (
+    MatchedUpdate | MatchedDelete | NotMatchedInsert | NotMatchedBySourceUpdate | NotMatchedBySourceDelete
+)
 
 CLAUSE_TYPES: dict[str, type[MergeClause]] = {
     cls.kind: cls
@@ -120,7 +122,7 @@ def describe_clause(position: int, clause: MergeClause) -> str:
 # Friendly constructors for DAG authors; they read like the SQL they stand for.
 
 
-def update(set: Mapping[str, str], *, condition: str | None = None) -> MatchedUpdate:  # noqa: A002
+def update(set: Mapping[str, str], *, condition: str | None = None) -> MatchedUpdate:
     """WHEN MATCHED [AND condition] THEN UPDATE SET col = expr, ..."""
     return MatchedUpdate(set=_assignments(set), condition=condition)
 
@@ -145,7 +147,7 @@ def insert_all(*, except_columns: Iterable[str] = (), condition: str | None = No
     return NotMatchedInsert(star=True, except_columns=tuple(except_columns), condition=condition)
 
 
-def update_by_source(set: Mapping[str, str], *, condition: str | None = None) -> NotMatchedBySourceUpdate:  # noqa: A002
+def update_by_source(set: Mapping[str, str], *, condition: str | None = None) -> NotMatchedBySourceUpdate:
     """WHEN NOT MATCHED BY SOURCE [AND condition] THEN UPDATE SET col = expr, ..."""
     return NotMatchedBySourceUpdate(set=_assignments(set), condition=condition)
 

@@ -14,7 +14,9 @@ from airflow_provider_deltamerge.spec.source import MergeSource, PathSource, Que
 
 SPEC_VERSION = 1
 
-_SOURCE_TYPES: dict[str, type[MergeSource]] = {cls.kind: cls for cls in (PathSource, TableSource, QuerySource)}
+_SOURCE_TYPES: dict[str, type[MergeSource]] = {
+    cls.kind: cls for cls in (PathSource, TableSource, QuerySource)
+}
 
 
 def _to_json_value(value: Any) -> Any:
@@ -69,7 +71,9 @@ def _build(cls: type[Any], data: dict[str, Any], where: str) -> Any:
 
 def _tagged(data: Any, types: dict[str, type[Any]], where: str) -> Any:
     if not isinstance(data, dict) or data.get("kind") not in types:
-        raise MergeSpecError(f"{where} of the merge spec JSON needs a 'kind' among {', '.join(sorted(types))}.")
+        raise MergeSpecError(
+            f"{where} of the merge spec JSON needs a 'kind' among {', '.join(sorted(types))}."
+        )
     fields = {k: v for k, v in data.items() if k != "kind"}
     return _build(types[data["kind"]], fields, where)
 

@@ -34,7 +34,11 @@ class JobRequest:
 
 
 def encode_request(request: JobRequest) -> str:
-    body = {"spec": spec_to_dict(request.spec), "provenance": dict(request.provenance), "executor": request.executor}
+    body = {
+        "spec": spec_to_dict(request.spec),
+        "provenance": dict(request.provenance),
+        "executor": request.executor,
+    }
     packed = zlib.compress(json.dumps(body, sort_keys=True).encode("utf-8"), 9)
     return base64.urlsafe_b64encode(packed).decode("ascii")
 
@@ -52,13 +56,15 @@ def result_line(result: Mapping[str, Any]) -> str:
 
 
 def error_line(error: DeltaMergeError) -> str:
-    return ERROR_MARK + json.dumps({"phase": error.phase, "error_class": error.error_class, "message": error.message})
+    return ERROR_MARK + json.dumps(
+        {"phase": error.phase, "error_class": error.error_class, "message": error.message}
+    )
 
 
 def parse_result(line: str) -> dict[str, Any] | None:
     """The result a job line carries, or None if the line is not a result line."""
     text = line.strip()
-    return json.loads(text[len(RESULT_MARK) :]) if text.startswith(RESULT_MARK) else None  # type: ignore[no-any-return]
+    return json.loads(text[len(RESULT_MARK) :]) if text.startswith(RESULT_MARK) else None
 
 
 def parse_error(line: str) -> DeltaMergeError | None:

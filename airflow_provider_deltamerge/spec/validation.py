@@ -21,7 +21,8 @@ def clause_problems(clauses: Sequence[MergeClause]) -> list[tuple[str, str]]:
         return [
             (
                 "DELTA_MERGE_MISSING_WHEN",
-                delta_message("DELTA_MERGE_MISSING_WHEN") + " Add a clause such as update_all() or insert_all().",
+                delta_message("DELTA_MERGE_MISSING_WHEN")
+                + " Add a clause such as update_all() or insert_all().",
             )
         ]
     problems = []
@@ -51,4 +52,6 @@ def check_clauses(clauses: Sequence[MergeClause]) -> None:
     if len(problems) == 1:
         raise MergeSpecError(problems[0][1], error_class=problems[0][0])
     listing = "\n".join(f"{n}. [{cls}] {text}" for n, (cls, text) in enumerate(problems, start=1))
-    raise MergeSpecError(f"{len(problems)} problems in the MERGE clauses:\n{listing}", error_class=problems[0][0])
+    raise MergeSpecError(
+        f"{len(problems)} problems in the MERGE clauses:\n{listing}", error_class=problems[0][0]
+    )

@@ -52,7 +52,9 @@ class FileChanges:
     added: tuple[WrittenFile, ...]
 
 
-def run_classic(spark: SparkSession, plan: MergePlan, source: DataFrame, recorder: MetricsRecorder) -> FileChanges:
+def run_classic(
+    spark: SparkSession, plan: MergePlan, source: DataFrame, recorder: MetricsRecorder
+) -> FileChanges:
     """Run the merge in ``plan`` with the classic two-phase method."""
     with recorder.timed(m.SCAN_TIME_MS):
         touched, duplicate_matches = find_touched_files(plan, source, recorder)
@@ -87,7 +89,8 @@ def find_touched_files(
     candidate file is touched, as in Delta.
 
     Raises:
-        MergeExecutionError: DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE, with a few offending rows.
+        MergeExecutionError: DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE, showing a few
+            offending rows.
     """
     if not plan.candidate_files:
         # No target row can match; count the source directly, as Delta does when the join is optimized away.
@@ -142,7 +145,9 @@ def _multiple_match_error(plan: MergePlan, joined: DataFrame, multiply_matched: 
     alias = plan.spec.target_alias
     examples = (
         joined.groupBy(ROW_ID_COLUMN)
-        .agg(F.count(F.lit(1)).alias("matches"), *[F.first(F.col(f"{alias}.`{c}`")).alias(c) for c in columns])
+        .agg(
+            F.count(F.lit(1)).alias("matches"), *[F.first(F.col(f"{alias}.`{c}`")).alias(c) for c in columns]
+        )
         .filter(F.col("matches") > 1)
         .limit(SHOWN_MULTIPLE_MATCHES)
         .collect()

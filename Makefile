@@ -1,0 +1,37 @@
+# Two commands do all set-up on a fresh machine (Python 3.11+ and Java 17 needed):
+#   make demo   runs the example DAG end to end against a local Delta table
+#   make test   runs ruff, mypy and the test suite
+PYTHON ?= python3
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test venv java clean
+
+demo: $(STAMP) java
+	$(BIN)/python scripts/demo.py
+
+test: $(STAMP) java
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (set PYTHON=python3.11)")'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
+	$(BIN)/uv pip install --quiet -p $(BIN)/python -c constraints.txt -e ".[dev]"
+	# The Spark provider pulls in pyspark-client, which ships part of pyspark's files; put pyspark's back.
+	$(BIN)/uv pip install --quiet -p $(BIN)/python -c constraints.txt --reinstall-package pyspark pyspark
+	touch $(STAMP)
+
+java:
+	@command -v java >/dev/null 2>&1 || { \
+	  echo "Java is missing: Spark needs Java 17. Install it (e.g. 'apt-get install openjdk-17-jre-headless')" \
+	       "and make sure 'java' is on PATH."; exit 1; }
+
+clean:
+	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,59 @@
+"""Fixtures shared by every depth: a local SparkSession and small Delta tables on disk."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+# spark-submit and airflow come with the test interpreter's environment; subprocesses must find them.
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+ORDERS = pa.table(
+    {
+        "id": pa.array(range(10), pa.int64()),
+        "qty": pa.array([i * 10 for i in range(10)], pa.int32()),
+        "region": pa.array(["eu", "us"] * 5),
+    }
+)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One local SparkSession for the engine tests (small shuffles: the test data is tiny)."""
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("deltamerge-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def make_table(path: Path, data: pa.Table = ORDERS, *, partition_by: list[str] | None = None) -> str:
+    """A Delta table written by delta-rs at ``path``, as a user's existing table would be."""
+    write_deltalake(str(path), data, partition_by=partition_by)
+    return str(path)
+
+
+def table_state(path: str) -> tuple[int, list[dict[str, object]]]:
+    """Version and rows of a table: what a failed merge must leave unchanged."""
+    from tests.oracle import sorted_rows
+
+    return DeltaTable(path).version(), sorted_rows(path)

@@ -1,0 +1,58 @@
+"""The Airflow depth: real ``airflow`` CLI runs on a SQLite metadata database in a temporary AIRFLOW_HOME."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def airflow_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Environment of a project-local Airflow with the example DAGs and a local Spark master."""
+    home = tmp_path_factory.mktemp("airflow_home")
+    env = dict(os.environ)
+    env.update(
+        AIRFLOW_HOME=str(home),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__DAGS_FOLDER=str(ROOT / "dags_examples"),
+        AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        DELTAMERGE_LAKE=str(home / "lake"),
+    )
+    subprocess.run(["airflow", "db", "migrate"], env=env, check=True, capture_output=True)
+    return env
+
+
+@pytest.fixture(scope="session")
+def run_airflow(airflow_env: dict[str, str]) -> Callable[..., subprocess.CompletedProcess[str]]:
+    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["airflow", *args],
+            env={**airflow_env, **(env or {})},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    return run
+
+
+def xcom_value(airflow_env: dict[str, str], dag_id: str, task_id: str) -> Any:
+    """The newest ``return_value`` XCom of a task, read from the metadata database itself."""
+    with sqlite3.connect(Path(airflow_env["AIRFLOW_HOME"]) / "airflow.db") as db:
+        row = db.execute(
+            "SELECT value FROM xcom WHERE dag_id = ? AND task_id = ? AND key = 'return_value' "
+            "ORDER BY timestamp DESC LIMIT 1",
+            (dag_id, task_id),
+        ).fetchone()
+    assert row is not None, f"no XCom for {dag_id}.{task_id}"
+    value = row[0]
+    return json.loads(value if isinstance(value, str) else value.decode())

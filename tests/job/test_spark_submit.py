@@ -1,0 +1,62 @@
+"""The merge job through real spark-submit, driven by DeltaMergeHook as the operator drives it."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.exceptions import SourceError
+from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
+from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update_all
+from tests.conftest import make_table, table_state
+from tests.oracle import sorted_rows
+
+pytestmark = pytest.mark.slow
+
+
+def test_hook_runs_the_merge_and_returns_metrics(tmp_path, local_spark_connection):
+    target = make_table(tmp_path / "orders", partition_by=["region"])
+    source = tmp_path / "extract.parquet"
+    pq.write_table(
+        pa.table(
+            {"id": pa.array([1, 42], pa.int64()), "qty": pa.array([7, 8], pa.int32()), "region": ["us", "eu"]}
+        ),
+        source,
+    )
+    spec = MergeSpec(
+        target=target,
+        source=PathSource(str(source)),
+        condition="t.id = s.id",
+        clauses=(update_all(), insert_all()),
+    )
+
+    metrics = DeltaMergeHook(local_spark_connection).run_merge(spec, provenance={"dagId": "d"})
+
+    assert metrics[m.NUM_TARGET_ROWS_UPDATED] == 1
+    assert metrics[m.NUM_TARGET_ROWS_INSERTED] == 1
+    assert metrics[m.TABLE_VERSION] == DeltaTable(target).version() == 1
+    assert metrics[m.SPEC_HASH] == spec.spec_hash
+    assert metrics[m.EXECUTOR] == "classic"
+    assert {"id": 42, "qty": 8, "region": "eu"} in sorted_rows(target)
+    assert {"id": 1, "qty": 7, "region": "us"} in sorted_rows(target)
+
+
+def test_job_error_becomes_the_task_error(tmp_path, local_spark_connection):
+    # The job's own error (class and message) must reach Airflow, not just "spark-submit exited 1".
+    target = make_table(tmp_path / "orders")
+    before = table_state(target)
+    spec = MergeSpec(
+        target=target,
+        source=PathSource(str(tmp_path / "missing-2024-01-02.parquet")),
+        condition="t.id = s.id",
+        clauses=(insert_all(),),
+    )
+
+    with pytest.raises(SourceError, match=r"missing-2024-01-02\.parquet") as raised:
+        DeltaMergeHook(local_spark_connection).run_merge(spec)
+
+    assert raised.value.error_class == "PATH_NOT_FOUND"
+    assert table_state(target) == before

@@ -1,0 +1,51 @@
+"""The test oracle: ``deltalake``'s own MERGE run with the same spec, and table comparison helpers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable
+
+from airflow_provider_deltamerge.spec import (
+    MatchedDelete,
+    MatchedUpdate,
+    MergeSpec,
+    NotMatchedBySourceDelete,
+    NotMatchedBySourceUpdate,
+    NotMatchedInsert,
+)
+
+
+def merge_with_deltalake(table_path: str, spec: MergeSpec, source: pa.Table) -> dict[str, Any]:
+    """Run ``spec``'s clauses with delta-rs on ``table_path``; returns delta-rs's metrics dict."""
+    merger = DeltaTable(table_path).merge(
+        source, spec.condition, source_alias=spec.source_alias, target_alias=spec.target_alias
+    )
+    for clause in spec.clauses:
+        match clause:
+            case MatchedUpdate(star=True):
+                merger = merger.when_matched_update_all(
+                    clause.condition, except_cols=list(clause.except_columns)
+                )
+            case MatchedUpdate():
+                merger = merger.when_matched_update(dict(clause.set), clause.condition)
+            case MatchedDelete():
+                merger = merger.when_matched_delete(clause.condition)
+            case NotMatchedInsert(star=True):
+                merger = merger.when_not_matched_insert_all(
+                    clause.condition, except_cols=list(clause.except_columns)
+                )
+            case NotMatchedInsert():
+                merger = merger.when_not_matched_insert(dict(clause.values), clause.condition)
+            case NotMatchedBySourceUpdate():
+                merger = merger.when_not_matched_by_source_update(dict(clause.set), clause.condition)
+            case NotMatchedBySourceDelete():
+                merger = merger.when_not_matched_by_source_delete(clause.condition)
+    return merger.execute()  # type: ignore[no-any-return]
+
+
+def sorted_rows(table_path: str) -> list[dict[str, Any]]:
+    """Every row of the Delta table, in a stable order, read by delta-rs (an independent reader)."""
+    rows = DeltaTable(table_path).to_pyarrow_table().to_pylist()
+    return sorted(rows, key=lambda row: [(v is None, str(v)) for v in row.values()])
