@@ -90,7 +90,7 @@ def spec_from_dict(data: dict[str, Any]) -> MergeSpec:
         _tagged(c, CLAUSE_TYPES, f"clause {n}") for n, c in enumerate(body.pop("clauses", []), start=1)
     ]
     source = _tagged(body.pop("source", None), _SOURCE_TYPES, "source")
-    return _build(MergeSpec, {**body, "source": source, "clauses": clauses}, "the spec")  # type: ignore[no-any-return]
+    return _build(MergeSpec, {**body, "source": source, "clauses": clauses}, "the spec")
 
 
 def spec_from_json(text: str) -> MergeSpec:
