@@ -89,7 +89,9 @@ class NotMatchedBySourceDelete:
     group: ClassVar[MatchGroup] = "not_matched_by_source"
 
 
-MergeClause = MatchedUpdate | MatchedDelete | NotMatchedInsert | NotMatchedBySourceUpdate | NotMatchedBySourceDelete
+MergeClause = (
+    MatchedUpdate | MatchedDelete | NotMatchedInsert | NotMatchedBySourceUpdate | NotMatchedBySourceDelete
+)
 
 CLAUSE_TYPES: dict[str, type[MergeClause]] = {
     cls.kind: cls
@@ -102,7 +104,12 @@ CLAUSE_TYPES: dict[str, type[MergeClause]] = {
     )
 }
 
-# SQL wording of each kind, as Delta's messages name clauses.
+# SQL wording of each WHEN group and each kind, as Delta's messages name clauses.
+GROUP_SQL_NAMES: dict[str, str] = {
+    "matched": "WHEN MATCHED",
+    "not_matched": "WHEN NOT MATCHED",
+    "not_matched_by_source": "WHEN NOT MATCHED BY SOURCE",
+}
 CLAUSE_SQL_NAMES: dict[str, str] = {
     "matched_update": "WHEN MATCHED UPDATE",
     "matched_delete": "WHEN MATCHED DELETE",
@@ -117,10 +124,15 @@ def describe_clause(position: int, clause: MergeClause) -> str:
     return f"clause {position}, {CLAUSE_SQL_NAMES[clause.kind]}"
 
 
+def describe_action(position: int, group: str, action: str) -> str:
+    """Name a clause that has no kind of its own, such as ``clause 1, WHEN MATCHED INSERT``."""
+    return f"clause {position}, {GROUP_SQL_NAMES[group]} {action}"
+
+
 # Friendly constructors for DAG authors; they read like the SQL they stand for.
 
 
-def update(set: Mapping[str, str], *, condition: str | None = None) -> MatchedUpdate:  # noqa: A002
+def update(set: Mapping[str, str], *, condition: str | None = None) -> MatchedUpdate:
     """WHEN MATCHED [AND condition] THEN UPDATE SET col = expr, ..."""
     return MatchedUpdate(set=_assignments(set), condition=condition)
 
@@ -145,7 +157,7 @@ def insert_all(*, except_columns: Iterable[str] = (), condition: str | None = No
     return NotMatchedInsert(star=True, except_columns=tuple(except_columns), condition=condition)
 
 
-def update_by_source(set: Mapping[str, str], *, condition: str | None = None) -> NotMatchedBySourceUpdate:  # noqa: A002
+def update_by_source(set: Mapping[str, str], *, condition: str | None = None) -> NotMatchedBySourceUpdate:
     """WHEN NOT MATCHED BY SOURCE [AND condition] THEN UPDATE SET col = expr, ..."""
     return NotMatchedBySourceUpdate(set=_assignments(set), condition=condition)
 
@@ -156,7 +168,9 @@ def delete_by_source(*, condition: str | None = None) -> NotMatchedBySourceDelet
 
 
 __all__ = [
+    "CLAUSE_SQL_NAMES",
     "CLAUSE_TYPES",
+    "GROUP_SQL_NAMES",
     "ClauseKind",
     "MatchGroup",
     "MatchedDelete",
@@ -167,6 +181,7 @@ __all__ = [
     "NotMatchedInsert",
     "delete",
     "delete_by_source",
+    "describe_action",
     "describe_clause",
     "insert",
     "insert_all",
