@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from airflow_provider_deltamerge.exceptions import MergeSpecError
+from airflow_provider_deltamerge.exceptions import DeltaMergeError, MergeSpecError
 from airflow_provider_deltamerge.spec.clauses import (
     GROUP_SQL_NAMES,
     MatchedUpdate,
@@ -42,18 +42,18 @@ def problem(error_class: str, where: str, fix: str, **params: object) -> Problem
     return Problem(error_class, f"{delta_message(error_class, **params)} ({where}) {fix}")
 
 
-def raise_problems(problems: Sequence[Problem]) -> None:
-    """Raise one ``MergeSpecError`` listing every problem, if there is any.
+def raise_problems(problems: Sequence[Problem], error: type[DeltaMergeError] = MergeSpecError) -> None:
+    """Raise one ``error`` listing every problem, if there is any.
 
     Raises:
-        MergeSpecError: with the first problem's error class and a numbered list of all of them.
+        DeltaMergeError: ``error``, with the first problem's error class and a numbered list of all of them.
     """
     if not problems:
         return
     if len(problems) == 1:
-        raise MergeSpecError(problems[0].message, error_class=problems[0].error_class)
+        raise error(problems[0].message, error_class=problems[0].error_class)
     listing = "\n".join(f"{n}. [{p.error_class}] {p.message}" for n, p in enumerate(problems, start=1))
-    raise MergeSpecError(
+    raise error(
         f"{len(problems)} problems in the merge spec:\n{listing}", error_class=problems[0].error_class
     )
 
