@@ -1,4 +1,4 @@
-"""The merge spec: clause model, validation, JSON form, MERGE INTO text, pre-flight checks (stdlib + sqlglot)."""
+"""The merge spec: clauses, validation, JSON form, MERGE INTO text, pre-flight checks (stdlib, sqlglot)."""
 
 from __future__ import annotations
 
