@@ -275,7 +275,9 @@ def parse_merge_sql(sql: str) -> MergeSpec:
             checks find, such as an INSERT under WHEN MATCHED.
     """
     sql, schema_evolution = _without_schema_evolution(sql, _tokenize(sql))
-    if not any(t.token_type == TokenType.WHEN for t in _tokenize(sql)):
+    words = [t.token_type for t in _tokenize(sql)]
+    # sqlglot calls a MERGE without WHEN a syntax error; Delta (and Spark) have a class of their own for it.
+    if words[:1] == [TokenType.MERGE] and TokenType.WHEN not in words:
         raise_problems(clause_problems(()))
     merge = _parse_statement(sql)
     tokens = _Tokens(sql, _tokenize(sql))
