@@ -19,13 +19,11 @@ from airflow_provider_deltamerge.exceptions import SourceError, TargetTableError
 def read_table_schema(path: str, *, storage_options: dict[str, str] | None = None) -> dict[str, Any]:
     """The current schema of the Delta table at ``path``, from its log (last checkpoint and later commits).
 
-    Only the log's metadata is needed, so the table's file list is not loaded (``without_files``).
-
     Raises:
         TargetTableError: ``DELTA_TABLE_NOT_FOUND`` when there is no Delta table at ``path``.
     """
     try:
-        table = DeltaTable(path, storage_options=storage_options, without_files=True)
+        table = DeltaTable(path, storage_options=storage_options)
     except TableNotFoundError as err:
         raise TargetTableError(
             f"Delta table {path} doesn't exist. Check the target path (after templating), or create the "
