@@ -1,4 +1,4 @@
-"""The merge spec: clause model, validation, JSON form. Pure Python (stdlib and sqlglot only)."""
+"""The merge spec: clauses, validation, JSON form, MERGE INTO text, pre-flight checks (stdlib, sqlglot)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,22 @@ from airflow_provider_deltamerge.spec.clauses import (
     update_all,
     update_by_source,
 )
+from airflow_provider_deltamerge.spec.json_form import SPEC_VERSION, spec_hash
 from airflow_provider_deltamerge.spec.merge_spec import MergeSpec
+from airflow_provider_deltamerge.spec.preflight import (
+    ColumnSchema,
+    TableColumns,
+    preflight_problems,
+    run_preflight,
+)
 from airflow_provider_deltamerge.spec.source import MergeSource, PathSource, QuerySource, TableSource
+from airflow_provider_deltamerge.spec.sql_parse import parse_merge_sql
+from airflow_provider_deltamerge.spec.sql_render import to_merge_sql
+from airflow_provider_deltamerge.spec.validation import Problem, check_clauses
 
 __all__ = [
+    "SPEC_VERSION",
+    "ColumnSchema",
     "MatchedDelete",
     "MatchedUpdate",
     "MergeClause",
@@ -30,12 +42,20 @@ __all__ = [
     "NotMatchedBySourceUpdate",
     "NotMatchedInsert",
     "PathSource",
+    "Problem",
     "QuerySource",
+    "TableColumns",
     "TableSource",
+    "check_clauses",
     "delete",
     "delete_by_source",
     "insert",
     "insert_all",
+    "parse_merge_sql",
+    "preflight_problems",
+    "run_preflight",
+    "spec_hash",
+    "to_merge_sql",
     "update",
     "update_all",
     "update_by_source",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal
@@ -26,8 +27,22 @@ def _assignments(value: Mapping[str, str] | Iterable[tuple[str, str]]) -> Assign
     return tuple((str(column), str(expression)) for column, expression in pairs)
 
 
-@dataclass(frozen=True)
-class MatchedUpdate:
+class _ReadableRepr:
+    """A repr that shows only what differs from the defaults, and assignments as ``{column: expr}``."""
+
+    def __repr__(self) -> str:
+        shown = []
+        for field in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, field.name)
+            if value != field.default:
+                # A mapping reads best, but would hide a column assigned twice.
+                as_mapping = field.name in ("set", "values") and len(dict(value)) == len(value)
+                shown.append(f"{field.name}={dict(value) if as_mapping else value!r}")
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+
+@dataclass(frozen=True, repr=False)
+class MatchedUpdate(_ReadableRepr):
     """WHEN MATCHED [AND condition] THEN UPDATE SET col = expr, ... | UPDATE SET * [EXCEPT (cols)]."""
 
     set: Assignments = ()
@@ -42,8 +57,8 @@ class MatchedUpdate:
         object.__setattr__(self, "except_columns", tuple(self.except_columns))
 
 
-@dataclass(frozen=True)
-class MatchedDelete:
+@dataclass(frozen=True, repr=False)
+class MatchedDelete(_ReadableRepr):
     """WHEN MATCHED [AND condition] THEN DELETE."""
 
     condition: str | None = None
@@ -51,8 +66,8 @@ class MatchedDelete:
     group: ClassVar[MatchGroup] = "matched"
 
 
-@dataclass(frozen=True)
-class NotMatchedInsert:
+@dataclass(frozen=True, repr=False)
+class NotMatchedInsert(_ReadableRepr):
     """WHEN NOT MATCHED [AND condition] THEN INSERT (cols) VALUES (exprs) | INSERT * [EXCEPT (cols)]."""
 
     values: Assignments = ()
@@ -67,8 +82,8 @@ class NotMatchedInsert:
         object.__setattr__(self, "except_columns", tuple(self.except_columns))
 
 
-@dataclass(frozen=True)
-class NotMatchedBySourceUpdate:
+@dataclass(frozen=True, repr=False)
+class NotMatchedBySourceUpdate(_ReadableRepr):
     """WHEN NOT MATCHED BY SOURCE [AND condition] THEN UPDATE SET col = expr, ... (no ``*``)."""
 
     set: Assignments = ()
@@ -80,8 +95,8 @@ class NotMatchedBySourceUpdate:
         object.__setattr__(self, "set", _assignments(self.set))
 
 
-@dataclass(frozen=True)
-class NotMatchedBySourceDelete:
+@dataclass(frozen=True, repr=False)
+class NotMatchedBySourceDelete(_ReadableRepr):
     """WHEN NOT MATCHED BY SOURCE [AND condition] THEN DELETE."""
 
     condition: str | None = None
@@ -104,7 +119,12 @@ CLAUSE_TYPES: dict[str, type[MergeClause]] = {
     )
 }
 
-# SQL wording of each kind, as Delta's messages name clauses.
+# SQL wording of each WHEN group and each kind, as Delta's messages name clauses.
+GROUP_SQL_NAMES: dict[str, str] = {
+    "matched": "WHEN MATCHED",
+    "not_matched": "WHEN NOT MATCHED",
+    "not_matched_by_source": "WHEN NOT MATCHED BY SOURCE",
+}
 CLAUSE_SQL_NAMES: dict[str, str] = {
     "matched_update": "WHEN MATCHED UPDATE",
     "matched_delete": "WHEN MATCHED DELETE",
@@ -117,6 +137,11 @@ CLAUSE_SQL_NAMES: dict[str, str] = {
 def describe_clause(position: int, clause: MergeClause) -> str:
     """Name a clause for an error message: ``clause 2, WHEN MATCHED UPDATE`` (positions count from 1)."""
     return f"clause {position}, {CLAUSE_SQL_NAMES[clause.kind]}"
+
+
+def describe_action(position: int, group: str, action: str) -> str:
+    """Name a clause that has no kind of its own, such as ``clause 1, WHEN MATCHED INSERT``."""
+    return f"clause {position}, {GROUP_SQL_NAMES[group]} {action}"
 
 
 # Friendly constructors for DAG authors; they read like the SQL they stand for.
@@ -158,7 +183,9 @@ def delete_by_source(*, condition: str | None = None) -> NotMatchedBySourceDelet
 
 
 __all__ = [
+    "CLAUSE_SQL_NAMES",
     "CLAUSE_TYPES",
+    "GROUP_SQL_NAMES",
     "ClauseKind",
     "MatchGroup",
     "MatchedDelete",
@@ -169,6 +196,7 @@ __all__ = [
     "NotMatchedInsert",
     "delete",
     "delete_by_source",
+    "describe_action",
     "describe_clause",
     "insert",
     "insert_all",

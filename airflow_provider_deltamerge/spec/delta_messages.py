@@ -1,6 +1,8 @@
 """Delta Lake's MERGE error classes and message texts, kept in one table so every layer words errors alike.
 
-Texts are Delta's own (delta-error-classes.json); ``<name>`` placeholders are filled by ``delta_message``.
+Texts are Delta's own (delta-error-classes.json, or the Spark/Delta source where Delta raises a bare
+exception); ``<name>`` placeholders are filled by ``delta_message``. Classes starting ``DELTAMERGE_`` are this
+provider's: they name checks Delta leaves to Spark's SQL parser, which has no class of its own for them.
 """
 
 from __future__ import annotations
@@ -22,6 +24,25 @@ DELTA_MESSAGES: dict[str, str] = {
         "NOT MATCHED BY SOURCE clause can omit the condition."
     ),
     "DELTA_MERGE_UNRESOLVED_EXPRESSION": "Cannot resolve <sqlExpr> in <clause> given columns <cols>.",
+    "AMBIGUOUS_REFERENCE": "Reference <name> is ambiguous, could be: <referenceNames>.",
+    # DeltaAnalysis raises this one as a bare IllegalArgumentException, so it has no Delta error class.
+    "DELTAMERGE_INVALID_CLAUSE_ACTION": (
+        "<action> clauses cannot be part of the <group> clause in MERGE INTO."
+    ),
+    "DELTA_CONFLICT_SET_COLUMN": "There is a conflict from these SET columns: <columnList>.",
+    "DELTA_DUPLICATE_COLUMNS_ON_INSERT": "Duplicate column names in INSERT clause",
+    "DELTA_UNSUPPORTED_NESTED_FIELD_IN_OPERATION": (
+        "Nested field is not supported in the <operation> (field = <fieldName>)."
+    ),
+    "DELTAMERGE_EMPTY_ASSIGNMENTS": "<action> needs at least one column.",
+    "DELTAMERGE_EXCEPT_WITHOUT_STAR": "EXCEPT (<columns>) is only allowed after *.",
+    "DELTAMERGE_STAR_WITH_ASSIGNMENTS": "A clause is either <action> * or lists its columns, not both.",
+    "DELTAMERGE_BLANK_CONDITION": "The <part> is blank.",
+    "DELTAMERGE_INVALID_COLUMN_NAME": "<name> is not a column name.",
+    "DELTAMERGE_INVALID_ALIAS": "<name> is not a valid alias.",
+    "DELTAMERGE_SAME_ALIAS": "The target and the source both have the alias <alias>.",
+    "DELTAMERGE_INVALID_DEDUPLICATION": "Source de-duplication needs <missing>.",
+    "PARSE_SYNTAX_ERROR": "Syntax error at or near <error>.",
     "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE": (
         "Cannot perform Merge as multiple source rows matched and attempted to modify the same target row "
         "in the Delta table in possibly conflicting ways. By SQL semantics of Merge, when multiple source "

@@ -8,9 +8,10 @@ import json
 from typing import Any
 
 from airflow_provider_deltamerge.exceptions import MergeSpecError
-from airflow_provider_deltamerge.spec.clauses import CLAUSE_TYPES, MergeClause
-from airflow_provider_deltamerge.spec.merge_spec import MergeSpec
+from airflow_provider_deltamerge.spec.clauses import CLAUSE_TYPES, GROUP_SQL_NAMES, MergeClause
+from airflow_provider_deltamerge.spec.merge_spec import MergeSpec, assemble_spec
 from airflow_provider_deltamerge.spec.source import MergeSource, PathSource, QuerySource, TableSource
+from airflow_provider_deltamerge.spec.validation import Problem, action_not_allowed
 
 SPEC_VERSION = 1
 
@@ -33,28 +34,26 @@ def _fields_dict(value: Any) -> dict[str, Any]:
 
 
 def spec_to_dict(spec: MergeSpec) -> dict[str, Any]:
-    """The JSON-ready dict of ``spec``, with ``spec_version``."""
+    """The JSON-ready dict of ``spec``, with ``spec_version``; every field is written, defaults too."""
     return {
+        **_fields_dict(spec),
         "spec_version": SPEC_VERSION,
-        "target": spec.target,
         "source": {"kind": spec.source.kind, **_fields_dict(spec.source)},
-        "condition": spec.condition,
         "clauses": [{"kind": c.kind, **_fields_dict(c)} for c in spec.clauses],
-        "target_alias": spec.target_alias,
-        "source_alias": spec.source_alias,
-        "schema_evolution": spec.schema_evolution,
     }
 
 
 def spec_to_json(spec: MergeSpec) -> str:
+    """Canonical JSON: sorted keys, no spaces, UTF-8 kept, so equal specs give equal text."""
     return json.dumps(spec_to_dict(spec), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def spec_hash(spec: MergeSpec) -> str:
+    """sha256 (hex) of the canonical JSON form."""
     return hashlib.sha256(spec_to_json(spec).encode("utf-8")).hexdigest()
 
 
-def _build(cls: type[Any], data: dict[str, Any], where: str) -> Any:
+def _reject_unknown_fields(cls: type[Any], data: dict[str, Any], where: str) -> None:
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - known)
     if unknown:
@@ -62,6 +61,10 @@ def _build(cls: type[Any], data: dict[str, Any], where: str) -> Any:
             f"Unknown field(s) {', '.join(unknown)} in {where} of the merge spec JSON; "
             f"known fields are {', '.join(sorted(known))}. Was it written by a newer provider version?"
         )
+
+
+def _build(cls: type[Any], data: dict[str, Any], where: str) -> Any:
+    _reject_unknown_fields(cls, data, where)
     frozen = {k: _from_json_value(v) for k, v in data.items()}
     try:
         return cls(**frozen)
@@ -78,22 +81,45 @@ def _tagged(data: Any, types: dict[str, type[Any]], where: str) -> Any:
     return _build(types[data["kind"]], fields, where)
 
 
+def _clause(data: Any, position: int) -> MergeClause | Problem:
+    """One clause of the JSON form, or the problem standing in for a clause its WHEN group forbids."""
+    where = f"clause {position}"
+    if isinstance(data, dict) and data.get("kind") not in CLAUSE_TYPES:
+        group, _, action = str(data.get("kind")).rpartition("_")
+        if group in GROUP_SQL_NAMES and action in ("update", "delete", "insert"):
+            return action_not_allowed(position, group, action.upper())
+    if isinstance(data, dict) and data.get("kind") == "not_matched_by_source_update" and data.get("star"):
+        return action_not_allowed(position, "not_matched_by_source", "UPDATE SET *")
+    return _tagged(data, CLAUSE_TYPES, where)
+
+
 def spec_from_dict(data: dict[str, Any]) -> MergeSpec:
+    """Read the dict form of a spec.
+
+    Raises:
+        MergeSpecError: for an unknown ``spec_version``, an unknown field or kind, or an invalid MERGE.
+    """
     version = data.get("spec_version")
     if version != SPEC_VERSION:
         raise MergeSpecError(
             f"Merge spec JSON has spec_version {version!r}; this provider reads version {SPEC_VERSION}. "
             "Install the same provider version on the Airflow workers and the Spark cluster."
         )
-    body = {k: v for k, v in data.items() if k != "spec_version"}
-    clauses: list[MergeClause] = [
-        _tagged(c, CLAUSE_TYPES, f"clause {n}") for n, c in enumerate(body.pop("clauses", []), start=1)
-    ]
-    source = _tagged(body.pop("source", None), _SOURCE_TYPES, "source")
-    return _build(MergeSpec, {**body, "source": source, "clauses": clauses}, "the spec")
+    body = {k: _from_json_value(v) for k, v in data.items() if k not in ("spec_version", "clauses", "source")}
+    _reject_unknown_fields(MergeSpec, body, "the spec")
+    raw_clauses = data.get("clauses", [])
+    if not isinstance(raw_clauses, list):
+        raise MergeSpecError("'clauses' of the merge spec JSON must be a list.")
+    clauses = [_clause(c, n) for n, c in enumerate(raw_clauses, start=1)]
+    source = _tagged(data.get("source"), _SOURCE_TYPES, "source")
+    try:
+        return assemble_spec(clauses, source=source, **body)
+    except TypeError as err:
+        raise MergeSpecError(f"Invalid merge spec JSON: {err}") from err
 
 
 def spec_from_json(text: str) -> MergeSpec:
+    """Read the JSON text of a spec; see ``spec_from_dict``."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:

@@ -1,0 +1,54 @@
+"""The column references of a Spark SQL condition or expression, found with sqlglot (no Spark)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+
+@dataclass(frozen=True)
+class ExpressionSyntaxError:
+    """Why an expression does not parse, with the position inside the expression's own text."""
+
+    line: int
+    column: int
+    near: str
+    description: str
+
+
+def column_references(sql: str) -> tuple[tuple[str, ...], ...] | ExpressionSyntaxError:
+    """The dotted name parts of every column ``sql`` refers to, each once (in sqlglot's tree order).
+
+    ``t.addr.city`` gives ``("t", "addr", "city")``: the caller decides which part is an alias. Names
+    bound by lambdas (``x -> x + 1``) are not columns and are left out, as sqlglot parses them.
+
+    Returns:
+        The references, or an ``ExpressionSyntaxError`` if ``sql`` is not a Spark SQL expression.
+    """
+    try:
+        tree = sqlglot.parse_one(sql, read="spark", into=exp.Condition)
+    except ParseError as err:
+        first = err.errors[0] if err.errors else {}
+        return ExpressionSyntaxError(
+            line=int(first.get("line") or 1),
+            column=int(first.get("col") or 1),
+            near=str(first.get("highlight") or ""),
+            description=str(first.get("description") or err),
+        )
+    except TokenError as err:
+        return ExpressionSyntaxError(line=1, column=1, near=sql[:20], description=str(err))
+    found: dict[tuple[str, ...], None] = {}
+    for column in tree.find_all(exp.Column):
+        if isinstance(column.this, exp.Star):
+            continue
+        parts = [part.name for part in column.parts]
+        node: exp.Expression = column
+        # sqlglot keeps at most catalog.db.table.column in a Column; deeper struct fields hang off Dots.
+        while isinstance(node.parent, exp.Dot) and node.parent.this is node:
+            node = node.parent
+            parts.append(node.expression.name)
+        found[tuple(parts)] = None
+    return tuple(found)

@@ -1,0 +1,247 @@
+"""Pre-flight checks: column references against real schemas, read from Delta logs and parquet footers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_provider_deltamerge.delta.log_schema import read_path_schema, read_table_schema
+from airflow_provider_deltamerge.exceptions import ClauseResolutionError, SourceError, TargetTableError
+from airflow_provider_deltamerge.spec import (
+    MergeClause,
+    MergeSpec,
+    PathSource,
+    QuerySource,
+    TableColumns,
+    delete,
+    delete_by_source,
+    insert,
+    insert_all,
+    preflight_problems,
+    run_preflight,
+    update,
+    update_all,
+    update_by_source,
+)
+
+TARGET = TableColumns.from_paths("id", "name", "qty", "addr.city", "addr.zip", "active")
+SOURCE = TableColumns.from_paths("id", "name", "qty", "city", "op", "ts")
+
+
+def merge(*clauses: MergeClause, **fields: Any) -> MergeSpec:
+    defaults = {"target": "/lake/orders", "source": PathSource("/in/orders"), "condition": "t.id = s.id"}
+    return MergeSpec(**{**defaults, **fields}, clauses=clauses)
+
+
+def messages(spec: MergeSpec, source: TableColumns | None = SOURCE) -> list[str]:
+    return [p.message for p in preflight_problems(spec, TARGET, source)]
+
+
+def test_a_spec_that_resolves_has_no_problems() -> None:
+    spec = merge(
+        delete(condition="s.op = 'D'"),
+        update(
+            {"t.addr.city": "s.city", "qty": "t.qty + s.qty", "NAME": "upper(s.name)"}, condition="s.ts > 0"
+        ),
+        insert({"id": "s.id", "name": "s.name", "addr": "named_struct('city', s.city, 'zip', NULL)"}),
+        update_by_source({"active": "false"}, condition="t.active AND t.addr.zip IS NOT NULL"),
+        delete_by_source(),
+        condition="t.id = s.id AND op <> 'X' AND transform(array(1), x -> x + 1) IS NOT NULL",
+        deduplicate_source_by=("id",),
+        deduplicate_order_by=("ts",),
+    )
+    assert preflight_problems(spec, TARGET, SOURCE) == []
+
+
+def test_unknown_target_column_with_suggestions() -> None:
+    [message] = messages(merge(delete(), condition="t.idd = s.id"))
+    assert message == (
+        "Cannot resolve t.idd in search condition given columns t.id, t.name, t.qty, t.addr, t.active, "
+        "s.id, s.name, s.qty, s.city, s.op, s.ts. (ON condition) Did you mean t.id or t.addr?"
+    )
+
+
+def test_unknown_nested_field() -> None:
+    [message] = messages(merge(update({"qty": "1"}, condition="t.addr.cty = s.city")))
+    assert message.startswith("Cannot resolve t.addr.cty in UPDATE condition given columns t.id,")
+    assert "(clause 1, WHEN MATCHED UPDATE) Did you mean t.addr.city or" in message
+
+
+@pytest.mark.parametrize(
+    ("clause", "text"),
+    [
+        (
+            insert({"id": "s.id"}, condition="t.active"),
+            "Cannot resolve t.active in INSERT condition given columns s.id, s.name, s.qty, s.city, s.op, "
+            "s.ts. (clause 1, WHEN NOT MATCHED INSERT) WHEN NOT MATCHED clauses see only the source (s)",
+        ),
+        (
+            insert({"id": "s.id", "qty": "t.qty"}),
+            "Cannot resolve t.qty in INSERT clause given columns s.id,",
+        ),
+        (
+            insert({"id": "s.id"}, condition="active"),
+            "(clause 1, WHEN NOT MATCHED INSERT) WHEN NOT MATCHED clauses see only the source (s): there "
+            "is no target row.",
+        ),
+        (
+            update_by_source({"qty": "s.qty"}),
+            "Cannot resolve s.qty in UPDATE clause given columns t.id, t.name, t.qty, t.addr, t.active. "
+            "(clause 1, WHEN NOT MATCHED BY SOURCE UPDATE) WHEN NOT MATCHED BY SOURCE clauses see only the "
+            "target (t): there is no source row.",
+        ),
+        (
+            delete_by_source(condition="op = 'D'"),
+            "Cannot resolve op in DELETE condition given columns t.id,",
+        ),
+    ],
+)
+def test_references_a_clause_cannot_see(clause: MergeClause, text: str) -> None:
+    [message] = messages(merge(clause))
+    assert text in message
+
+
+def test_unknown_alias() -> None:
+    [message] = messages(merge(delete(condition="src.op = 'D'")))
+    assert "Cannot resolve src.op in DELETE condition" in message
+    assert "`src` is neither a column nor an alias: the target is t and the source s." in message
+
+
+def test_ambiguous_unqualified_reference() -> None:
+    [problem] = preflight_problems(merge(delete(condition="qty > 0")), TARGET, SOURCE)
+    assert problem.error_class == "AMBIGUOUS_REFERENCE"
+    assert problem.message.startswith("Reference `qty` is ambiguous, could be: [`t`.`qty`, `s`.`qty`].")
+
+
+@pytest.mark.parametrize(
+    ("clause", "evolution", "text"),
+    [
+        (update({"extra": "s.op"}), False, "Cannot resolve extra in UPDATE clause given columns t.id,"),
+        (insert({"id": "s.id", "nmae": "s.name"}), False, "Did you mean name? To add it from the source"),
+        (update({"op": "s.op"}), True, None),
+        (update({"extra": "s.op"}), True, "Schema evolution adds only columns the source has."),
+        (update_by_source({"op": "'x'"}), True, "WHEN NOT MATCHED BY SOURCE clauses cannot add columns."),
+    ],
+)
+def test_assignment_to_a_column_the_target_lacks(
+    clause: MergeClause, evolution: bool, text: str | None
+) -> None:
+    found = messages(merge(clause, schema_evolution=evolution))
+    assert found == [] if text is None else text in found[0]
+
+
+def test_star_needs_every_target_column_in_the_source_without_evolution() -> None:
+    [message] = messages(merge(update_all()))
+    assert (
+        message.startswith("Cannot resolve s.addr, active in UPDATE clause")
+        or "lacks addr, active" in message
+    )
+    assert messages(merge(update_all(except_columns=["addr", "active"]))) == []
+    assert messages(merge(insert_all(), schema_evolution=True)) == []
+
+
+def test_except_names_a_target_column() -> None:
+    [message] = messages(merge(update_all(except_columns=["adr", "addr", "active"])))
+    assert "Cannot resolve adr in UPDATE clause" in message and "Did you mean addr?" in message
+
+
+def test_deduplication_columns_are_source_columns() -> None:
+    [message] = messages(
+        merge(
+            update_all(except_columns=["addr", "active"]),
+            deduplicate_source_by=("id",),
+            deduplicate_order_by=("tss",),
+        )
+    )
+    assert "Cannot resolve tss in source de-duplication" in message and "Did you mean ts?" in message
+
+
+def test_source_checks_are_skipped_when_its_schema_is_unknown() -> None:
+    spec = merge(update_all(), update_by_source({"active": "false"}), condition="t.id = s.anything")
+    assert messages(spec, source=None) == []
+
+
+def test_expression_syntax_error_names_the_clause_and_position() -> None:
+    [problem] = preflight_problems(merge(delete(condition="s.op = = 'D'")), TARGET, SOURCE)
+    assert problem.error_class == "PARSE_SYNTAX_ERROR"
+    assert (
+        "(clause 1, WHEN MATCHED DELETE) Fix the DELETE condition \"s.op = = 'D'\" at line 1, column 8"
+        in (problem.message)
+    )
+
+
+# Against real tables on disk.
+
+
+def test_run_preflight_reads_the_target_log_and_a_parquet_source(
+    make_delta_table: Callable[..., str], tmp_path: Path
+) -> None:
+    target = make_delta_table()
+    source = tmp_path / "in"
+    source.mkdir()
+    pq.write_table(pa.table({"id": [1], "name": ["a"], "city": ["x"]}), source / "part-0.parquet")
+    spec = merge(
+        update({"t.addr.city": "s.city", "name": "s.nam"}),
+        insert_all(),
+        target=target,
+        source=PathSource(str(source)),
+    )
+    with pytest.raises(ClauseResolutionError) as info:
+        run_preflight(spec, read_target_schema=read_table_schema, read_source_schema=read_path_schema)
+    assert info.value.error_class == "DELTA_MERGE_UNRESOLVED_EXPRESSION"
+    message = str(info.value)
+    assert "2 problems in the merge spec" in message
+    assert "Cannot resolve s.nam in UPDATE clause" in message and "Did you mean s.name?" in message
+    assert "INSERT * takes every target column from the source, which lacks qty, addr, active." in message
+
+
+def test_run_preflight_with_a_delta_source_passes(make_delta_table: Callable[..., str]) -> None:
+    spec = merge(
+        update({"t.addr.city": "s.addr.city"}),
+        insert_all(),
+        target=make_delta_table("target"),
+        source=PathSource(make_delta_table("source"), "delta"),
+    )
+    run_preflight(spec, read_target_schema=read_table_schema, read_source_schema=read_path_schema)
+
+
+def test_missing_target_table_names_the_path(tmp_path: Path) -> None:
+    spec = merge(update_all(), target=str(tmp_path / "nowhere"))
+    with pytest.raises(TargetTableError) as info:
+        run_preflight(spec, read_target_schema=read_table_schema, read_source_schema=read_path_schema)
+    assert info.value.error_class == "DELTA_TABLE_NOT_FOUND"
+    assert f"Delta table {tmp_path / 'nowhere'} doesn't exist." in str(info.value)
+
+
+def test_missing_parquet_source_names_the_path(make_delta_table: Callable[..., str], tmp_path: Path) -> None:
+    spec = merge(update_all(), target=make_delta_table(), source=PathSource(str(tmp_path / "no-files")))
+    with pytest.raises(SourceError, match=r"Path does not exist: .*no-files"):
+        run_preflight(spec, read_target_schema=read_table_schema, read_source_schema=read_path_schema)
+
+
+def test_query_and_csv_sources_are_not_read(make_delta_table: Callable[..., str]) -> None:
+    target = make_delta_table()
+    for source in (QuerySource("SELECT 1 AS id"), PathSource("/does/not/exist", "csv")):
+        run_preflight(
+            merge(update_all(), target=target, source=source),
+            read_target_schema=read_table_schema,
+            read_source_schema=read_path_schema,
+        )
+
+
+def test_target_schema_of_nested_types(make_delta_table: Callable[..., str]) -> None:
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("tags", pa.list_(pa.struct([("k", pa.string())]))),
+            ("attrs", pa.map_(pa.string(), pa.string())),
+        ]
+    )
+    columns = TableColumns.from_delta_schema(read_table_schema(make_delta_table("nested", schema)))
+    assert columns.resolves(("tags", "k")) and columns.resolves(("attrs", "any_key"))
+    assert not columns.resolves(("tags", "v")) and not columns.resolves(("id", "x"))
