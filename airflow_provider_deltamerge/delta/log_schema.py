@@ -10,9 +10,9 @@ import json
 from typing import Any
 
 import pyarrow.dataset as ds
-from deltalake import DeltaTable, Schema
-from deltalake.exceptions import TableNotFoundError
+from deltalake import Schema
 
+from airflow_provider_deltamerge.delta.snapshot import open_table
 from airflow_provider_deltamerge.exceptions import SourceError, TargetTableError
 
 
@@ -22,14 +22,7 @@ def read_table_schema(path: str, *, storage_options: dict[str, str] | None = Non
     Raises:
         TargetTableError: ``DELTA_TABLE_NOT_FOUND`` when there is no Delta table at ``path``.
     """
-    try:
-        table = DeltaTable(path, storage_options=storage_options)
-    except TableNotFoundError as err:
-        raise TargetTableError(
-            f"Delta table {path} doesn't exist. Check the target path (after templating), or create the "
-            "table before merging into it.",
-            error_class="DELTA_TABLE_NOT_FOUND",
-        ) from err
+    table = open_table(path, storage_options=storage_options)
     return json.loads(table.schema().to_json())
 
 

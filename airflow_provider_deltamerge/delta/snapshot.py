@@ -64,18 +64,20 @@ def table_root_path(table_uri: str) -> str:
     return os.path.abspath(table_uri).rstrip("/") or "/"
 
 
-def open_table(table_uri: str, version: int | None = None) -> DeltaTable:
+def open_table(
+    table_uri: str, version: int | None = None, *, storage_options: dict[str, str] | None = None
+) -> DeltaTable:
     """Open the Delta table at ``table_uri`` (at ``version`` if given).
 
     Raises:
         TargetTableError: naming the path when there is no Delta table there.
     """
     try:
-        return DeltaTable(table_uri, version=version)
+        return DeltaTable(table_uri, version=version, storage_options=storage_options)
     except TableNotFoundError as err:
         raise TargetTableError(
             delta_message("DELTA_TABLE_NOT_FOUND", tableName=table_uri)
-            + " Check the target path, or create the table first (e.g. with deltalake.write_deltalake).",
+            + " Check the target path (after templating), or create the table before merging into it.",
             error_class="DELTA_TABLE_NOT_FOUND",
         ) from err
 

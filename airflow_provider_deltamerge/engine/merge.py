@@ -22,7 +22,7 @@ from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.executors.classic import FileChanges, run_classic
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.planning import ExecutorName, MergePlan, make_plan
-from airflow_provider_deltamerge.engine.source import load_source
+from airflow_provider_deltamerge.engine.source import merge_source
 from airflow_provider_deltamerge.exceptions import (
     ClauseResolutionError,
     DeltaMergeError,
@@ -98,7 +98,7 @@ def _execute(
     recorder: MetricsRecorder,
 ) -> tuple[MergePlan, FileChanges]:
     """Plan and run the executor, turning Spark's errors into the merge's own."""
-    source = load_source(spark, spec.source)
+    source = merge_source(spark, spec)
     try:
         plan = make_plan(spec, snapshot, source.schema, forced=executor)
         recorder.set(m.NUM_TARGET_FILES_BEFORE_SKIPPING, len(snapshot.files))

@@ -11,7 +11,7 @@ from pyspark.sql.types import StructType
 from airflow_provider_deltamerge.delta.reader import table_schema
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
 from airflow_provider_deltamerge.engine.resolution import ResolvedClause, resolve_clauses
-from airflow_provider_deltamerge.exceptions import MergeSpecError
+from airflow_provider_deltamerge.exceptions import MergeSpecError, SchemaEvolutionError
 from airflow_provider_deltamerge.spec import MergeSpec
 
 ExecutorName = Literal["classic"]
@@ -61,6 +61,11 @@ def make_plan(
 
     Every file of the snapshot is a candidate: this engine version does not skip files yet.
     """
+    if spec.schema_evolution:
+        raise SchemaEvolutionError(
+            "Schema evolution (MERGE WITH SCHEMA EVOLUTION) is not supported by this engine version yet. "
+            "Add the new columns to the target table first, or merge without schema_evolution."
+        )
     if forced is not None and forced not in EXECUTORS:
         raise MergeSpecError(f"Unknown executor {forced!r}; choose one of {', '.join(EXECUTORS)}.")
     target = table_schema(snapshot)

@@ -2,14 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, read_files
 from airflow_provider_deltamerge.delta.snapshot import read_snapshot
 from airflow_provider_deltamerge.exceptions import SourceError
-from airflow_provider_deltamerge.spec import MergeSource, PathSource, QuerySource, TableSource
+from airflow_provider_deltamerge.spec import MergeSource, MergeSpec, PathSource, QuerySource, TableSource
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
+
+ROW_NUMBER_COLUMN = "__deltamerge_source_row_number"
+
+
+def merge_source(spark: SparkSession, spec: MergeSpec) -> DataFrame:
+    """The rows the merge reads: the source, de-duplicated when the spec asks for it."""
+    rows = load_source(spark, spec.source)
+    if spec.deduplicate_source_by:
+        rows = keep_latest(rows, spec.deduplicate_source_by, spec.deduplicate_order_by)
+    return rows
+
+
+def keep_latest(rows: DataFrame, keys: Sequence[str], order_by: Sequence[str]) -> DataFrame:
+    """Per key, the row with the greatest ``order_by`` values (NULLs lowest).
+
+    Ties are broken by the remaining columns, so both scans of a classic merge keep the same row.
+    """
+    tie_breakers = [c for c in rows.columns if c not in order_by]
+    ordering = [F.col(c).desc_nulls_last() for c in (*order_by, *tie_breakers)]
+    latest_first = Window.partitionBy(*[F.col(k) for k in keys]).orderBy(*ordering)
+    ranked = rows.withColumn(ROW_NUMBER_COLUMN, F.row_number().over(latest_first))
+    return ranked.filter(F.col(ROW_NUMBER_COLUMN) == 1).drop(ROW_NUMBER_COLUMN)
 
 
 def load_source(spark: SparkSession, source: MergeSource) -> DataFrame:

@@ -5,28 +5,40 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.providers.common.compat.sdk import BaseOperator
+from airflow.providers.common.compat.sdk import AirflowException, BaseOperator
 
+from airflow_provider_deltamerge.delta.log_schema import read_path_schema, read_table_schema
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
-from airflow_provider_deltamerge.spec import MergeClause, MergeSource, MergeSpec, PathSource
+from airflow_provider_deltamerge.spec import MergeClause, MergeSource, MergeSpec, PathSource, parse_merge_sql
+from airflow_provider_deltamerge.spec.preflight import run_preflight
 from airflow_provider_deltamerge.spec.validation import check_clauses
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
 
+_TEMPLATE_MARKERS = ("{{", "{%")
+
 
 class DeltaMergeOperator(BaseOperator):
     """Merge a source into a Delta table with a Spark job and return Delta's merge metrics.
+
+    Give the merge either as Python objects (``target``, ``source``, ``condition``, ``clauses``) or as one
+    ``MERGE INTO`` statement (``merge_sql``, inline or a ``.sql`` file rendered as a template).
 
     :param target: Delta table path or URI. (templated)
     :param source: Path of the source files (read with ``source_format``), or a ``PathSource``,
         ``TableSource`` or ``QuerySource``. (templated when a string)
     :param condition: The ON condition, Spark SQL over the aliases, e.g. ``t.id = s.id``. (templated)
     :param clauses: WHEN clauses, in evaluation order (``update_all()``, ``insert_all()``, ...).
+    :param merge_sql: A ``MERGE INTO`` statement instead of the four arguments above. (templated)
     :param source_format: Reader format of a string ``source``: parquet, delta, csv, json or orc.
     :param source_options: Spark reader options of a string ``source``. (templated)
     :param target_alias: Alias of the target in conditions and expressions.
     :param source_alias: Alias of the source in conditions and expressions.
+    :param deduplicate_source_by: Source key columns; keep only the latest source row per key.
+    :param deduplicate_order_by: Source columns whose greatest values mark the latest row.
+    :param preflight: Check column references against the target's schema (read from the Delta log)
+        before submitting the Spark job.
     :param spark_conn_id: Spark connection used for spark-submit.
     :param conf: Spark configuration of the merge job. (templated)
     :param spark_submit_kwargs: Further SparkSubmitHook arguments (executor_memory, packages, ...).
@@ -35,9 +47,11 @@ class DeltaMergeOperator(BaseOperator):
     ``tableVersion``, ``executor`` and ``specHash``.
     """
 
-    template_fields: Sequence[str] = ("target", "source", "condition", "source_options", "conf")
+    template_fields: Sequence[str] = ("target", "source", "condition", "merge_sql", "source_options", "conf")
+    template_ext: Sequence[str] = (".sql",)
     template_fields_renderers: ClassVar[dict[str, str]] = {
         "condition": "sql",
+        "merge_sql": "sql",
         "conf": "json",
         "source_options": "json",
     }
@@ -46,14 +60,18 @@ class DeltaMergeOperator(BaseOperator):
     def __init__(
         self,
         *,
-        target: str,
-        source: str | MergeSource,
-        condition: str,
-        clauses: Sequence[MergeClause],
+        target: str | None = None,
+        source: str | MergeSource | None = None,
+        condition: str | None = None,
+        clauses: Sequence[MergeClause] = (),
+        merge_sql: str | None = None,
         source_format: str = "parquet",
         source_options: Mapping[str, str] | None = None,
         target_alias: str = "t",
         source_alias: str = "s",
+        deduplicate_source_by: Sequence[str] = (),
+        deduplicate_order_by: Sequence[str] = (),
+        preflight: bool = True,
         spark_conn_id: str = DeltaMergeHook.default_conn_name,
         conf: Mapping[str, Any] | None = None,
         spark_submit_kwargs: Mapping[str, Any] | None = None,
@@ -61,16 +79,43 @@ class DeltaMergeOperator(BaseOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.target, self.source, self.condition = target, source, condition
-        self.clauses = tuple(clauses)
+        self.clauses, self.merge_sql = tuple(clauses), merge_sql
         self.source_format, self.source_options = source_format, dict(source_options or {})
         self.target_alias, self.source_alias = target_alias, source_alias
+        self.deduplicate_source_by = tuple(deduplicate_source_by)
+        self.deduplicate_order_by = tuple(deduplicate_order_by)
+        self.preflight = preflight
         self.spark_conn_id, self.conf = spark_conn_id, dict(conf or {})
         self.spark_submit_kwargs = dict(spark_submit_kwargs or {})
         self._hook: DeltaMergeHook | None = None
-        check_clauses(self.clauses)  # pure Python, no I/O: a bad DAG fails when it is parsed
+        self._check_structure()  # pure Python, no I/O: a bad DAG fails when it is parsed
+
+    def _check_structure(self) -> None:
+        python_form = self.target is not None or self.source is not None or self.condition is not None
+        if self.merge_sql is not None:
+            if python_form or self.clauses:
+                raise AirflowException(
+                    f"{self.task_id}: give the merge either as merge_sql or as target, source, condition and "
+                    "clauses, not both."
+                )
+            if not self.merge_sql.endswith(".sql") and not any(
+                m in self.merge_sql for m in _TEMPLATE_MARKERS
+            ):
+                parse_merge_sql(self.merge_sql)
+            return
+        missing = [name for name in ("target", "source", "condition") if getattr(self, name) is None]
+        if missing:
+            raise AirflowException(
+                f"{self.task_id}: {', '.join(missing)} missing; give target, source, condition and clauses, "
+                "or a merge_sql statement."
+            )
+        check_clauses(self.clauses, target_alias=self.target_alias)
 
     def build_spec(self) -> MergeSpec:
         """The merge spec from the (rendered) arguments."""
+        if self.merge_sql is not None:
+            return parse_merge_sql(self.merge_sql)
+        assert self.target is not None and self.source is not None and self.condition is not None
         source = (
             PathSource(self.source, format=self.source_format, options=tuple(self.source_options.items()))
             if isinstance(self.source, str)
@@ -83,10 +128,17 @@ class DeltaMergeOperator(BaseOperator):
             clauses=self.clauses,
             target_alias=self.target_alias,
             source_alias=self.source_alias,
+            deduplicate_source_by=self.deduplicate_source_by,
+            deduplicate_order_by=self.deduplicate_order_by,
         )
 
     def execute(self, context: Context) -> dict[str, Any]:
         spec = self.build_spec()  # templates are rendered by now
+        if self.preflight:
+            # Columns and clauses against the target's schema from the Delta log: no Spark job is paid for
+            # a merge that cannot resolve.
+            run_preflight(spec, read_target_schema=read_table_schema, read_source_schema=read_path_schema)
+            self.log.info("Pre-flight checks passed for the merge into %s", spec.target)
         ti = context["ti"]
         provenance = {
             "dagId": ti.dag_id,

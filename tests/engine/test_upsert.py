@@ -13,11 +13,12 @@ from deltalake import DeltaTable
 from airflow_provider_deltamerge.delta.history import find_merge_commit
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
-from airflow_provider_deltamerge.exceptions import MergeExecutionError, SourceError
+from airflow_provider_deltamerge.exceptions import MergeExecutionError, SchemaEvolutionError, SourceError
 from airflow_provider_deltamerge.spec import (
     MergeSpec,
     PathSource,
     delete,
+    insert,
     insert_all,
     update,
     update_all,
@@ -246,3 +247,44 @@ def test_commit_is_found_by_submission_id(spark, tmp_path):
     assert commit.version == result.version
     assert commit.metrics == result.metrics
     assert find_merge_commit(target, submission_id="another-job") is None
+
+
+def test_source_deduplication_keeps_the_latest_change(spark, tmp_path):
+    # A CDC feed with two changes for id 3: without de-duplication this is a multiple match.
+    target = make_table(tmp_path / "t")
+    changes = pa.table(
+        {
+            "id": pa.array([3, 3, 42], pa.int64()),
+            "qty": pa.array([100, 300, 7], pa.int32()),
+            "region": pa.array(["eu", "us", "eu"]),
+            "changed_at": pa.array([1, 2, 1], pa.int64()),
+        }
+    )
+    spec = MergeSpec(
+        target=target,
+        source=PathSource(write_source(tmp_path, changes)),
+        condition="t.id = s.id",
+        clauses=(update({"qty": "s.qty", "region": "s.region"}), insert({"id": "s.id", "qty": "s.qty"})),
+        deduplicate_source_by=("id",),
+        deduplicate_order_by=("changed_at",),
+    )
+    result = run_merge(spark, spec)
+    rows = {r["id"]: r for r in sorted_rows(target)}
+    assert rows[3] == {"id": 3, "qty": 300, "region": "us"}
+    assert rows[42] == {"id": 42, "qty": 7, "region": None}
+    assert result.metrics[m.NUM_SOURCE_ROWS] == 2
+
+
+def test_schema_evolution_is_refused_until_supported(spark, tmp_path):
+    target = make_table(tmp_path / "t")
+    before = table_state(target)
+    spec = MergeSpec(
+        target=target,
+        source=PathSource(write_source(tmp_path)),
+        condition="t.id = s.id",
+        clauses=(insert_all(),),
+        schema_evolution=True,
+    )
+    with pytest.raises(SchemaEvolutionError, match="not supported by this engine version"):
+        run_merge(spark, spec)
+    assert table_state(target) == before
