@@ -56,6 +56,12 @@ class MergeCommitError(DeltaMergeError):
     phase = "commit"
 
 
+class DeltaRuntimeError(DeltaMergeError):
+    """The Spark session lacks Delta Lake's own runtime, which the delta-spark backend needs."""
+
+    phase = "delta_runtime"
+
+
 ERRORS_BY_PHASE: dict[str, type[DeltaMergeError]] = {
     cls.phase: cls
     for cls in (
@@ -67,5 +73,6 @@ ERRORS_BY_PHASE: dict[str, type[DeltaMergeError]] = {
         TargetTableError,
         MergeExecutionError,
         MergeCommitError,
+        DeltaRuntimeError,
     )
 }

@@ -1,0 +1,451 @@
+"""The optional delta-spark backend: run a ``MergeSpec`` with Delta Lake's own merge where a session has it.
+
+Our engine needs no Delta jars. Where a SparkSession does have Delta's runtime, this backend hands the data
+work to Delta's ``DeltaMergeBuilder`` (for table features the engine refuses) and keeps the rest: the spec,
+the run identity in the commit, and Delta's metrics in a ``MergeResult``. ``delta`` (the delta-spark
+package) is imported only inside functions, so this module imports, and its checks run, without it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import json
+import logging
+import re
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Literal
+
+from py4j.java_gateway import JavaClass
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import AnalysisException, PySparkException
+from pyspark.sql import Row, SparkSession
+
+from airflow_provider_deltamerge import PACKAGE_NAME, __version__
+from airflow_provider_deltamerge.delta.history import SUBMISSION_ID
+from airflow_provider_deltamerge.delta.snapshot import open_table
+from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine.merge import MergeResult
+from airflow_provider_deltamerge.engine.metrics import METRIC_DESCRIPTIONS, MetricsRecorder
+from airflow_provider_deltamerge.engine.resolution import quote
+from airflow_provider_deltamerge.engine.source import load_source
+from airflow_provider_deltamerge.exceptions import (
+    ClauseResolutionError,
+    DeltaMergeError,
+    DeltaRuntimeError,
+    MergeCommitError,
+    MergeExecutionError,
+    MergeSpecError,
+    TargetTableError,
+)
+from airflow_provider_deltamerge.spec import (
+    MatchedDelete,
+    MatchedUpdate,
+    MergeSpec,
+    NotMatchedBySourceDelete,
+    NotMatchedBySourceUpdate,
+    NotMatchedInsert,
+)
+
+log = logging.getLogger(__name__)
+
+Backend = Literal["engine", "delta-spark"]
+BackendRequest = Literal["auto", "engine", "delta-spark"]
+BACKEND_REQUESTS: tuple[str, ...] = ("auto", "engine", "delta-spark")
+EXECUTOR_NAME = "delta-spark"
+
+DELTA_TABLE_CLASS = "io.delta.tables.DeltaTable"
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+EXTENSIONS_CONF = "spark.sql.extensions"
+CATALOG_CONF = "spark.sql.catalog.spark_catalog"
+# Delta copies this session conf into the commitInfo.userMetadata of every commit made while it is set.
+USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+
+# Table features (Delta's names) our engine refuses and Delta's runtime supports.
+DELETION_VECTORS = "deletionVectors"
+COLUMN_MAPPING = "columnMapping"
+CHANGE_DATA_FEED = "changeDataFeed"
+IDENTITY_COLUMNS = "identityColumns"
+
+# (method, keyword arguments) of one DeltaMergeBuilder call.
+BuilderCall = tuple[str, dict[str, Any]]
+
+
+# --- Does the session have Delta's runtime? -------------------------------------------------------------
+
+
+def has_delta_runtime(spark: SparkSession) -> bool:
+    """The session can run Delta's own merge: delta-spark importable, its jars loaded, its confs set."""
+    return not missing_delta_runtime(spark)
+
+
+def require_delta_runtime(spark: SparkSession) -> None:
+    """Raise unless the session can run Delta's own merge.
+
+    Raises:
+        DeltaRuntimeError: a numbered list of what is missing, each with the way to add it.
+    """
+    missing = missing_delta_runtime(spark)
+    if missing:
+        steps = "\n".join(f"  {n}. {item}" for n, item in enumerate(missing, start=1))
+        raise DeltaRuntimeError(
+            "The delta-spark backend needs Delta Lake's own Spark runtime, and this session lacks:\n"
+            f"{steps}\nOr choose backend='engine', which needs none of these.",
+            error_class="DELTA_RUNTIME_MISSING",
+        )
+
+
+def missing_delta_runtime(spark: SparkSession) -> tuple[str, ...]:
+    """What the session lacks to run Delta's merge, each item saying how to add it; empty if nothing."""
+    missing = []
+    if not _delta_python_api_importable():
+        missing.append(f"the Python package delta-spark: pip install {PACKAGE_NAME}[delta-spark]")
+    # None: a Spark Connect client cannot see the server's classpath; the server reports it at execute().
+    if _jvm_has_class(spark, DELTA_TABLE_CLASS) is False:
+        missing.append(
+            f"Delta's jars ({DELTA_TABLE_CLASS} is not on the JVM's classpath): "
+            f"spark-submit --packages io.delta:delta-spark_2.13:{_delta_version()} "
+            "(a delta-spark release built for your Spark version), or list the jars in spark.jars"
+        )
+    extensions = [name.strip() for name in (spark.conf.get(EXTENSIONS_CONF, "") or "").split(",")]
+    if DELTA_EXTENSION not in extensions:
+        missing.append(
+            f"the Spark conf {EXTENSIONS_CONF}={DELTA_EXTENSION} (set it when the session is built, "
+            "e.g. spark-submit --conf)"
+        )
+    if spark.conf.get(CATALOG_CONF, "") != DELTA_CATALOG:
+        missing.append(f"the Spark conf {CATALOG_CONF}={DELTA_CATALOG}")
+    return tuple(missing)
+
+
+def _delta_python_api_importable() -> bool:
+    try:
+        importlib.import_module("delta.tables")
+    except ImportError:
+        return False
+    return True
+
+
+def _delta_version() -> str:
+    try:
+        return importlib.metadata.version("delta-spark")
+    except importlib.metadata.PackageNotFoundError:
+        return "<version>"
+
+
+def _jvm_has_class(spark: SparkSession, class_name: str) -> bool | None:
+    """Whether the driver JVM can load ``class_name``; None when the session has no JVM (Spark Connect)."""
+    node = getattr(spark, "_jvm", None)
+    if node is None:
+        return None
+    # py4j answers an unknown class name with a JavaPackage, a loadable one with a JavaClass.
+    for part in class_name.split("."):
+        node = getattr(node, part)
+    return isinstance(node, JavaClass)
+
+
+# --- Which backend runs a merge? --------------------------------------------------------------------------
+
+
+def choose_backend(spark: SparkSession, spec: MergeSpec, requested: str) -> Backend:
+    """The backend that runs ``spec``.
+
+    * ``engine``: always our engine; nothing is checked.
+    * ``delta-spark``: Delta's merge; the session must have Delta's runtime.
+    * ``auto``: Delta's merge only when the target uses a feature our engine refuses (deletion vectors,
+      column mapping, change data feed, identity columns) and the session has Delta's runtime; otherwise
+      our engine (which then refuses such a table itself).
+
+    Raises:
+        MergeSpecError: ``requested`` is not one of ``auto``, ``engine``, ``delta-spark``.
+        DeltaRuntimeError: ``delta-spark`` was requested and the session lacks Delta's runtime.
+        TargetTableError: ``auto`` and there is no Delta table at the target.
+    """
+    if requested == "engine":
+        return "engine"
+    if requested == "delta-spark":
+        require_delta_runtime(spark)
+        return "delta-spark"
+    if requested != "auto":
+        raise MergeSpecError(f"Unknown backend {requested!r}; choose one of {', '.join(BACKEND_REQUESTS)}.")
+    features = features_needing_delta_runtime(spec.target)
+    if not features:
+        return "engine"
+    missing = missing_delta_runtime(spark)
+    if not missing:
+        log.info("%s uses %s: the merge runs on Delta's own runtime", spec.target, ", ".join(features))
+        return "delta-spark"
+    log.warning(
+        "%s uses %s, which this engine does not support; Delta's runtime would, but the session lacks: %s",
+        spec.target,
+        ", ".join(features),
+        "; ".join(missing),
+    )
+    return "engine"
+
+
+def features_needing_delta_runtime(table_uri: str) -> tuple[str, ...]:
+    """The table features of ``table_uri`` that only Delta's runtime handles, by Delta's feature names.
+
+    Read from the log with ``deltalake``: the protocol's reader/writer features, the table configuration
+    and the schema's field metadata (legacy-protocol tables have no feature list).
+    """
+    table = open_table(table_uri)
+    protocol = table.protocol()
+    listed = set(protocol.reader_features or ()) | set(protocol.writer_features or ())
+    config = table.metadata().configuration
+    fields = json.loads(table.schema().to_json())["fields"]
+    found = []
+    # A listed feature is enough for DVs: files may carry them even after the table property is turned off.
+    if DELETION_VECTORS in listed or _is_true(config.get("delta.enableDeletionVectors")):
+        found.append(DELETION_VECTORS)
+    if (config.get("delta.columnMapping.mode") or "none").lower() != "none":
+        found.append(COLUMN_MAPPING)
+    if _is_true(config.get("delta.enableChangeDataFeed")):
+        found.append(CHANGE_DATA_FEED)
+    if IDENTITY_COLUMNS in listed or any("delta.identity.start" in (f.get("metadata") or {}) for f in fields):
+        found.append(IDENTITY_COLUMNS)
+    return tuple(found)
+
+
+def _is_true(value: str | None) -> bool:
+    return (value or "").strip().lower() == "true"
+
+
+# --- Run a merge with Delta's builder ---------------------------------------------------------------------
+
+
+def run_with_delta_spark(
+    spark: SparkSession, spec: MergeSpec, *, provenance: Mapping[str, Any] | None = None
+) -> MergeResult:
+    """Run ``spec`` with Delta Lake's ``DeltaMergeBuilder`` and read Delta's metrics back from the log.
+
+    1. Build ``DeltaTable.forPath(target).alias(t).merge(source.alias(s), condition)`` and one builder call
+       per clause, in clause order (see ``builder_calls``), then ``withSchemaEvolution()`` if asked.
+    2. Execute with the run identity (``submissionId``, ``specHash``, ``engineVersion``, ``executor`` and
+       ``provenance``) as JSON in the session conf ``spark.databricks.delta.commitInfo.userMetadata``,
+       which Delta writes into the commit's ``userMetadata``; the conf's previous value is restored after.
+    3. Find our commit among the commits made since execute() started (by ``submissionId``) and return its
+       ``operationMetrics`` as ints; metrics Delta does not report stay 0. A merge that changes nothing
+       makes no commit: then ``committed`` is False, the version is the one before, and the row counts
+       come from execute()'s own result.
+
+    Raises:
+        DeltaRuntimeError: the session lacks Delta's runtime.
+        TargetTableError: Delta's runtime cannot open the target as a Delta table.
+        SourceError: the source cannot be read.
+        ClauseResolutionError: Delta's analysis of the merge failed.
+        MergeCommitError: a concurrent commit conflicted with this one (Delta's conflict check).
+        MergeExecutionError: Delta's merge failed while computing or writing its files.
+    """
+    require_delta_runtime(spark)
+    from delta.tables import DeltaTable
+
+    info = {"engineVersion": __version__, "specHash": spec.spec_hash, **(provenance or {})}
+    info.setdefault(SUBMISSION_ID, uuid.uuid4().hex)
+    info["executor"] = EXECUTOR_NAME
+    source = load_source(spark, spec.source)
+    try:
+        table = DeltaTable.forPath(spark, spec.target)
+    except AnalysisException as err:
+        raise TargetTableError(
+            f"Delta's runtime cannot open {spec.target} as a Delta table: {err.getMessage()}",
+            error_class=_error_class(err),
+        ) from err
+    with _delta_errors():
+        version_before = _latest_commit(table)["version"]
+        builder = table.alias(spec.target_alias).merge(source.alias(spec.source_alias), spec.condition)
+        for method, kwargs in builder_calls(spec, source.columns, table.toDF().columns):
+            builder = getattr(builder, method)(**kwargs)
+        log.info("Running the merge into %s (version %d) with Delta's runtime", spec.target, version_before)
+        with session_conf(spark, USER_METADATA_CONF, json.dumps(info, sort_keys=True)):
+            counts = builder.execute().collect()
+        commit = _find_commit(table, version_before, info[SUBMISSION_ID])
+    if commit is None:
+        log.info("Delta made no commit for this merge; table stays at version %d", version_before)
+        return MergeResult(_metrics_from_counts(counts), version_before, EXECUTOR_NAME, committed=False)
+    log.info("Delta committed version %d", commit["version"])
+    metrics = metrics_from_operation_metrics(commit["operationMetrics"] or {})
+    return MergeResult(metrics, commit["version"], EXECUTOR_NAME, committed=True)
+
+
+def builder_calls(
+    spec: MergeSpec, source_columns: Sequence[str], target_columns: Sequence[str]
+) -> list[BuilderCall]:
+    """The ``DeltaMergeBuilder`` calls for ``spec``'s clauses, in clause order, then schema evolution.
+
+    ``* EXCEPT (cols)`` has no builder form (nor SQL form in Delta 4.4): it becomes an explicit ``set`` /
+    ``values`` that does what ``*`` does, minus the excluded columns. With schema evolution that is every
+    source column; without it, every target column, from the same-named source column (an UPDATE of a
+    target column the source lacks stays in, so Delta reports it as ``*`` would; an INSERT leaves it out,
+    so Delta writes NULL or the column default). Columns compare case-insensitively, as Spark's do.
+    """
+    calls: list[BuilderCall] = []
+    for clause in spec.clauses:
+        condition = clause.condition
+        match clause:
+            case MatchedUpdate(star=True, except_columns=()):
+                calls.append(("whenMatchedUpdateAll", {"condition": condition}))
+            case MatchedUpdate(star=True):
+                star = _star_except(spec, clause, source_columns, target_columns)
+                calls.append(("whenMatchedUpdate", {"condition": condition, "set": star}))
+            case MatchedUpdate():
+                calls.append(("whenMatchedUpdate", {"condition": condition, "set": dict(clause.set)}))
+            case MatchedDelete():
+                calls.append(("whenMatchedDelete", {"condition": condition}))
+            case NotMatchedInsert(star=True, except_columns=()):
+                calls.append(("whenNotMatchedInsertAll", {"condition": condition}))
+            case NotMatchedInsert(star=True):
+                star = _star_except(spec, clause, source_columns, target_columns)
+                calls.append(("whenNotMatchedInsert", {"condition": condition, "values": star}))
+            case NotMatchedInsert():
+                values = dict(clause.values)
+                calls.append(("whenNotMatchedInsert", {"condition": condition, "values": values}))
+            case NotMatchedBySourceUpdate():
+                calls.append(
+                    ("whenNotMatchedBySourceUpdate", {"condition": condition, "set": dict(clause.set)})
+                )
+            case NotMatchedBySourceDelete():
+                calls.append(("whenNotMatchedBySourceDelete", {"condition": condition}))
+    if spec.schema_evolution:
+        calls.append(("withSchemaEvolution", {}))
+    return calls
+
+
+def _star_except(
+    spec: MergeSpec,
+    clause: MatchedUpdate | NotMatchedInsert,
+    source_columns: Sequence[str],
+    target_columns: Sequence[str],
+) -> dict[str, str]:
+    excluded = {name.lower() for name in clause.except_columns}
+    source_by_lower = {name.lower(): name for name in source_columns}
+    over = source_columns if spec.schema_evolution else target_columns
+    out: dict[str, str] = {}
+    for column in over:
+        if column.lower() in excluded:
+            continue
+        source_column = source_by_lower.get(column.lower())
+        if source_column is None and isinstance(clause, NotMatchedInsert):
+            continue
+        out[quote(column)] = f"{spec.source_alias}.{quote(source_column or column)}"
+    return out
+
+
+@contextmanager
+def session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """Set a session conf for the ``with`` block, then restore its previous value (or unset it)."""
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
+
+
+def _latest_commit(table: Any) -> Row:
+    rows = table.history(1).collect()
+    if not rows:
+        raise MergeCommitError(f"Delta reports no history for {table!r}; is it a Delta table?")
+    return rows[0]
+
+
+def _find_commit(table: Any, version_before: int, submission_id: str) -> Row | None:
+    """Our MERGE commit among those made after ``version_before`` (others may have committed after ours)."""
+    latest = _latest_commit(table)
+    new_commits = latest["version"] - version_before
+    if new_commits <= 0:
+        return None
+    rows = [latest] if new_commits == 1 else table.history(new_commits).collect()
+    for row in rows:
+        if row["version"] > version_before and run_identity(row["userMetadata"]).get(SUBMISSION_ID) == (
+            submission_id
+        ):
+            return row
+    return None
+
+
+def run_identity(user_metadata: str | None) -> dict[str, Any]:
+    """The run identity a delta-spark merge wrote into a commit's ``userMetadata``; {} if there is none.
+
+    What ``delta.history.find_merge_commit`` needs to recognise this backend's commits on a retry.
+    """
+    try:
+        parsed = json.loads(user_metadata or "")
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def metrics_from_operation_metrics(operation_metrics: Mapping[str, str]) -> dict[str, int]:
+    """Delta's commitInfo ``operationMetrics`` (strings) as our metrics (ints); unreported ones stay 0.
+
+    Our metric names are Delta's, so the mapping is by name; metrics we do not declare (CDC files,
+    deletion vectors, materializeSourceTimeMs) are left out so the XCom keys stay the same for both backends.
+    ``numOutputRows`` is derived (inserted + updated + copied), as Delta itself derives it.
+    """
+    recorder = MetricsRecorder()
+    for name, value in operation_metrics.items():
+        if name in METRIC_DESCRIPTIONS and value is not None:
+            recorder.set(name, int(value))
+    return recorder.freeze()
+
+
+# execute()'s result columns (DeltaMergeBuilder.execute) -> our metric names.
+_EXECUTE_COUNTS = {
+    "num_inserted_rows": m.NUM_TARGET_ROWS_INSERTED,
+    "num_updated_rows": m.NUM_TARGET_ROWS_UPDATED,
+    "num_deleted_rows": m.NUM_TARGET_ROWS_DELETED,
+}
+
+
+def _metrics_from_counts(rows: Sequence[Row]) -> dict[str, int]:
+    recorder = MetricsRecorder()
+    if rows:
+        counts = rows[0].asDict()
+        for column, name in _EXECUTE_COUNTS.items():
+            recorder.set(name, int(counts.get(column) or 0))
+    return recorder.freeze()
+
+
+@contextmanager
+def _delta_errors() -> Iterator[None]:
+    """Turn Delta's and Spark's errors into the merge's own, keeping Delta's error class."""
+    try:
+        yield
+    except DeltaMergeError:
+        raise
+    except AnalysisException as err:
+        raise ClauseResolutionError(
+            f"Delta's merge does not resolve against the target and source: {err.getMessage()}",
+            error_class=_error_class(err),
+        ) from err
+    except (PySparkException, Py4JJavaError) as err:
+        if _is_conflict(err):
+            raise MergeCommitError(
+                f"A concurrent commit conflicted with the merge; nothing was committed: {err}",
+                error_class=_error_class(err),
+            ) from err
+        raise MergeExecutionError(f"Delta's merge failed: {err}", error_class=_error_class(err)) from err
+
+
+def _is_conflict(err: BaseException) -> bool:
+    from delta import exceptions as delta_exceptions
+
+    conflicts = tuple(getattr(delta_exceptions, name) for name in delta_exceptions.__all__)
+    return isinstance(err, conflicts)
+
+
+def _error_class(err: BaseException) -> str | None:
+    """Delta's error class; from PySpark it can hide behind INTERNAL_ERROR, with its name in the text."""
+    condition = err.getCondition() if isinstance(err, PySparkException) else None
+    if condition in (None, "INTERNAL_ERROR"):
+        named = re.search(r"\bDELTA_[A-Z0-9_]+", str(err))
+        return named.group(0) if named else condition
+    return condition

@@ -1,0 +1,527 @@
+"""The delta-spark backend: runtime checks, backend choice, and the spec's translation to Delta's builder.
+
+Delta's JVM runtime cannot run on this machine, so its Python API (``delta.tables.DeltaTable`` and the
+builder it returns) is faked at that boundary; everything else is real: the SparkSession without Delta,
+the source read, the session conf, and Delta tables on disk written with deltalake.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import types
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+from unittest.mock import MagicMock, call
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from deltalake.schema import Field, PrimitiveType, Schema
+from pyspark.errors import AnalysisException, PySparkException
+from pyspark.sql import Row
+
+from airflow_provider_deltamerge import __version__
+from airflow_provider_deltamerge.engine import delta_spark_backend as backend
+from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.exceptions import (
+    ClauseResolutionError,
+    DeltaRuntimeError,
+    MergeCommitError,
+    MergeExecutionError,
+    MergeSpecError,
+    TargetTableError,
+)
+from airflow_provider_deltamerge.spec import (
+    MergeSpec,
+    PathSource,
+    delete,
+    delete_by_source,
+    insert,
+    insert_all,
+    update,
+    update_all,
+    update_by_source,
+)
+from tests.conftest import make_table
+
+USER_METADATA = backend.USER_METADATA_CONF
+PIP_HINT = "the Python package delta-spark: pip install airflow-provider-deltamerge[delta-spark]"
+SOURCE = pa.table(
+    {
+        "id": pa.array([3, 20], pa.int64()),
+        "qty": pa.array([1, 2], pa.int32()),
+        "region": pa.array(["us", "eu"]),
+        "note": pa.array(["changed", "new"]),  # not a target column
+    }
+)
+TARGET_COLUMNS = ("id", "qty", "region", "created")  # `created` is not a source column
+
+# A MERGE commit's operationMetrics as Delta 4.4 writes them: strings, including metrics we do not declare.
+DELTA_OPERATION_METRICS = {
+    "numSourceRows": "2",
+    "numTargetRowsInserted": "1",
+    "numTargetRowsUpdated": "1",
+    "numTargetRowsMatchedUpdated": "1",
+    "numTargetRowsNotMatchedBySourceUpdated": "0",
+    "numTargetRowsDeleted": "0",
+    "numTargetRowsMatchedDeleted": "0",
+    "numTargetRowsNotMatchedBySourceDeleted": "0",
+    "numTargetRowsCopied": "4",
+    "numOutputRows": "6",
+    "numTargetFilesAdded": "1",
+    "numTargetFilesRemoved": "1",
+    "numTargetBytesAdded": "1234",
+    "numTargetBytesRemoved": "1100",
+    "numTargetChangeFilesAdded": "0",
+    "numTargetDeletionVectorsAdded": "0",
+    "executionTimeMs": "812",
+    "materializeSourceTimeMs": "3",
+    "scanTimeMs": "301",
+    "rewriteTimeMs": "402",
+}
+
+
+class FakeDeltaRuntime:
+    """Delta's JVM side, which cannot run here: a table log whose execute() appends a MERGE commit.
+
+    Its builder returns itself from every clause call, so ``builder.mock_calls`` is the call sequence.
+    """
+
+    def __init__(self, spark: Any, version: int = 3) -> None:
+        self.spark = spark
+        self.commits = [Row(version=version, operation="WRITE", operationMetrics={}, userMetadata=None)]
+        self.commit_metrics: dict[str, str] | None = dict(DELTA_OPERATION_METRICS)  # None: no commit
+        self.other_writers_after = 0  # commits by other writers that land right after ours
+        self.execute_error: Exception | None = None
+        self.user_metadata_seen: list[str | None] = []
+        self.DeltaTable = MagicMock(name="DeltaTable")
+        self.table = self.DeltaTable.forPath.return_value
+        self.table.history.side_effect = self.history
+        self.table.toDF.return_value.columns = list(TARGET_COLUMNS)
+        self.builder = self.table.alias.return_value.merge.return_value
+        for method in (
+            "whenMatchedUpdate",
+            "whenMatchedUpdateAll",
+            "whenMatchedDelete",
+            "whenNotMatchedInsert",
+            "whenNotMatchedInsertAll",
+            "whenNotMatchedBySourceUpdate",
+            "whenNotMatchedBySourceDelete",
+            "withSchemaEvolution",
+        ):
+            getattr(self.builder, method).return_value = self.builder
+        self.builder.execute.side_effect = self.execute
+
+    def history(self, limit: int | None = None) -> MagicMock:
+        rows = MagicMock(name="history")
+        rows.collect.return_value = self.commits[:limit]
+        return rows
+
+    def execute(self) -> MagicMock:
+        user_metadata = self.spark.conf.get(USER_METADATA, None)
+        self.user_metadata_seen.append(user_metadata)
+        if self.execute_error is not None:
+            raise self.execute_error
+        if self.commit_metrics is not None:
+            self._commit("MERGE", self.commit_metrics, user_metadata)
+        for _ in range(self.other_writers_after):
+            self._commit("WRITE", {"numOutputRows": "7"}, '{"submissionId": "someone else"}')
+        counts = MagicMock(name="execute result")
+        counts.collect.return_value = [
+            Row(num_affected_rows=0, num_updated_rows=0, num_deleted_rows=0, num_inserted_rows=0)
+        ]
+        return counts
+
+    def _commit(self, operation: str, metrics: dict[str, str], user_metadata: str | None) -> None:
+        version = self.commits[0]["version"] + 1
+        row = Row(version=version, operation=operation, operationMetrics=metrics, userMetadata=user_metadata)
+        self.commits.insert(0, row)
+
+
+class FakeConcurrentAppend(PySparkException):
+    """Stands in for delta.exceptions.ConcurrentAppendException."""
+
+
+def install_delta_package(mocker: Any, delta_table: Any = None) -> None:
+    """Make ``import delta.tables`` / ``delta.exceptions`` find a stand-in for the delta-spark package."""
+    package = types.ModuleType("delta")
+    tables = types.ModuleType("delta.tables")
+    tables.DeltaTable = delta_table or MagicMock(name="DeltaTable")  # type: ignore[attr-defined]
+    exceptions = types.ModuleType("delta.exceptions")
+    exceptions.ConcurrentAppendException = FakeConcurrentAppend  # type: ignore[attr-defined]
+    exceptions.__all__ = ["ConcurrentAppendException"]  # type: ignore[attr-defined]
+    package.tables, package.exceptions = tables, exceptions  # type: ignore[attr-defined]
+    mocker.patch.dict(sys.modules, {"delta": package, "delta.tables": tables, "delta.exceptions": exceptions})
+
+
+@pytest.fixture
+def delta(spark, mocker):
+    """Delta's runtime as the backend sees it: the delta-spark package, jars and confs (all stand-ins)."""
+    runtime = FakeDeltaRuntime(spark)
+    install_delta_package(mocker, runtime.DeltaTable)
+    # The jars and the static session extension cannot be added to the shared local session.
+    mocker.patch.object(backend, "missing_delta_runtime", return_value=())
+    return runtime
+
+
+@pytest.fixture
+def source(tmp_path):
+    path = tmp_path / "source.parquet"
+    pq.write_table(SOURCE, path)
+    return PathSource(str(path))
+
+
+def spec_of(source: PathSource, tmp_path: Path, clauses: tuple[Any, ...], **kwargs: Any) -> MergeSpec:
+    condition = f"{kwargs.get('target_alias', 't')}.id = {kwargs.get('source_alias', 's')}.id"
+    return MergeSpec(
+        target=str(tmp_path / "target"), source=source, condition=condition, clauses=clauses, **kwargs
+    )
+
+
+class DeltaConfiguredSession:
+    """A session whose confs name Delta's extension and catalog, with no JVM to ask (as Spark Connect)."""
+
+    def __init__(self, confs: dict[str, str]) -> None:
+        self.conf = SimpleNamespace(get=lambda key, default=None: confs.get(key, default))
+
+
+DELTA_CONFS = {
+    backend.EXTENSIONS_CONF: f"com.example.OtherExtension, {backend.DELTA_EXTENSION}",
+    backend.CATALOG_CONF: backend.DELTA_CATALOG,
+}
+
+
+# --- runtime checks -------------------------------------------------------------------------------------
+
+
+def test_local_session_without_delta_names_every_missing_piece(spark):
+    # Given: this machine's SparkSession: no delta-spark package, no Delta jars, no Delta confs
+    # When/Then: there is no Delta runtime, and the error says how to add each piece
+    assert backend.has_delta_runtime(spark) is False
+    with pytest.raises(DeltaRuntimeError) as raised:
+        backend.require_delta_runtime(spark)
+    message = str(raised.value)
+    assert f"1. {PIP_HINT}" in message
+    assert "2. Delta's jars (io.delta.tables.DeltaTable" in message
+    assert "--packages io.delta:delta-spark_2.13:<version>" in message
+    assert "spark.jars" in message
+    assert "3. the Spark conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension" in message
+    assert (
+        "4. the Spark conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        in message
+    )
+    assert raised.value.error_class == "DELTA_RUNTIME_MISSING"
+
+
+def test_jvm_check_tells_a_loadable_class_from_a_missing_one(spark):
+    assert backend._jvm_has_class(spark, "org.apache.spark.sql.SparkSession") is True
+    assert backend._jvm_has_class(spark, backend.DELTA_TABLE_CLASS) is False
+
+
+def test_python_package_alone_is_not_a_runtime(spark, mocker):
+    # Given: delta.tables importable, but the real local session has neither jars nor confs
+    install_delta_package(mocker)
+    # When
+    missing = backend.missing_delta_runtime(spark)
+    # Then: no pip hint; jars and both confs still missing
+    assert [item.split(" (")[0].split("=")[0] for item in missing] == [
+        "Delta's jars",
+        "the Spark conf spark.sql.extensions",
+        "the Spark conf spark.sql.catalog.spark_catalog",
+    ]
+
+
+def test_catalog_conf_set_on_the_session_is_recognised(spark):
+    session = spark.newSession()  # runtime confs of its own; the shared session stays untouched
+    session.conf.set(backend.CATALOG_CONF, backend.DELTA_CATALOG)
+    missing = backend.missing_delta_runtime(session)
+    assert not any(backend.CATALOG_CONF in item for item in missing)
+    assert any(backend.EXTENSIONS_CONF in item for item in missing)
+
+
+def test_configured_session_with_package_has_runtime(mocker):
+    install_delta_package(mocker)
+    assert backend.has_delta_runtime(DeltaConfiguredSession(DELTA_CONFS)) is True  # type: ignore[arg-type]
+    backend.require_delta_runtime(DeltaConfiguredSession(DELTA_CONFS))  # type: ignore[arg-type]
+
+
+def test_configured_session_without_package_has_no_runtime():
+    session = DeltaConfiguredSession(DELTA_CONFS)
+    assert backend.missing_delta_runtime(session) == (PIP_HINT,)  # type: ignore[arg-type]
+
+
+# --- choose_backend against real tables -----------------------------------------------------------------
+
+IDS = pa.table({"id": pa.array([1, 2], pa.int64())})
+
+
+def write_table(path: Path, feature: str) -> str:
+    """A deltalake-written table using ``feature`` (Delta's feature name), or none for ``plain``."""
+    configuration = {
+        "plain": None,
+        "deletionVectors": {"delta.enableDeletionVectors": "true"},
+        "columnMapping": {
+            "delta.columnMapping.mode": "name",
+            "delta.minReaderVersion": "2",
+            "delta.minWriterVersion": "5",
+        },
+        "changeDataFeed": {"delta.enableChangeDataFeed": "true"},
+        "disabledChangeDataFeed": {"delta.enableChangeDataFeed": "false"},
+    }
+    if feature == "identityColumns":
+        identity = {"delta.identity.start": 1, "delta.identity.step": 1}
+        schema = Schema([Field("id", PrimitiveType("long"), nullable=False, metadata=identity)])
+        DeltaTable.create(str(path), schema)
+        return str(path)
+    if feature == "disabledDeletionVectors":  # the property off, the feature still in the protocol
+        write_deltalake(str(path), IDS, configuration=configuration["deletionVectors"])
+        DeltaTable(str(path)).alter.set_table_properties({"delta.enableDeletionVectors": "false"})
+        return str(path)
+    write_deltalake(str(path), IDS, configuration=configuration[feature])
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("feature", "expected"),
+    [
+        ("plain", ()),
+        ("disabledChangeDataFeed", ()),
+        ("deletionVectors", ("deletionVectors",)),
+        ("disabledDeletionVectors", ("deletionVectors",)),  # files may still carry deletion vectors
+        ("columnMapping", ("columnMapping",)),
+        ("changeDataFeed", ("changeDataFeed",)),
+        ("identityColumns", ("identityColumns",)),
+    ],
+)
+def test_features_needing_delta_runtime_read_from_the_log(tmp_path, feature, expected):
+    assert backend.features_needing_delta_runtime(write_table(tmp_path / feature, feature)) == expected
+
+
+@pytest.mark.parametrize(
+    ("feature", "requested", "expected"),
+    [
+        ("changeDataFeed", "auto", "delta-spark"),
+        ("deletionVectors", "auto", "delta-spark"),
+        ("plain", "auto", "engine"),
+        ("changeDataFeed", "engine", "engine"),
+        ("plain", "delta-spark", "delta-spark"),
+    ],
+)
+def test_choose_backend_with_delta_runtime(tmp_path, mocker, source, feature, requested, expected):
+    install_delta_package(mocker)
+    spec = MergeSpec(write_table(tmp_path / "t", feature), source, "t.id = s.id", (insert_all(),))
+    chosen = backend.choose_backend(DeltaConfiguredSession(DELTA_CONFS), spec, requested)  # type: ignore[arg-type]
+    assert chosen == expected
+
+
+def test_auto_without_runtime_falls_back_to_engine_and_says_why(spark, tmp_path, source, caplog):
+    spec = MergeSpec(write_table(tmp_path / "t", "changeDataFeed"), source, "t.id = s.id", (insert_all(),))
+    with caplog.at_level(logging.WARNING, logger=backend.__name__):
+        assert backend.choose_backend(spark, spec, "auto") == "engine"
+    assert "changeDataFeed" in caplog.text
+    assert backend.DELTA_EXTENSION in caplog.text
+
+
+def test_requested_delta_spark_without_runtime_raises(spark, tmp_path, source):
+    spec = MergeSpec(make_table(tmp_path / "t"), source, "t.id = s.id", (insert_all(),))
+    with pytest.raises(DeltaRuntimeError, match="pip install airflow-provider-deltamerge"):
+        backend.choose_backend(spark, spec, "delta-spark")
+
+
+def test_engine_is_chosen_without_reading_the_table(spark, tmp_path, source):
+    spec = MergeSpec(str(tmp_path / "no-table-here"), source, "t.id = s.id", (insert_all(),))
+    assert backend.choose_backend(spark, spec, "engine") == "engine"
+    with pytest.raises(TargetTableError):
+        backend.choose_backend(spark, spec, "auto")
+
+
+def test_unknown_backend_is_refused(spark, tmp_path, source):
+    spec = MergeSpec(str(tmp_path / "t"), source, "t.id = s.id", (insert_all(),))
+    with pytest.raises(MergeSpecError, match="auto, engine, delta-spark"):
+        backend.choose_backend(spark, spec, "delta")
+
+
+# --- run_with_delta_spark: the builder calls ------------------------------------------------------------
+
+BUILDER_CASES = {
+    "upsert with *": (
+        {"clauses": (update_all(), insert_all())},
+        [call.whenMatchedUpdateAll(condition=None), call.whenNotMatchedInsertAll(condition=None)],
+    ),
+    "every clause kind with conditions": (
+        {
+            "clauses": (
+                update({"qty": "s.qty", "region": "upper(s.region)"}, condition="s.qty > 0"),
+                delete(condition="s.qty = 0"),
+                update_all(condition="s.note IS NOT NULL"),
+                delete(),
+                insert({"id": "s.id", "qty": "s.qty * 2"}, condition="s.region = 'eu'"),
+                insert_all(condition="s.region = 'us'"),
+                insert({"id": "s.id"}),
+                update_by_source({"qty": "0"}, condition="t.region = 'us'"),
+                delete_by_source(),
+            )
+        },
+        [
+            call.whenMatchedUpdate(condition="s.qty > 0", set={"qty": "s.qty", "region": "upper(s.region)"}),
+            call.whenMatchedDelete(condition="s.qty = 0"),
+            call.whenMatchedUpdateAll(condition="s.note IS NOT NULL"),
+            call.whenMatchedDelete(condition=None),
+            call.whenNotMatchedInsert(condition="s.region = 'eu'", values={"id": "s.id", "qty": "s.qty * 2"}),
+            call.whenNotMatchedInsertAll(condition="s.region = 'us'"),
+            call.whenNotMatchedInsert(condition=None, values={"id": "s.id"}),
+            call.whenNotMatchedBySourceUpdate(condition="t.region = 'us'", set={"qty": "0"}),
+            call.whenNotMatchedBySourceDelete(condition=None),
+        ],
+    ),
+    "* EXCEPT without evolution: target columns": (
+        {"clauses": (update_all(except_columns=["QTY"]), insert_all(except_columns=["region"]))},
+        [
+            # `created` is not in the source: UPDATE keeps it (Delta reports it, as for *), INSERT drops it
+            call.whenMatchedUpdate(
+                condition=None, set={"`id`": "s.`id`", "`region`": "s.`region`", "`created`": "s.`created`"}
+            ),
+            call.whenNotMatchedInsert(condition=None, values={"`id`": "s.`id`", "`qty`": "s.`qty`"}),
+        ],
+    ),
+    "* EXCEPT with evolution: source columns": (
+        {
+            "clauses": (update_all(except_columns=["qty"], condition="s.qty > 1"), insert_all()),
+            "schema_evolution": True,
+        },
+        [
+            call.whenMatchedUpdate(
+                condition="s.qty > 1", set={"`id`": "s.`id`", "`region`": "s.`region`", "`note`": "s.`note`"}
+            ),
+            call.whenNotMatchedInsertAll(condition=None),
+            call.withSchemaEvolution(),
+        ],
+    ),
+    "evolution with explicit sets, other aliases": (
+        {
+            "clauses": (update({"note": "src.note"}),),
+            "schema_evolution": True,
+            "target_alias": "tgt",
+            "source_alias": "src",
+        },
+        [call.whenMatchedUpdate(condition=None, set={"note": "src.note"}), call.withSchemaEvolution()],
+    ),
+}
+
+
+@pytest.mark.parametrize(("spec_args", "expected_calls"), BUILDER_CASES.values(), ids=BUILDER_CASES.keys())
+def test_builder_calls_follow_the_clauses(delta, spark, tmp_path, source, spec_args, expected_calls):
+    # Given: a spec
+    spec = spec_of(source, tmp_path, **spec_args)
+    # When: the backend runs it
+    backend.run_with_delta_spark(spark, spec)
+    # Then: forPath(target).alias(t).merge(source as s, condition), the clause calls in order, execute()
+    delta.DeltaTable.forPath.assert_called_once_with(spark, spec.target)
+    delta.table.alias.assert_called_once_with(spec.target_alias)
+    merged_source, condition = delta.table.alias.return_value.merge.call_args.args
+    assert condition == spec.condition
+    assert merged_source.select(f"{spec.source_alias}.id").count() == 2  # the aliased source rows
+    assert delta.builder.mock_calls == [*expected_calls, call.execute()]
+
+
+# --- run_with_delta_spark: run identity and metrics -----------------------------------------------------
+
+
+@pytest.mark.parametrize("previous", [None, '{"owner": "the user"}'], ids=["unset", "user value"])
+def test_run_identity_is_in_user_metadata_only_during_execute(delta, spark, tmp_path, source, previous):
+    # Given: the session's userMetadata conf unset, or set by the user
+    if previous is not None:
+        spark.conf.set(USER_METADATA, previous)
+    spec = spec_of(source, tmp_path, (update_all(), insert_all()))
+    provenance = {"submissionId": "sub-1", "dag_id": "orders", "run_id": "manual__1", "map_index": -1}
+    try:
+        # When
+        backend.run_with_delta_spark(spark, spec, provenance=provenance)
+        # Then: execute() saw our identity; afterwards the user's value (or no value) is back
+        (seen,) = delta.user_metadata_seen
+        assert json.loads(seen) == {
+            "submissionId": "sub-1",
+            "specHash": spec.spec_hash,
+            "engineVersion": __version__,
+            "executor": "delta-spark",
+            "dag_id": "orders",
+            "run_id": "manual__1",
+            "map_index": -1,
+        }
+        assert spark.conf.get(USER_METADATA, None) == previous
+    finally:
+        spark.conf.unset(USER_METADATA)
+
+
+def test_metrics_come_from_our_merge_commit(delta, spark, tmp_path, source):
+    result = backend.run_with_delta_spark(
+        spark, spec_of(source, tmp_path, (update_all(), insert_all())), provenance={"submissionId": "sub-2"}
+    )
+    assert (result.version, result.executor, result.committed) == (4, "delta-spark", True)
+    declared = {k: int(v) for k, v in DELTA_OPERATION_METRICS.items() if k in m.METRIC_DESCRIPTIONS}
+    not_reported = dict.fromkeys(
+        [
+            m.NUM_TARGET_FILES_BEFORE_SKIPPING,
+            m.NUM_TARGET_FILES_AFTER_SKIPPING,
+            m.NUM_TARGET_BYTES_BEFORE_SKIPPING,
+            m.NUM_TARGET_BYTES_AFTER_SKIPPING,
+        ],
+        0,
+    )
+    assert dict(result.metrics) == {**declared, **not_reported}
+    assert result.metrics[m.NUM_TARGET_ROWS_COPIED] == 4
+    assert "materializeSourceTimeMs" not in result.metrics
+
+
+def test_our_commit_is_found_behind_a_concurrent_one(delta, spark, tmp_path, source):
+    delta.other_writers_after = 2  # versions 5 and 6 are someone else's
+    result = backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
+    assert (result.version, result.committed) == (4, True)
+    assert result.metrics[m.NUM_TARGET_ROWS_INSERTED] == 1
+
+
+def test_no_commit_when_delta_changed_nothing(delta, spark, tmp_path, source):
+    delta.commit_metrics = None
+    result = backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
+    assert (result.version, result.committed) == (3, False)
+    assert set(result.metrics.values()) == {0}
+    assert set(result.metrics) == set(m.METRIC_DESCRIPTIONS)
+
+
+def test_a_newer_commit_that_is_not_ours_is_not_reported_as_ours(delta, spark, tmp_path, source):
+    delta.commit_metrics = None
+    delta.other_writers_after = 1
+    result = backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
+    assert (result.version, result.committed) == (3, False)
+    assert result.metrics[m.NUM_OUTPUT_ROWS] == 0
+
+
+@pytest.mark.parametrize(
+    ("error", "expected", "error_class"),
+    [
+        (
+            AnalysisException(message="[INTERNAL_ERROR] Cannot find main error class 'DELTA_MERGE_X'"),
+            ClauseResolutionError,
+            "DELTA_MERGE_X",
+        ),
+        (FakeConcurrentAppend(message="files were added to partition [region=eu]"), MergeCommitError, None),
+        (PySparkException(message="task failed"), MergeExecutionError, None),
+    ],
+    ids=["analysis", "conflict", "execution"],
+)
+def test_delta_errors_become_the_merges_own(delta, spark, tmp_path, source, error, expected, error_class):
+    delta.execute_error = error
+    with pytest.raises(expected) as raised:
+        backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
+    assert raised.value.error_class == error_class
+    assert raised.value.__cause__ is error
+    assert spark.conf.get(USER_METADATA, None) is None  # restored on failure too
+
+
+def test_run_without_runtime_raises_before_touching_anything(spark, tmp_path, source):
+    with pytest.raises(DeltaRuntimeError):
+        backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
