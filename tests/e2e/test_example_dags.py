@@ -14,6 +14,13 @@ from tests.e2e.conftest import ROOT, xcom_value
 pytestmark = pytest.mark.slow
 
 
+def prepare_lake(lake: Path) -> None:
+    """The demo's sample lake: orders 0-999, an extract for 2024-01-02 updating 900-999 and adding 1000-1099."""
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "sample_lake.py"), str(lake), "2024-01-02"], check=True
+    )
+
+
 def test_upsert_example_merges_and_pushes_metrics(airflow_env, run_airflow):
     lake = Path(airflow_env["DELTAMERGE_LAKE"])
     subprocess.run(
@@ -35,6 +42,38 @@ def test_upsert_example_merges_and_pushes_metrics(airflow_env, run_airflow):
     assert len(rows) == 1100
     assert {r["order_id"]: r["amount"] for r in rows}[950] == 950 * 1.5
     assert "DELTAMERGE DEMO: table version 1" in result.stdout + result.stderr
+
+
+def test_sql_example_merges_like_the_python_one(airflow_env, run_airflow):
+    lake = Path(airflow_env["DELTAMERGE_LAKE"])
+    prepare_lake(lake)
+
+    result = run_airflow("dags", "test", "deltamerge_sql", "2024-01-02")
+
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    metrics = xcom_value(airflow_env, "deltamerge_sql", "merge_orders_sql")
+    assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsInserted"]) == (100, 100)
+    assert metrics["numTargetRowsDeleted"] == 0
+    assert DeltaTable(str(lake / "orders")).version() == 1
+
+
+def test_preflight_fails_a_wrong_column_before_spark(airflow_env, run_airflow):
+    lake = Path(airflow_env["DELTAMERGE_LAKE"])
+    prepare_lake(lake)
+
+    result = run_airflow(
+        "dags",
+        "test",
+        "deltamerge_unknown_column",
+        "2024-01-02",
+        env={"AIRFLOW__CORE__DAGS_FOLDER": str(Path(__file__).parent / "dags")},
+    )
+
+    output = result.stdout + result.stderr
+    assert "DELTA_MERGE_UNRESOLVED_EXPRESSION" in output
+    assert "Cannot resolve s.amout in UPDATE clause" in output
+    assert "spark-submit" not in output.lower()
+    assert DeltaTable(str(lake / "orders")).version() == 0
 
 
 def test_failed_merge_fails_the_task_with_the_cause(airflow_env, run_airflow, tmp_path):
