@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 
 def prepare_lake(lake: Path) -> None:
-    """The demo's sample lake: orders 0-999, an extract for 2024-01-02 updating 900-999 and adding 1000-1099."""
+    """The demo's sample lake: orders 0-999 and a 2024-01-02 extract (updates 900-999, adds 1000-1099)."""
     subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "sample_lake.py"), str(lake), "2024-01-02"], check=True
     )
