@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -42,6 +43,8 @@ def spark() -> Iterator[SparkSession]:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
+    # py4j says goodbye at interpreter exit, after pytest has closed the streams it would log to.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     yield session
     session.stop()
 

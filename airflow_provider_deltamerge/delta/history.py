@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,12 +25,24 @@ class MergeCommit:
     info: Mapping[str, Any]
 
 
+def run_identity(user_metadata: str | None) -> dict[str, Any]:
+    """The run identity a delta-spark backend merge wrote into a commit's ``userMetadata``; {} if none.
+
+    Delta's own MERGE cannot add keys to commitInfo, so that backend records the same identity there.
+    """
+    try:
+        parsed = json.loads(user_metadata or "")
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
 def find_merge_commit(
     table_uri: str, *, submission_id: str, depth: int = DEFAULT_HISTORY_DEPTH
 ) -> MergeCommit | None:
     """The commit that the merge job with ``submission_id`` made, or None if it made none."""
     for entry in open_table(table_uri).history(depth):
-        info = entry.get(COMMIT_INFO_KEY)
+        info = entry.get(COMMIT_INFO_KEY) or run_identity(entry.get("userMetadata"))
         if isinstance(info, dict) and info.get(SUBMISSION_ID) == submission_id:
             metrics = {k: int(v) for k, v in (entry.get("operationMetrics") or {}).items()}
             return MergeCommit(version=int(entry["version"]), metrics=metrics, info=info)

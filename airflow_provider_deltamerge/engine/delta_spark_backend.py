@@ -24,7 +24,7 @@ from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import Row, SparkSession
 
 from airflow_provider_deltamerge import PACKAGE_NAME, __version__
-from airflow_provider_deltamerge.delta.history import SUBMISSION_ID
+from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, run_identity
 from airflow_provider_deltamerge.delta.snapshot import open_table
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.merge import MergeResult
@@ -369,18 +369,6 @@ def _find_commit(table: Any, version_before: int, submission_id: str) -> Row | N
         ):
             return row
     return None
-
-
-def run_identity(user_metadata: str | None) -> dict[str, Any]:
-    """The run identity a delta-spark merge wrote into a commit's ``userMetadata``; {} if there is none.
-
-    What ``delta.history.find_merge_commit`` needs to recognise this backend's commits on a retry.
-    """
-    try:
-        parsed = json.loads(user_metadata or "")
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
 
 
 def metrics_from_operation_metrics(operation_metrics: Mapping[str, str]) -> dict[str, int]:

@@ -68,7 +68,12 @@ class DeltaMergeHook(BaseHook):
         self.spark_submit_kwargs = dict(spark_submit_kwargs or {})
 
     def run_merge(
-        self, spec: MergeSpec, *, provenance: Mapping[str, Any] | None = None, executor: str | None = None
+        self,
+        spec: MergeSpec,
+        *,
+        provenance: Mapping[str, Any] | None = None,
+        executor: str | None = None,
+        backend: str = "auto",
     ) -> dict[str, Any]:
         """Submit ``spec`` and wait; return Delta's metrics plus tableVersion, executor and specHash.
 
@@ -77,7 +82,7 @@ class DeltaMergeHook(BaseHook):
             AirflowException: spark-submit failed before the merge could report anything.
         """
         submission_id = uuid.uuid4().hex
-        request = JobRequest(spec, {**(provenance or {}), SUBMISSION_ID: submission_id}, executor)
+        request = JobRequest(spec, {**(provenance or {}), SUBMISSION_ID: submission_id}, executor, backend)
         submit = _ReportingSparkSubmitHook(
             conn_id=self.spark_conn_id,
             conf=self._job_conf(),

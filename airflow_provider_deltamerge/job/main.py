@@ -12,10 +12,17 @@ from collections.abc import Sequence
 
 from pyspark.sql import SparkSession
 
-from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.engine import MergeResult, run_merge
+from airflow_provider_deltamerge.engine.delta_spark_backend import choose_backend, run_with_delta_spark
 from airflow_provider_deltamerge.engine.metrics import EXECUTOR, SPEC_HASH, TABLE_VERSION
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
-from airflow_provider_deltamerge.spec.transport import REQUEST_ARG, decode_request, error_line, result_line
+from airflow_provider_deltamerge.spec.transport import (
+    REQUEST_ARG,
+    JobRequest,
+    decode_request,
+    error_line,
+    result_line,
+)
 
 log = logging.getLogger("airflow_provider_deltamerge")
 
@@ -34,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = SparkSession.builder.appName(f"deltamerge {request.spec.target}").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     try:
-        result = run_merge(spark, request.spec, executor=request.executor, provenance=request.provenance)  # type: ignore[arg-type]
+        result = _run(spark, request)
     except DeltaMergeError as err:
         log.error("Merge failed: %s", err)
         print(error_line(err), flush=True)
@@ -49,6 +56,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     print(result_line(report), flush=True)
     return 0
+
+
+def _run(spark: SparkSession, request: JobRequest) -> MergeResult:
+    """Our engine, or Delta's own MERGE where the table needs it and the session has Delta's runtime."""
+    if choose_backend(spark, request.spec, request.backend) == "delta-spark":
+        return run_with_delta_spark(spark, request.spec, provenance=request.provenance)
+    return run_merge(spark, request.spec, executor=request.executor, provenance=request.provenance)  # type: ignore[arg-type]
 
 
 def _log_to_stdout() -> None:

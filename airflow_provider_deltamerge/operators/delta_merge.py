@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from airflow.providers.common.compat.sdk import AirflowException, BaseOperator
 
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
 
 _TEMPLATE_MARKERS = ("{{", "{%")
+BACKENDS = ("auto", "engine", "delta-spark")
 
 
 class DeltaMergeOperator(BaseOperator):
@@ -37,6 +38,10 @@ class DeltaMergeOperator(BaseOperator):
     :param source_alias: Alias of the source in conditions and expressions.
     :param deduplicate_source_by: Source key columns; keep only the latest source row per key.
     :param deduplicate_order_by: Source columns whose greatest values mark the latest row.
+    :param backend: ``auto`` (default) runs this provider's engine unless the table needs a feature only
+        Delta Lake's own runtime writes (deletion vectors, column mapping, change data feed, identity
+        columns) and the Spark session has that runtime; ``engine`` always runs ours; ``delta-spark``
+        always runs Delta's MERGE (needs the ``delta-spark`` extra and Delta's jars and confs).
     :param preflight: Check column references against the target's schema (read from the Delta log)
         before submitting the Spark job.
     :param spark_conn_id: Spark connection used for spark-submit.
@@ -71,6 +76,7 @@ class DeltaMergeOperator(BaseOperator):
         source_alias: str = "s",
         deduplicate_source_by: Sequence[str] = (),
         deduplicate_order_by: Sequence[str] = (),
+        backend: Literal["auto", "engine", "delta-spark"] = "auto",
         preflight: bool = True,
         spark_conn_id: str = DeltaMergeHook.default_conn_name,
         conf: Mapping[str, Any] | None = None,
@@ -84,13 +90,17 @@ class DeltaMergeOperator(BaseOperator):
         self.target_alias, self.source_alias = target_alias, source_alias
         self.deduplicate_source_by = tuple(deduplicate_source_by)
         self.deduplicate_order_by = tuple(deduplicate_order_by)
-        self.preflight = preflight
+        self.backend, self.preflight = backend, preflight
         self.spark_conn_id, self.conf = spark_conn_id, dict(conf or {})
         self.spark_submit_kwargs = dict(spark_submit_kwargs or {})
         self._hook: DeltaMergeHook | None = None
         self._check_structure()  # pure Python, no I/O: a bad DAG fails when it is parsed
 
     def _check_structure(self) -> None:
+        if self.backend not in BACKENDS:
+            raise AirflowException(
+                f"{self.task_id}: backend must be one of {', '.join(BACKENDS)}, not {self.backend!r}."
+            )
         python_form = self.target is not None or self.source is not None or self.condition is not None
         if self.merge_sql is not None:
             if python_form or self.clauses:
@@ -150,7 +160,7 @@ class DeltaMergeOperator(BaseOperator):
         self._hook = DeltaMergeHook(
             self.spark_conn_id, conf=self.conf, spark_submit_kwargs=self.spark_submit_kwargs
         )
-        metrics = self._hook.run_merge(spec, provenance=provenance)
+        metrics = self._hook.run_merge(spec, provenance=provenance, backend=self.backend)
         self.log.info("Merge into %s done: %s", spec.target, metrics)
         return metrics
 

@@ -26,11 +26,16 @@ ERROR_MARK = "DELTAMERGE_ERROR "
 
 @dataclass(frozen=True)
 class JobRequest:
-    """One submission of a merge: the spec, who asked for it (run identity) and an optional executor."""
+    """One submission of a merge: the spec, who asked for it (run identity), and how to run it.
+
+    ``backend`` ("auto", "engine" or "delta-spark") and ``executor`` choose how the merge is run, not what
+    it does, so they travel beside the spec and do not change its hash.
+    """
 
     spec: MergeSpec
     provenance: Mapping[str, Any] = field(default_factory=dict)
     executor: str | None = None
+    backend: str = "auto"
 
 
 def encode_request(request: JobRequest) -> str:
@@ -38,6 +43,7 @@ def encode_request(request: JobRequest) -> str:
         "spec": spec_to_dict(request.spec),
         "provenance": dict(request.provenance),
         "executor": request.executor,
+        "backend": request.backend,
     }
     packed = zlib.compress(json.dumps(body, sort_keys=True).encode("utf-8"), 9)
     return base64.urlsafe_b64encode(packed).decode("ascii")
@@ -48,7 +54,12 @@ def decode_request(text: str) -> JobRequest:
         body = json.loads(zlib.decompress(base64.urlsafe_b64decode(text.encode("ascii"))))
     except (ValueError, zlib.error) as err:
         raise MergeSpecError(f"The merge job's {REQUEST_ARG} argument is not a merge request: {err}") from err
-    return JobRequest(spec_from_dict(body["spec"]), body.get("provenance", {}), body.get("executor"))
+    return JobRequest(
+        spec_from_dict(body["spec"]),
+        body.get("provenance", {}),
+        body.get("executor"),
+        body.get("backend", "auto"),
+    )
 
 
 def result_line(result: Mapping[str, Any]) -> str:
