@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from airflow.providers.common.compat.sdk import AirflowException, BaseOperator
+from airflow.sdk import Asset
 
 from airflow_provider_deltamerge.delta.log_schema import read_path_schema, read_table_schema
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
@@ -18,6 +20,15 @@ if TYPE_CHECKING:
 
 _TEMPLATE_MARKERS = ("{{", "{%")
 BACKENDS = ("auto", "engine", "delta-spark")
+
+
+def _is_templated(text: str) -> bool:
+    return any(marker in text for marker in _TEMPLATE_MARKERS)
+
+
+def target_asset(target: str) -> Asset:
+    """The Airflow Asset of a Delta table: its URI, with a local path as a ``file://`` URI."""
+    return Asset(target if "://" in target else Path(target).absolute().as_uri())
 
 
 class DeltaMergeOperator(BaseOperator):
@@ -49,7 +60,9 @@ class DeltaMergeOperator(BaseOperator):
     :param spark_submit_kwargs: Further SparkSubmitHook arguments (executor_memory, packages, ...).
 
     Returns (as XCom ``return_value``) Delta's merge metrics (``numTargetRowsInserted``, ...) plus
-    ``tableVersion``, ``executor`` and ``specHash``.
+    ``tableVersion``, ``executor`` and ``specHash``. When the target is known at parse time (not templated),
+    it is declared as an outlet Asset and the asset event carries the same metrics as its ``extra``, so
+    data-aware DAGs scheduled on the table see what changed.
     """
 
     template_fields: Sequence[str] = ("target", "source", "condition", "merge_sql", "source_options", "conf")
@@ -95,6 +108,8 @@ class DeltaMergeOperator(BaseOperator):
         self.spark_submit_kwargs = dict(spark_submit_kwargs or {})
         self._hook: DeltaMergeHook | None = None
         self._check_structure()  # pure Python, no I/O: a bad DAG fails when it is parsed
+        if self.target is not None and not _is_templated(self.target):
+            self.outlets = [*self.outlets, target_asset(self.target)]
 
     def _check_structure(self) -> None:
         if self.backend not in BACKENDS:
@@ -162,6 +177,9 @@ class DeltaMergeOperator(BaseOperator):
         )
         metrics = self._hook.run_merge(spec, provenance=provenance, backend=self.backend)
         self.log.info("Merge into %s done: %s", spec.target, metrics)
+        for outlet in self.outlets:
+            if isinstance(outlet, Asset) and outlet.uri == target_asset(spec.target).uri:
+                context["outlet_events"][outlet].extra = dict(metrics)
         return metrics
 
     def on_kill(self) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from tests.e2e.conftest import ROOT, xcom_value
+from tests.e2e.conftest import ROOT, asset_event_extras, xcom_value
 
 pytestmark = pytest.mark.slow
 
@@ -42,6 +42,9 @@ def test_upsert_example_merges_and_pushes_metrics(airflow_env, run_airflow):
     assert len(rows) == 1100
     assert {r["order_id"]: r["amount"] for r in rows}[950] == 950 * 1.5
     assert "DELTAMERGE DEMO: table version 1" in result.stdout + result.stderr
+    # The table is the task's outlet Asset, and its event carries the same metrics.
+    [extra] = asset_event_extras(airflow_env, (lake / "orders").absolute().as_uri())
+    assert extra["numTargetRowsInserted"] == 100 and extra["tableVersion"] == 1
 
 
 def test_sql_example_merges_like_the_python_one(airflow_env, run_airflow):
