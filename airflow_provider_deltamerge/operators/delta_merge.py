@@ -5,18 +5,34 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from urllib.parse import urlparse
 
 from airflow.providers.common.compat.sdk import AirflowException, BaseOperator
 from airflow.sdk import Asset
 
 from airflow_provider_deltamerge.delta.log_schema import read_path_schema, read_table_schema
+from airflow_provider_deltamerge.engine.metrics import (
+    NUM_OUTPUT_ROWS,
+    NUM_TARGET_BYTES_ADDED,
+    NUM_TARGET_FILES_ADDED,
+)
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
-from airflow_provider_deltamerge.spec import MergeClause, MergeSource, MergeSpec, PathSource, parse_merge_sql
+from airflow_provider_deltamerge.spec import (
+    MergeClause,
+    MergeSource,
+    MergeSpec,
+    PathSource,
+    QuerySource,
+    TableSource,
+    parse_merge_sql,
+)
 from airflow_provider_deltamerge.spec.preflight import run_preflight
 from airflow_provider_deltamerge.spec.validation import check_clauses
 
 if TYPE_CHECKING:
+    from airflow.providers.common.compat.openlineage.facet import OutputDataset
     from airflow.providers.common.compat.sdk import Context
+    from airflow.providers.openlineage.extractors import OperatorLineage
 
 _TEMPLATE_MARKERS = ("{{", "{%")
 BACKENDS = ("auto", "engine", "delta-spark")
@@ -29,6 +45,29 @@ def _is_templated(text: str) -> bool:
 def target_asset(target: str) -> Asset:
     """The Airflow Asset of a Delta table: its URI, with a local path as a ``file://`` URI."""
     return Asset(target if "://" in target else Path(target).absolute().as_uri())
+
+
+def lineage_dataset(
+    where: str | MergeSource, *, output_facets: Mapping[str, Any] | None = None
+) -> OutputDataset:
+    """An OpenLineage dataset for a path or URI (namespace ``scheme://authority``, name the path) or a table.
+
+    Query sources have no dataset of their own; they are named by the query's place, the Spark catalog.
+    """
+    from airflow.providers.common.compat.openlineage.facet import OutputDataset
+
+    match where:
+        case TableSource(name=name):
+            return OutputDataset(namespace="spark", name=name)
+        case QuerySource():
+            return OutputDataset(namespace="spark", name="query")
+        case PathSource(path=path) | str(path):
+            parsed = urlparse(path if "://" in path else Path(path).absolute().as_uri())
+            namespace = f"{parsed.scheme}://{parsed.netloc}" if parsed.netloc else parsed.scheme
+            return OutputDataset(
+                namespace=namespace, name=parsed.path, outputFacets=dict(output_facets or {})
+            )
+    raise TypeError(f"No lineage dataset for {where!r}")
 
 
 class DeltaMergeOperator(BaseOperator):
@@ -107,6 +146,8 @@ class DeltaMergeOperator(BaseOperator):
         self.spark_conn_id, self.conf = spark_conn_id, dict(conf or {})
         self.spark_submit_kwargs = dict(spark_submit_kwargs or {})
         self._hook: DeltaMergeHook | None = None
+        self._spec: MergeSpec | None = None
+        self._metrics: dict[str, Any] = {}
         self._check_structure()  # pure Python, no I/O: a bad DAG fails when it is parsed
         if self.target is not None and not _is_templated(self.target):
             self.outlets = [*self.outlets, target_asset(self.target)]
@@ -158,7 +199,7 @@ class DeltaMergeOperator(BaseOperator):
         )
 
     def execute(self, context: Context) -> dict[str, Any]:
-        spec = self.build_spec()  # templates are rendered by now
+        spec = self._spec = self.build_spec()  # templates are rendered by now
         if self.preflight:
             # Columns and clauses against the target's schema from the Delta log: no Spark job is paid for
             # a merge that cannot resolve.
@@ -177,10 +218,36 @@ class DeltaMergeOperator(BaseOperator):
         )
         metrics = self._hook.run_merge(spec, provenance=provenance, backend=self.backend)
         self.log.info("Merge into %s done: %s", spec.target, metrics)
+        self._metrics = metrics
         for outlet in self.outlets:
             if isinstance(outlet, Asset) and outlet.uri == target_asset(spec.target).uri:
                 context["outlet_events"][outlet].extra = dict(metrics)
         return metrics
+
+    def get_openlineage_facets_on_start(self) -> OperatorLineage:
+        """Lineage for OpenLineage: the source as input dataset, the target table as output."""
+        return self._lineage(with_statistics=False)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
+        """As on start, with the rows and bytes the merge wrote as output statistics."""
+        return self._lineage(with_statistics=True)
+
+    def _lineage(self, *, with_statistics: bool) -> OperatorLineage:
+        from airflow.providers.common.compat.openlineage.facet import OutputStatisticsOutputDatasetFacet
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        spec = self._spec or self.build_spec()
+        facets: dict[str, Any] = {}
+        if with_statistics and self._metrics:
+            facets["outputStatistics"] = OutputStatisticsOutputDatasetFacet(
+                rowCount=self._metrics.get(NUM_OUTPUT_ROWS),
+                size=self._metrics.get(NUM_TARGET_BYTES_ADDED),
+                fileCount=self._metrics.get(NUM_TARGET_FILES_ADDED),
+            )
+        return OperatorLineage(
+            inputs=[lineage_dataset(spec.source)],
+            outputs=[lineage_dataset(spec.target, output_facets=facets)],
+        )
 
     def on_kill(self) -> None:
         if self._hook is not None:
