@@ -1,0 +1,123 @@
+"""A real Spark standalone cluster (master and worker started here) receiving a merge in client mode."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
+from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update_all
+from tests.conftest import make_table
+from tests.oracle import sorted_rows
+
+pytestmark = pytest.mark.slow
+START_TIMEOUT_S = 90
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_for(log: Path, text: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if text in log.read_text(errors="replace"):
+            return
+        if process.poll() is not None:
+            raise RuntimeError(f"{log.name} exited early:\n{log.read_text(errors='replace')[-2000:]}")
+        time.sleep(0.5)
+    raise TimeoutError(f"'{text}' not in {log} after {START_TIMEOUT_S} s")
+
+
+@pytest.fixture(scope="module")
+def standalone_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """spark://127.0.0.1:<port> with one worker of one core, both on loopback, stopped after the module."""
+    logs = tmp_path_factory.mktemp("spark_cluster")
+    spark_class = str(Path(sys.executable).parent / "spark-class")
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    port = free_port()
+    master_url = f"spark://127.0.0.1:{port}"
+    commands = {
+        "master": [
+            spark_class,
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(free_port()),
+        ],
+        "worker": [
+            spark_class,
+            "org.apache.spark.deploy.worker.Worker",
+            master_url,
+            "--host",
+            "127.0.0.1",
+            "--cores",
+            "1",
+            "--memory",
+            "1g",
+            "--webui-port",
+            str(free_port()),
+            "--work-dir",
+            str(logs / "work"),
+        ],
+    }
+    processes = []
+    try:
+        for name, ready in (("master", "I have been elected leader"), ("worker", "Successfully registered")):
+            log = logs / f"{name}.log"
+            with log.open("wb") as out:
+                process = subprocess.Popen(commands[name], env=env, stdout=out, stderr=subprocess.STDOUT)
+            processes.append(process)
+            wait_for(log, ready, process)
+        yield master_url
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def test_merge_runs_on_a_standalone_cluster_in_client_mode(tmp_path, monkeypatch, standalone_master):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_CLUSTER",
+        json.dumps({"conn_type": "spark", "host": standalone_master, "extra": {"deploy-mode": "client"}}),
+    )
+    target = make_table(tmp_path / "orders", partition_by=["region"])
+    source = tmp_path / "extract.parquet"
+    pq.write_table(
+        pa.table(
+            {"id": pa.array([2, 77], pa.int64()), "qty": pa.array([5, 6], pa.int32()), "region": ["eu", "us"]}
+        ),
+        source,
+    )
+    spec = MergeSpec(
+        target=target,
+        source=PathSource(str(source)),
+        condition="t.id = s.id",
+        clauses=(update_all(), insert_all()),
+    )
+    hook = DeltaMergeHook(
+        "spark_cluster", conf={"spark.executor.memory": "512m", "spark.pyspark.python": sys.executable}
+    )
+
+    metrics = hook.run_merge(spec)
+
+    assert (metrics[m.NUM_TARGET_ROWS_UPDATED], metrics[m.NUM_TARGET_ROWS_INSERTED]) == (1, 1)
+    rows = sorted_rows(target)
+    assert {"id": 2, "qty": 5, "region": "eu"} in rows and {"id": 77, "qty": 6, "region": "us"} in rows
+    assert len(rows) == 11
