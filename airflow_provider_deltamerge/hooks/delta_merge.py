@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import tempfile
 import uuid
+import zipfile
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -83,20 +86,26 @@ class DeltaMergeHook(BaseHook):
         """
         submission_id = uuid.uuid4().hex
         request = JobRequest(spec, {**(provenance or {}), SUBMISSION_ID: submission_id}, executor, backend)
-        submit = _ReportingSparkSubmitHook(
-            conn_id=self.spark_conn_id,
-            conf=self._job_conf(),
-            name=f"deltamerge-{spec.target.rstrip('/').rsplit('/', 1)[-1]}",
-            application_args=[REQUEST_ARG, encode_request(request)],
-            **self.spark_submit_kwargs,
-        )
-        self._submit = submit
-        try:
-            submit.submit(application=_job_path())
-        except AirflowException as err:
-            if submit.error is not None:
-                raise submit.error from err
-            raise
+        with tempfile.TemporaryDirectory(prefix="deltamerge-") as scratch:
+            kwargs = dict(self.spark_submit_kwargs)
+            if self._deploy_mode() == "cluster":
+                # The driver runs on the cluster, which may not have this provider installed.
+                shipped = package_zip(Path(scratch))
+                kwargs["py_files"] = ",".join(filter(None, [kwargs.get("py_files"), str(shipped)]))
+            submit = _ReportingSparkSubmitHook(
+                conn_id=self.spark_conn_id,
+                conf=self._job_conf(),
+                name=f"deltamerge-{spec.target.rstrip('/').rsplit('/', 1)[-1]}",
+                application_args=[REQUEST_ARG, encode_request(request)],
+                **kwargs,
+            )
+            self._submit = submit
+            try:
+                submit.submit(application=_job_path())
+            except AirflowException as err:
+                if submit.error is not None:
+                    raise submit.error from err
+                raise
         if submit.error is not None:
             raise submit.error
         if submit.result is not None:
@@ -132,11 +141,31 @@ class DeltaMergeHook(BaseHook):
         return conf
 
     def _is_local_master(self) -> bool:
+        connection = self._connection()
+        return connection is not None and (connection.host or "").startswith("local")
+
+    def _deploy_mode(self) -> str:
+        """``client`` or ``cluster``, as SparkSubmitHook will decide it (argument first, then connection)."""
+        if self.spark_submit_kwargs.get("deploy_mode"):
+            return str(self.spark_submit_kwargs["deploy_mode"])
+        connection = self._connection()
+        return str(connection.extra_dejson.get("deploy-mode") or "client") if connection else "client"
+
+    def _connection(self) -> Any:
         try:
-            host = self.get_connection(self.spark_conn_id).host or ""
+            return self.get_connection(self.spark_conn_id)
         except AirflowException:
-            return False
-        return host.startswith("local")
+            return None
+
+
+def package_zip(folder: Path) -> Path:
+    """This provider's package as a zip for ``--py-files``; its dependencies must be on the cluster."""
+    package = Path(__file__).resolve().parents[1]
+    archive = folder / "airflow_provider_deltamerge.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as out:
+        for source in sorted(package.rglob("*.py")):
+            out.write(source, source.relative_to(package.parent).as_posix())
+    return archive
 
 
 def _job_path() -> str:

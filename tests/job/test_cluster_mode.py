@@ -1,0 +1,91 @@
+"""Cluster deploy mode, where no test can start a YARN cluster: only the spark-submit process is faked.
+
+The fake plays the remote driver with the real job logic (decode the request, run the merge in a local
+SparkSession) and, like a real cluster, shows none of the driver's output: the hook must read the
+metrics back from the commit in the Delta log.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
+from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update_all
+from airflow_provider_deltamerge.spec.transport import REQUEST_ARG, decode_request
+from tests.conftest import make_table
+
+
+class RemoteDriver:
+    """Stands in for spark-submit to a YARN cluster: records the command, runs the job's merge quietly."""
+
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+        self.commands: list[list[str]] = []
+        self.shipped: list[str] = []
+
+    def __call__(self, command: list[str], **kwargs: Any) -> RemoteDriver:
+        self.commands.append(command)
+        py_files = command[command.index("--py-files") + 1]
+        self.shipped = zipfile.ZipFile(py_files.split(",")[-1]).namelist()
+        request = decode_request(command[command.index(REQUEST_ARG) + 1])
+        run_merge(self.spark, request.spec, provenance=request.provenance)
+        self.stdout = iter(
+            ["INFO Client: Application report for application_1700000000000_0001 (FINISHED)\n"]
+        )
+        return self
+
+    def wait(self) -> int:
+        return 0
+
+
+@pytest.fixture
+def yarn_cluster_connection(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_YARN",
+        json.dumps({"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}),
+    )
+    return "spark_yarn"
+
+
+def test_cluster_mode_ships_the_package_and_reads_metrics_from_the_log(
+    spark, tmp_path, mocker, yarn_cluster_connection
+):
+    target = make_table(tmp_path / "orders")
+    source = tmp_path / "extract.parquet"
+    pq.write_table(
+        pa.table(
+            {"id": pa.array([1, 50], pa.int64()), "qty": pa.array([3, 4], pa.int32()), "region": ["eu", "us"]}
+        ),
+        source,
+    )
+    spec = MergeSpec(
+        target=target,
+        source=PathSource(str(source)),
+        condition="t.id = s.id",
+        clauses=(update_all(), insert_all()),
+    )
+    driver = RemoteDriver(spark)
+    mocker.patch("airflow.providers.apache.spark.hooks.spark_submit.subprocess.Popen", side_effect=driver)
+
+    metrics = DeltaMergeHook(yarn_cluster_connection, spark_submit_kwargs={"py_files": "deps.zip"}).run_merge(
+        spec
+    )
+
+    [command] = driver.commands
+    assert command[command.index("--master") + 1] == "yarn"
+    assert command[command.index("--deploy-mode") + 1] == "cluster"
+    assert command[command.index("--py-files") + 1].startswith("deps.zip,")
+    assert "airflow_provider_deltamerge/job/main.py" in driver.shipped
+    assert (metrics[m.NUM_TARGET_ROWS_UPDATED], metrics[m.NUM_TARGET_ROWS_INSERTED]) == (1, 1)
+    assert metrics[m.TABLE_VERSION] == 1
+    assert metrics[m.SPEC_HASH] == spec.spec_hash
+    assert not Path(command[command.index("--py-files") + 1].split(",")[-1]).exists()  # scratch cleaned up
