@@ -38,10 +38,14 @@ def run_identity(user_metadata: str | None) -> dict[str, Any]:
 
 
 def find_merge_commit(
-    table_uri: str, *, submission_id: str, depth: int = DEFAULT_HISTORY_DEPTH
+    table_uri: str,
+    *,
+    submission_id: str,
+    depth: int = DEFAULT_HISTORY_DEPTH,
+    storage_options: dict[str, str] | None = None,
 ) -> MergeCommit | None:
     """The commit that the merge job with ``submission_id`` made, or None if it made none."""
-    for entry in open_table(table_uri).history(depth):
+    for entry in open_table(table_uri, storage_options=storage_options or None).history(depth):
         info = entry.get(COMMIT_INFO_KEY) or run_identity(entry.get("userMetadata"))
         if isinstance(info, dict) and info.get(SUBMISSION_ID) == submission_id:
             metrics = {k: int(v) for k, v in (entry.get("operationMetrics") or {}).items()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import tempfile
 import uuid
@@ -17,6 +18,7 @@ from airflow.providers.common.compat.sdk import AirflowException, BaseHook
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, find_merge_commit
 from airflow_provider_deltamerge.engine.metrics import EXECUTOR, SPEC_HASH, TABLE_VERSION
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
+from airflow_provider_deltamerge.hooks.storage_credentials import storage_environment
 from airflow_provider_deltamerge.spec import MergeSpec
 from airflow_provider_deltamerge.spec.transport import (
     REQUEST_ARG,
@@ -64,11 +66,19 @@ class DeltaMergeHook(BaseHook):
         *,
         conf: Mapping[str, Any] | None = None,
         spark_submit_kwargs: Mapping[str, Any] | None = None,
+        storage_conn_id: str | None = None,
     ) -> None:
         super().__init__()
         self.spark_conn_id = spark_conn_id
         self.conf = dict(conf or {})
         self.spark_submit_kwargs = dict(spark_submit_kwargs or {})
+        self.storage_conn_id = storage_conn_id
+
+    def storage_options(self) -> dict[str, str]:
+        """The storage connection's credentials (environment-variable names, which deltalake also reads)."""
+        if self.storage_conn_id is None:
+            return {}
+        return storage_environment(self.get_connection(self.storage_conn_id))
 
     def run_merge(
         self,
@@ -88,6 +98,13 @@ class DeltaMergeHook(BaseHook):
         request = JobRequest(spec, {**(provenance or {}), SUBMISSION_ID: submission_id}, executor, backend)
         with tempfile.TemporaryDirectory(prefix="deltamerge-") as scratch:
             kwargs = dict(self.spark_submit_kwargs)
+            credentials = self.storage_options()
+            if credentials and not self._is_local_master():
+                # Executors (and a cluster-mode driver) get them from a private properties file, which
+                # spark-submit reads locally; Spark's UI redacts such keys.
+                kwargs["properties_file"] = str(
+                    credentials_properties(Path(scratch), credentials, self._remote_env_prefixes(), kwargs)
+                )
             if self._deploy_mode() == "cluster":
                 # The driver runs on the cluster, which may not have this provider installed.
                 shipped = package_zip(Path(scratch))
@@ -101,7 +118,8 @@ class DeltaMergeHook(BaseHook):
             )
             self._submit = submit
             try:
-                submit.submit(application=_job_path())
+                # A client-mode driver reads the credentials from its own environment, never its arguments.
+                submit.submit(application=_job_path(), env={**os.environ, **credentials})
             except AirflowException as err:
                 if submit.error is not None:
                     raise submit.error from err
@@ -119,7 +137,9 @@ class DeltaMergeHook(BaseHook):
 
     def _result_from_log(self, spec: MergeSpec, submission_id: str) -> dict[str, Any]:
         """The job's metrics read back from its commit, for deploy modes where its output is not ours."""
-        commit = find_merge_commit(spec.target, submission_id=submission_id)
+        commit = find_merge_commit(
+            spec.target, submission_id=submission_id, storage_options=self.storage_options()
+        )
         if commit is None:
             raise AirflowException(
                 "The merge job finished but reported no result, and the Delta log of "
@@ -144,6 +164,16 @@ class DeltaMergeHook(BaseHook):
         connection = self._connection()
         return connection is not None and (connection.host or "").startswith("local")
 
+    def _remote_env_prefixes(self) -> list[str]:
+        """Spark conf prefixes that set environment variables of the processes that run on the cluster."""
+        prefixes = ["spark.executorEnv."]
+        if self._deploy_mode() == "cluster":
+            master = (self._connection().host or "") if self._connection() else ""
+            prefixes.append(
+                "spark.kubernetes.driverEnv." if master.startswith("k8s") else "spark.yarn.appMasterEnv."
+            )
+        return prefixes
+
     def _deploy_mode(self) -> str:
         """``client`` or ``cluster``, as SparkSubmitHook will decide it (argument first, then connection)."""
         if self.spark_submit_kwargs.get("deploy_mode"):
@@ -156,6 +186,19 @@ class DeltaMergeHook(BaseHook):
             return self.get_connection(self.spark_conn_id)
         except AirflowException:
             return None
+
+
+def credentials_properties(
+    folder: Path, credentials: Mapping[str, str], prefixes: list[str], kwargs: Mapping[str, Any]
+) -> Path:
+    """An owner-only properties file: the user's own properties plus one entry per credential and prefix."""
+    path = folder / "deltamerge-credentials.properties"
+    user_file = kwargs.get("properties_file")
+    lines = [Path(user_file).read_text()] if user_file else []
+    lines += [f"{prefix}{name}={value}" for prefix in prefixes for name, value in credentials.items()]
+    path.touch(mode=0o600)
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def package_zip(folder: Path) -> Path:

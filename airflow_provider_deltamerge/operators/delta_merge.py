@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import urlparse
@@ -95,6 +96,8 @@ class DeltaMergeOperator(BaseOperator):
     :param preflight: Check column references against the target's schema (read from the Delta log)
         before submitting the Spark job.
     :param spark_conn_id: Spark connection used for spark-submit.
+    :param storage_conn_id: Connection holding object-store credentials (``aws``, ``wasb``, or any type with
+        an ``env`` extra); they reach the job as environment variables, never the spec or the log.
     :param conf: Spark configuration of the merge job. (templated)
     :param spark_submit_kwargs: Further SparkSubmitHook arguments (executor_memory, packages, ...).
 
@@ -131,6 +134,7 @@ class DeltaMergeOperator(BaseOperator):
         backend: Literal["auto", "engine", "delta-spark"] = "auto",
         preflight: bool = True,
         spark_conn_id: str = DeltaMergeHook.default_conn_name,
+        storage_conn_id: str | None = None,
         conf: Mapping[str, Any] | None = None,
         spark_submit_kwargs: Mapping[str, Any] | None = None,
         **kwargs: Any,
@@ -143,7 +147,7 @@ class DeltaMergeOperator(BaseOperator):
         self.deduplicate_source_by = tuple(deduplicate_source_by)
         self.deduplicate_order_by = tuple(deduplicate_order_by)
         self.backend, self.preflight = backend, preflight
-        self.spark_conn_id, self.conf = spark_conn_id, dict(conf or {})
+        self.spark_conn_id, self.storage_conn_id, self.conf = spark_conn_id, storage_conn_id, dict(conf or {})
         self.spark_submit_kwargs = dict(spark_submit_kwargs or {})
         self._hook: DeltaMergeHook | None = None
         self._spec: MergeSpec | None = None
@@ -200,10 +204,21 @@ class DeltaMergeOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         spec = self._spec = self.build_spec()  # templates are rendered by now
+        self._hook = DeltaMergeHook(
+            self.spark_conn_id,
+            conf=self.conf,
+            spark_submit_kwargs=self.spark_submit_kwargs,
+            storage_conn_id=self.storage_conn_id,
+        )
         if self.preflight:
             # Columns and clauses against the target's schema from the Delta log: no Spark job is paid for
             # a merge that cannot resolve.
-            run_preflight(spec, read_target_schema=read_table_schema, read_source_schema=read_path_schema)
+            options = self._hook.storage_options() or None
+            run_preflight(
+                spec,
+                read_target_schema=partial(read_table_schema, storage_options=options),
+                read_source_schema=partial(read_path_schema, storage_options=options),
+            )
             self.log.info("Pre-flight checks passed for the merge into %s", spec.target)
         ti = context["ti"]
         provenance = {
@@ -213,9 +228,6 @@ class DeltaMergeOperator(BaseOperator):
             "mapIndex": ti.map_index,
             "tryNumber": ti.try_number,
         }
-        self._hook = DeltaMergeHook(
-            self.spark_conn_id, conf=self.conf, spark_submit_kwargs=self.spark_submit_kwargs
-        )
         metrics = self._hook.run_merge(spec, provenance=provenance, backend=self.backend)
         self.log.info("Merge into %s done: %s", spec.target, metrics)
         self._metrics = metrics

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -77,6 +78,35 @@ def test_preflight_fails_a_wrong_column_before_spark(airflow_env, run_airflow):
     assert "Cannot resolve s.amout in UPDATE clause" in output
     assert "spark-submit" not in output.lower()
     assert DeltaTable(str(lake / "orders")).version() == 0
+
+
+def test_storage_secret_reaches_neither_command_nor_log(airflow_env, run_airflow):
+    lake = Path(airflow_env["DELTAMERGE_LAKE"])
+    prepare_lake(lake)
+    planted = "planted-S3CR3T-9f8e7d"
+    connection = {
+        "conn_type": "aws",
+        "login": "AKIAPLANTED",
+        "password": planted,
+        "extra": {"region_name": "eu-west-1"},
+    }
+
+    result = run_airflow(
+        "dags",
+        "test",
+        "deltamerge_storage_credentials",
+        "2024-01-02",
+        env={
+            "AIRFLOW__CORE__DAGS_FOLDER": str(Path(__file__).parent / "dags"),
+            "AIRFLOW_CONN_LAKE_STORAGE": json.dumps(connection),
+        },
+    )
+
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "Spark-Submit cmd" in output
+    assert planted not in output
+    assert DeltaTable(str(lake / "orders")).version() == 1
 
 
 def test_failed_merge_fails_the_task_with_the_cause(airflow_env, run_airflow, tmp_path):

@@ -34,6 +34,10 @@ class RemoteDriver:
 
     def __call__(self, command: list[str], **kwargs: Any) -> RemoteDriver:
         self.commands.append(command)
+        self.environment = kwargs.get("env") or {}
+        if "--properties-file" in command:
+            properties = Path(command[command.index("--properties-file") + 1])
+            self.properties = (properties.read_text(), properties.stat().st_mode & 0o777)
         py_files = command[command.index("--py-files") + 1]
         self.shipped = zipfile.ZipFile(py_files.split(",")[-1]).namelist()
         request = decode_request(command[command.index(REQUEST_ARG) + 1])
@@ -89,3 +93,32 @@ def test_cluster_mode_ships_the_package_and_reads_metrics_from_the_log(
     assert metrics[m.TABLE_VERSION] == 1
     assert metrics[m.SPEC_HASH] == spec.spec_hash
     assert not Path(command[command.index("--py-files") + 1].split(",")[-1]).exists()  # scratch cleaned up
+
+
+def test_storage_credentials_travel_in_a_private_file_not_arguments(
+    spark, tmp_path, mocker, monkeypatch, yarn_cluster_connection
+):
+    planted = "planted-S3CR3T-1234"
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LAKE", json.dumps({"conn_type": "aws", "login": "AKIAPLANTED", "password": planted})
+    )
+    target = make_table(tmp_path / "orders")
+    source = tmp_path / "extract.parquet"
+    pq.write_table(
+        pa.table({"id": pa.array([99], pa.int64()), "qty": pa.array([1], pa.int32()), "region": ["eu"]}),
+        source,
+    )
+    spec = MergeSpec(
+        target=target, source=PathSource(str(source)), condition="t.id = s.id", clauses=(insert_all(),)
+    )
+    driver = RemoteDriver(spark)
+    mocker.patch("airflow.providers.apache.spark.hooks.spark_submit.subprocess.Popen", side_effect=driver)
+
+    DeltaMergeHook(
+        "spark_local", storage_conn_id="lake", spark_submit_kwargs={"deploy_mode": "cluster"}
+    ).run_merge(spec)
+
+    [command] = driver.commands
+    assert not any(planted in part for part in command)
+    assert driver.environment["AWS_SECRET_ACCESS_KEY"] == planted
+    assert driver.environment["AWS_ACCESS_KEY_ID"] == "AKIAPLANTED"
