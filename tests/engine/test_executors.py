@@ -195,6 +195,23 @@ def test_unconditional_delete_with_insert_tolerates_multiple_matches(spark, tmp_
     assert [r["id"] for r in sorted_rows(target)] == [1, 3]
 
 
+def test_deleting_every_row_of_a_partitioned_table_with_an_empty_source_counts_the_deletes(spark, tmp_path):
+    # Found by test_differential: here Spark's adaptive execution loses the observed counts, and the
+    # record-count check refused the merge.
+    data = pa.table({"id": pa.array([None], pa.int64()), "name": ["a"]})
+    target = make_table(tmp_path / "t", data, partition_by=["name"])
+    spec = MergeSpec(
+        target,
+        source_file(tmp_path, data.slice(0, 0)),
+        "t.id = s.id",
+        (delete_by_source(condition="t.id IS NULL"),),
+    )
+    result = run_merge(spark, spec)
+    assert result.metrics[m.NUM_TARGET_ROWS_DELETED] == 1
+    assert result.metrics[m.NUM_TARGET_ROWS_NOT_MATCHED_BY_SOURCE_DELETED] == 1
+    assert sorted_rows(target) == []
+
+
 # --- Delta's worked metric examples (reference section 1.11) ----------------------------------------------
 
 

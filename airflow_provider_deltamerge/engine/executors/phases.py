@@ -12,6 +12,7 @@ which matches touch a file; the insert-only executor reuses ``write_inserts`` on
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
@@ -39,6 +40,8 @@ from airflow_provider_deltamerge.engine.planning import (
 )
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
+
+log = logging.getLogger(__name__)
 
 # How many offending target rows a multiple-match error shows.
 SHOWN_MULTIPLE_MATCHES = 5
@@ -191,7 +194,13 @@ def _write_with_actions(
     with_action = joined.withColumn(ACTION, action_column(plan))
     counted, counts = observe(with_action, *observed_counts(plan))
     written = write_files(spark, rows_written(plan, counted), plan.snapshot)
-    for name, value in (observed(counts) or {}).items():
+    values = observed(counts)
+    if values is None:
+        # Adaptive execution can drop the observed node from the plan it finally runs (seen when every
+        # row is deleted from a partitioned table and the source is empty): count again, in one more job.
+        log.warning("Spark lost the merge's observed row counts; counting them again")
+        values = with_action.agg(*observed_counts(plan)).first().asDict()  # type: ignore[union-attr]
+    for name, value in values.items():
         recorder.set(name, value or 0)
     recorder.set(m.NUM_TARGET_FILES_ADDED, len(written))
     recorder.set(m.NUM_TARGET_BYTES_ADDED, sum(f.size for f in written))
