@@ -71,11 +71,16 @@ def is_only_unconditional_delete(clauses: Sequence[ResolvedClause]) -> bool:
     return len(matched) == 1 and matched[0].kind == "matched_delete" and matched[0].condition is None
 
 
+def is_any_clause_mix(clauses: Sequence[ResolvedClause]) -> bool:
+    """Any clauses at all: the classic executor serves every mix."""
+    return True
+
+
 # Which clause mixes each executor can serve; the first that can serve a merge is chosen.
 SERVES: Mapping[ExecutorName, Callable[[Sequence[ResolvedClause]], bool]] = {
     "insert_only": is_insert_only,
     "matched_only": is_matched_only,
-    "classic": lambda clauses: True,
+    "classic": is_any_clause_mix,
 }
 
 _SERVES_WHAT = {
