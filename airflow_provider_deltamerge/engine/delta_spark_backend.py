@@ -30,7 +30,7 @@ from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.merge import MergeResult
 from airflow_provider_deltamerge.engine.metrics import METRIC_DESCRIPTIONS, MetricsRecorder
 from airflow_provider_deltamerge.engine.resolution import quote
-from airflow_provider_deltamerge.engine.source import load_source
+from airflow_provider_deltamerge.engine.source import merge_source
 from airflow_provider_deltamerge.exceptions import (
     ClauseResolutionError,
     DeltaMergeError,
@@ -247,7 +247,7 @@ def run_with_delta_spark(
     info = {"engineVersion": __version__, "specHash": spec.spec_hash, **(provenance or {})}
     info.setdefault(SUBMISSION_ID, uuid.uuid4().hex)
     info["executor"] = EXECUTOR_NAME
-    source = load_source(spark, spec.source)
+    source = merge_source(spark, spec)
     try:
         table = DeltaTable.forPath(spark, spec.target)
     except AnalysisException as err:

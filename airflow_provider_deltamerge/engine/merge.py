@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException, PySparkException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from airflow_provider_deltamerge import __version__
 from airflow_provider_deltamerge.delta.commit import commit_merge
@@ -19,7 +19,10 @@ from airflow_provider_deltamerge.delta.history import SUBMISSION_ID
 from airflow_provider_deltamerge.delta.snapshot import read_snapshot
 from airflow_provider_deltamerge.delta.writer import discard
 from airflow_provider_deltamerge.engine import metrics as m
-from airflow_provider_deltamerge.engine.executors.classic import FileChanges, run_classic
+from airflow_provider_deltamerge.engine.executors.classic import run_classic
+from airflow_provider_deltamerge.engine.executors.insert_only import run_insert_only
+from airflow_provider_deltamerge.engine.executors.matched_only import run_matched_only
+from airflow_provider_deltamerge.engine.executors.phases import FileChanges
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.planning import ExecutorName, MergePlan, make_plan
 from airflow_provider_deltamerge.engine.source import merge_source
@@ -32,6 +35,13 @@ from airflow_provider_deltamerge.spec import MergeSpec
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
 
 log = logging.getLogger(__name__)
+
+Executor = Callable[[SparkSession, MergePlan, DataFrame, MetricsRecorder], FileChanges]
+EXECUTORS: Mapping[ExecutorName, Executor] = {
+    "insert_only": run_insert_only,
+    "matched_only": run_matched_only,
+    "classic": run_classic,
+}
 
 
 @dataclass(frozen=True)
@@ -100,7 +110,7 @@ def _execute(
     """Plan and run the executor, turning Spark's errors into the merge's own."""
     source = merge_source(spark, spec)
     try:
-        plan = make_plan(spec, snapshot, source.schema, forced=executor)
+        plan = make_plan(spark, spec, snapshot, source.schema, forced=executor)
         recorder.set(m.NUM_TARGET_FILES_BEFORE_SKIPPING, len(snapshot.files))
         recorder.set(m.NUM_TARGET_BYTES_BEFORE_SKIPPING, snapshot.num_bytes)
         recorder.set(m.NUM_TARGET_FILES_AFTER_SKIPPING, len(plan.candidate_files))
@@ -111,7 +121,7 @@ def _execute(
             len(plan.candidate_files),
             len(snapshot.files),
         )
-        return plan, run_classic(spark, plan, source, recorder)
+        return plan, EXECUTORS[plan.executor](spark, plan, source, recorder)
     except DeltaMergeError:
         raise
     except AnalysisException as err:

@@ -2,29 +2,41 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal
 
+from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from airflow_provider_deltamerge.delta.reader import table_schema
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
-from airflow_provider_deltamerge.engine.resolution import ResolvedClause, resolve_clauses
+from airflow_provider_deltamerge.engine.resolution import (
+    ResolvedClause,
+    check_expressions,
+    pin_current_time,
+    resolve_clauses,
+)
 from airflow_provider_deltamerge.exceptions import MergeSpecError, SchemaEvolutionError
 from airflow_provider_deltamerge.spec import MergeSpec
+from airflow_provider_deltamerge.spec.clauses import CLAUSE_SQL_NAMES
 
-ExecutorName = Literal["classic"]
-EXECUTORS: tuple[ExecutorName, ...] = ("classic",)
+ExecutorName = Literal["insert_only", "matched_only", "classic"]
 
 
 @dataclass(frozen=True)
 class MergePlan:
-    """Everything an executor needs: the spec, the snapshot it reads, resolved clauses, candidate files."""
+    """Everything an executor needs: the spec, the snapshot it reads, resolved clauses, candidate files.
+
+    ``condition`` is the ON condition as the executors evaluate it (the spec's, with the merge's one
+    current time pinned in), so it is read from here, never from ``spec``.
+    """
 
     spec: MergeSpec
     snapshot: Snapshot
     target_schema: StructType
+    condition: str
     clauses: tuple[ResolvedClause, ...]
     candidate_files: tuple[DataFile, ...]
     executor: ExecutorName
@@ -43,6 +55,11 @@ def has_not_matched_by_source(clauses: Sequence[ResolvedClause]) -> bool:
     return any(c.group == "not_matched_by_source" for c in clauses)
 
 
+def is_insert_only(clauses: Sequence[ResolvedClause]) -> bool:
+    """Only WHEN NOT MATCHED clauses: no target row can change, so no file is rewritten."""
+    return all(c.group == "not_matched" for c in clauses)
+
+
 def is_matched_only(clauses: Sequence[ResolvedClause]) -> bool:
     """Only WHEN MATCHED clauses: files whose matches satisfy no clause condition need no rewrite."""
     return all(c.group == "matched" for c in clauses)
@@ -54,20 +71,67 @@ def is_only_unconditional_delete(clauses: Sequence[ResolvedClause]) -> bool:
     return len(matched) == 1 and matched[0].kind == "matched_delete" and matched[0].condition is None
 
 
+def is_any_clause_mix(clauses: Sequence[ResolvedClause]) -> bool:
+    """Any clauses at all: the classic executor serves every mix."""
+    return True
+
+
+# Which clause mixes each executor can serve; the first that can serve a merge is chosen.
+SERVES: Mapping[ExecutorName, Callable[[Sequence[ResolvedClause]], bool]] = {
+    "insert_only": is_insert_only,
+    "matched_only": is_matched_only,
+    "classic": is_any_clause_mix,
+}
+
+_SERVES_WHAT = {
+    "insert_only": "only WHEN NOT MATCHED clauses",
+    "matched_only": "only WHEN MATCHED clauses",
+}
+
+
 def make_plan(
-    spec: MergeSpec, snapshot: Snapshot, source_schema: StructType, *, forced: ExecutorName | None = None
+    spark: SparkSession,
+    spec: MergeSpec,
+    snapshot: Snapshot,
+    source_schema: StructType,
+    *,
+    forced: ExecutorName | None = None,
 ) -> MergePlan:
     """Resolve ``spec`` against ``snapshot`` and the source schema and pick the executor.
 
     Every file of the snapshot is a candidate: this engine version does not skip files yet.
+
+    Raises:
+        MergeSpecError: ``forced`` names an unknown executor or one that cannot serve the clauses.
+        ClauseResolutionError: a condition or assignment does not resolve or is not allowed where it is.
     """
     if spec.schema_evolution:
         raise SchemaEvolutionError(
             "Schema evolution (MERGE WITH SCHEMA EVOLUTION) is not supported by this engine version yet. "
             "Add the new columns to the target table first, or merge without schema_evolution."
         )
-    if forced is not None and forced not in EXECUTORS:
-        raise MergeSpecError(f"Unknown executor {forced!r}; choose one of {', '.join(EXECUTORS)}.")
+    if forced is not None and forced not in SERVES:
+        raise MergeSpecError(f"Unknown executor {forced!r}; choose one of {', '.join(SERVES)}.")
     target = table_schema(snapshot)
-    clauses = resolve_clauses(spec, target, source_schema)
-    return MergePlan(spec, snapshot, target, clauses, snapshot.files, forced or "classic")
+    resolved = resolve_clauses(spec, target, source_schema)
+    if forced is not None and not SERVES[forced](resolved):
+        raise MergeSpecError(_cannot_serve(forced, resolved))
+    condition, clauses = pin_current_time(
+        spec.condition,
+        resolved,
+        datetime.now(UTC),
+        time_zone=spark.conf.get("spark.sql.session.timeZone") or "UTC",
+    )
+    check_expressions(spark, spec, condition, clauses, target, source_schema)
+    executor = forced if forced is not None else next(n for n, serves in SERVES.items() if serves(clauses))
+    return MergePlan(spec, snapshot, target, condition, clauses, snapshot.files, executor)
+
+
+def _cannot_serve(executor: ExecutorName, clauses: Sequence[ResolvedClause]) -> str:
+    wanted = _SERVES_WHAT[executor]
+    other = next(c for c in clauses if not SERVES[executor]([c]))
+    return (
+        f"The {executor} executor serves merges with {wanted}, but clause {other.position} is "
+        f"{CLAUSE_SQL_NAMES[other.kind]}. Leave executor unset (the engine picks one that fits) "
+        "or use executor='classic', which serves every clause mix."
+    )

@@ -1,14 +1,22 @@
 """Resolve a spec's clauses against the real target and source schemas: ``*`` expansion and assignments.
 
 Every UPDATE and INSERT clause comes out as a full map from target column to a Spark SQL expression, so
-the executors only evaluate; they never need to know how a clause was written.
+the executors only evaluate; they never need to know how a clause was written. ``check_expressions`` then
+analyses every condition and assignment with Spark against the columns its clause may see, and
+``pin_current_time`` gives the whole merge one current time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import re
+import zoneinfo
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError
@@ -161,4 +169,171 @@ def _unresolved(
         )
         + " Fix the column name, or list the columns explicitly instead of using *.",
         error_class="DELTA_MERGE_UNRESOLVED_EXPRESSION",
+    )
+
+
+# Delta's texts for conditions Delta refuses (delta-error-classes.json). They live here rather than in
+# spec/delta_messages.py because only the engine, with Spark's analyser, can tell these cases apart.
+CONDITION_MESSAGES: Mapping[str, str] = {
+    "DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED": (
+        "Non-deterministic functions are not supported in the {operation} (condition = {condition})."
+    ),
+    "DELTA_AGGREGATION_NOT_SUPPORTED": (
+        "Aggregate functions are not supported in the {operation} (condition = {condition})."
+    ),
+    "DELTA_UNSUPPORTED_SUBQUERY": (
+        "Subqueries are not supported in the {operation} (condition = {condition})."
+    ),
+}
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """One SQL text of the merge, where it stands and which columns it may see."""
+
+    text: str
+    where: str  # "clause 2, WHEN MATCHED UPDATE" or "the ON condition"
+    clause_name: str  # Delta's name for the place: "search condition", "UPDATE clause", ...
+    sees: tuple[str, ...]  # the aliases visible there
+    is_condition: bool
+
+
+def check_expressions(
+    spark: SparkSession,
+    spec: MergeSpec,
+    condition: str,
+    clauses: Sequence[ResolvedClause],
+    target: StructType,
+    source: StructType,
+) -> None:
+    """Analyse every condition and assignment against the columns its clause may see, as Delta does.
+
+    The ON condition and MATCHED clauses see target and source, NOT MATCHED clauses only the source, NOT
+    MATCHED BY SOURCE clauses only the target. Conditions must be deterministic and free of aggregates
+    and subqueries; assignments may be non-deterministic. Only empty frames are analysed: no Spark job.
+
+    Raises:
+        ClauseResolutionError: naming the clause, with Delta's (or Spark's) error class and wording.
+    """
+    schemas = {spec.target_alias: target, spec.source_alias: source}
+    frames: dict[tuple[str, ...], DataFrame] = {}
+    for checked in _expressions(spec, condition, clauses):
+        if checked.sees not in frames:
+            frames[checked.sees] = _empty_join(spark, {alias: schemas[alias] for alias in checked.sees})
+        _check(frames[checked.sees], checked, schemas)
+
+
+def _expressions(spec: MergeSpec, condition: str, clauses: Sequence[ResolvedClause]) -> Iterator[_Checked]:
+    both = (spec.source_alias, spec.target_alias)
+    sees = {"matched": both, "not_matched": both[:1], "not_matched_by_source": both[1:]}
+    yield _Checked(condition, "the ON condition", "search condition", both, is_condition=True)
+    for clause in clauses:
+        where = describe_clause(clause.position, spec.clauses[clause.position - 1])
+        action = "INSERT" if clause.is_insert else "DELETE" if clause.is_delete else "UPDATE"
+        if clause.condition:
+            yield _Checked(
+                clause.condition, where, f"{action} condition", sees[clause.group], is_condition=True
+            )
+        for expression in dict.fromkeys(clause.assignments.values()):
+            yield _Checked(expression, where, f"{action} clause", sees[clause.group], is_condition=False)
+
+
+def _empty_join(spark: SparkSession, schemas: Mapping[str, StructType]) -> DataFrame:
+    frames = [spark.createDataFrame([], schema).alias(alias) for alias, schema in schemas.items()]
+    joined = frames[0]
+    for frame in frames[1:]:
+        joined = joined.crossJoin(frame)
+    return joined
+
+
+def _check(frame: DataFrame, checked: _Checked, schemas: Mapping[str, StructType]) -> None:
+    try:
+        analyzed = frame.select(F.expr(checked.text))._jdf.queryExecution().analyzed()
+    except AnalysisException as err:
+        raise _analysis_error(checked, err, schemas) from err
+    if not checked.is_condition:
+        return
+    # Spark turns a projection with an aggregate into an Aggregate node; its first expression is ours.
+    problem = (
+        "DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED"
+        if not analyzed.expressions().head().deterministic()
+        else "DELTA_AGGREGATION_NOT_SUPPORTED"
+        if analyzed.getClass().getSimpleName() == "Aggregate"
+        else "DELTA_UNSUPPORTED_SUBQUERY"
+        if analyzed.subqueries().nonEmpty()
+        else None
+    )
+    if problem is not None:
+        operation = f"{checked.clause_name} of MERGE operation"
+        raise ClauseResolutionError(
+            f"{checked.where}: "
+            + CONDITION_MESSAGES[problem].format(operation=operation, condition=checked.text)
+            + " Compute the value in the source query instead, and compare with that column.",
+            error_class=problem,
+        )
+
+
+def _analysis_error(
+    checked: _Checked, err: AnalysisException, schemas: Mapping[str, StructType]
+) -> ClauseResolutionError:
+    condition = err.getCondition() or ""
+    if condition.startswith("UNRESOLVED_COLUMN"):
+        given = ", ".join(f"{alias}.{f.name}" for alias in checked.sees for f in schemas[alias].fields)
+        return ClauseResolutionError(
+            f"{checked.where}: "
+            + delta_message(
+                "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+                sqlExpr=checked.text,
+                clause=checked.clause_name,
+                cols=given,
+            )
+            + " Fix the column name; NOT MATCHED clauses see only the source, NOT MATCHED BY SOURCE "
+            "clauses only the target.",
+            error_class="DELTA_MERGE_UNRESOLVED_EXPRESSION",
+        )
+    hint = " Qualify the column with its alias." if condition == "AMBIGUOUS_REFERENCE" else ""
+    return ClauseResolutionError(
+        f"{checked.where}, in {checked.text!r}: {err.getMessage()}{hint}", error_class=condition or None
+    )
+
+
+# current_timestamp() and its kin, outside quoted text; a quoted literal or name matches the first branch
+# and is kept as it is. now() and curdate() need their parentheses; the others may omit them.
+_CURRENT_TIME = re.compile(
+    r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|`[^`]*`)"""
+    r"|(?<![.\w])(?:(current_timestamp|current_date|localtimestamp)(?:\s*\(\s*\))?"
+    r"|(now|curdate)\s*\(\s*\))(?!\w)",
+    re.IGNORECASE,
+)
+
+
+def pin_current_time(
+    condition: str, clauses: Sequence[ResolvedClause], now: datetime, *, time_zone: str
+) -> tuple[str, tuple[ResolvedClause, ...]]:
+    """The ON condition and clauses with ``current_timestamp()`` & co. replaced by literals of ``now``.
+
+    Delta evaluates these once per merge; the engine runs several Spark queries (find touched files,
+    rewrite), so without this a row could be judged at two different instants.
+    """
+    local = now.astimezone(zoneinfo.ZoneInfo(time_zone))
+    literals = {
+        "current_timestamp": f"TIMESTAMP '{now.astimezone(UTC).isoformat(sep=' ')}'",
+        "now": f"TIMESTAMP '{now.astimezone(UTC).isoformat(sep=' ')}'",
+        "localtimestamp": f"TIMESTAMP_NTZ '{local.replace(tzinfo=None).isoformat(sep=' ')}'",
+        "current_date": f"DATE '{local.date().isoformat()}'",
+        "curdate": f"DATE '{local.date().isoformat()}'",
+    }
+
+    def pin(text: str) -> str:
+        return _CURRENT_TIME.sub(
+            lambda hit: hit.group(1) or literals[(hit.group(2) or hit.group(3)).lower()], text
+        )
+
+    return pin(condition), tuple(
+        replace(
+            clause,
+            condition=clause.condition and pin(clause.condition),
+            assignments={column: pin(value) for column, value in clause.assignments.items()},
+        )
+        for clause in clauses
     )

@@ -1,205 +1,26 @@
-"""The classic executor: find the touched files, then rewrite them with the clauses applied.
+"""The classic executor (Delta's ``ClassicMergeExecutor``): serves every clause mix.
 
-Serves every clause mix (Delta's ``ClassicMergeExecutor``):
+Applies when neither the insert-only nor the matched-only executor can: any NOT MATCHED BY SOURCE clause,
+or MATCHED together with NOT MATCHED clauses (or when forced). Phases, from ``phases``:
 
-* phase 1, ``find_touched_files``: join source and candidate target rows on the merge condition, check
-  that no target row is matched by several source rows, and collect the files holding acting matches;
-* phase 2, ``rewrite_touched_files``: join again with only the touched files, with the join type the
-  clauses need, evaluate the clauses per row and write the results as new files;
-* nothing touched: ``write_inserts`` inserts the source rows a NOT MATCHED clause selects, with no join.
+* ``find_touched_files``: every file with a match is touched (every candidate file with a NOT MATCHED BY
+  SOURCE clause), after the multiple-match check;
+* ``rewrite_touched_files``: full outer join when a NOT MATCHED clause may insert, else right outer;
+* ``write_inserts`` when nothing is touched.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, ROW_ID_COLUMN, read_files
-from airflow_provider_deltamerge.delta.snapshot import DataFile
-from airflow_provider_deltamerge.delta.writer import WrittenFile, write_files
-from airflow_provider_deltamerge.engine import metrics as m
-from airflow_provider_deltamerge.engine.clause_output import (
-    ACTION,
-    SOURCE_PRESENT,
-    TARGET_PRESENT,
-    action_column,
-    observed_counts,
-    rows_written,
-)
+from airflow_provider_deltamerge.engine.executors.phases import FileChanges, run_two_phases
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
-from airflow_provider_deltamerge.engine.observed import observe, observed
-from airflow_provider_deltamerge.engine.planning import (
-    MergePlan,
-    has_inserts,
-    has_not_matched_by_source,
-    is_matched_only,
-    is_only_unconditional_delete,
-)
-from airflow_provider_deltamerge.exceptions import MergeExecutionError
-from airflow_provider_deltamerge.spec.delta_messages import delta_message
-
-# How many offending target rows a multiple-match error shows.
-SHOWN_MULTIPLE_MATCHES = 5
-
-
-@dataclass(frozen=True)
-class FileChanges:
-    """What an executor did to the table's files, not yet committed."""
-
-    removed: tuple[DataFile, ...]
-    added: tuple[WrittenFile, ...]
+from airflow_provider_deltamerge.engine.planning import MergePlan
 
 
 def run_classic(
     spark: SparkSession, plan: MergePlan, source: DataFrame, recorder: MetricsRecorder
 ) -> FileChanges:
-    """Run the merge in ``plan`` with the classic two-phase method."""
-    with recorder.timed(m.SCAN_TIME_MS):
-        touched, duplicate_matches = find_touched_files(plan, source, recorder)
-    with recorder.timed(m.REWRITE_TIME_MS):
-        if not touched:
-            added = write_inserts(spark, plan, source, recorder)
-        else:
-            added = rewrite_touched_files(spark, plan, source, touched, recorder)
-            # Several source rows deleting one target row count it once (Delta's correction).
-            recorder.add(m.NUM_TARGET_ROWS_DELETED, -duplicate_matches)
-            recorder.add(m.NUM_TARGET_ROWS_MATCHED_DELETED, -duplicate_matches)
-    recorder.set(m.NUM_TARGET_FILES_REMOVED, len(touched))
-    recorder.set(m.NUM_TARGET_BYTES_REMOVED, sum(f.size for f in touched))
-    return FileChanges(removed=touched, added=tuple(added))
-
-
-def _target_rows(spark: SparkSession, plan: MergePlan, files: tuple[DataFile, ...]) -> DataFrame:
-    return read_files(spark, plan.snapshot, files).withColumn(TARGET_PRESENT, F.lit(True))
-
-
-def _source_rows(plan: MergePlan, source: DataFrame) -> DataFrame:
-    return source.withColumn(SOURCE_PRESENT, F.lit(True)).alias(plan.spec.source_alias)
-
-
-def find_touched_files(
-    plan: MergePlan, source: DataFrame, recorder: MetricsRecorder
-) -> tuple[tuple[DataFile, ...], int]:
-    """Phase 1: the candidate files holding matched rows, and how many surplus matches were tolerated.
-
-    One Spark job returns one row per matched file (never data rows). With only MATCHED clauses, a file
-    whose matches satisfy no clause condition is not touched; with a NOT MATCHED BY SOURCE clause every
-    candidate file is touched, as in Delta.
-
-    Raises:
-        MergeExecutionError: DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE, showing a few
-            offending rows.
-    """
-    if not plan.candidate_files:
-        # No target row can match; count the source directly, as Delta does when the join is optimized away.
-        recorder.set(m.NUM_SOURCE_ROWS, source.count())
-        return (), 0
-    spark = source.sparkSession
-    alias = plan.spec.target_alias
-    target = _target_rows(spark, plan, plan.candidate_files).withColumn(
-        ROW_ID_COLUMN, F.monotonically_increasing_id()
-    )
-    counted_source, source_count = observe(_source_rows(plan, source), F.count(F.lit(1)).alias("rows"))
-    joined = counted_source.join(target.alias(alias), F.expr(plan.spec.condition), "inner")
-    acting = F.lit(True)
-    if is_matched_only(plan.clauses):
-        conditions = [F.expr(c.condition) if c.condition else F.lit(True) for c in plan.clauses]
-        acting = F.coalesce(_any(conditions), F.lit(False))
-    per_row = joined.groupBy(FILE_COLUMN, ROW_ID_COLUMN).agg(
-        F.count(F.lit(1)).alias("matches"), F.max(acting).alias("acting")
-    )
-    per_file = per_row.groupBy(FILE_COLUMN).agg(
-        F.sum(F.when(F.col("matches") > 1, 1).otherwise(0)).alias("multiply_matched"),
-        F.sum(F.col("matches") - 1).alias("surplus"),
-        F.max("acting").alias("acting"),
-    )
-    files = per_file.collect()
-    recorder.set(m.NUM_SOURCE_ROWS, _observed_count(source_count, "rows", fallback=source))
-    multiply_matched = sum(row["multiply_matched"] for row in files)
-    if multiply_matched and not is_only_unconditional_delete(plan.clauses):
-        raise _multiple_match_error(plan, joined, multiply_matched)
-    if has_not_matched_by_source(plan.clauses):
-        return plan.candidate_files, sum(row["surplus"] for row in files)
-    touched_paths = {row[FILE_COLUMN] for row in files if row["acting"]}
-    touched = tuple(f for f in plan.candidate_files if f.relative_path in touched_paths)
-    return touched, sum(row["surplus"] for row in files if row[FILE_COLUMN] in touched_paths)
-
-
-def _any(conditions: list[Column]) -> Column:
-    result = conditions[0]
-    for condition in conditions[1:]:
-        result = result | condition
-    return result
-
-
-def _observed_count(observation: Observation, name: str, *, fallback: DataFrame) -> int:
-    """An observed count; when Spark pruned the observed branch (e.g. no target rows), count directly."""
-    values = observed(observation)
-    return int(values[name]) if values is not None else fallback.count()
-
-
-def _multiple_match_error(plan: MergePlan, joined: DataFrame, multiply_matched: int) -> MergeExecutionError:
-    columns = [f.name for f in plan.target_schema.fields]
-    alias = plan.spec.target_alias
-    examples = (
-        joined.groupBy(ROW_ID_COLUMN)
-        .agg(
-            F.count(F.lit(1)).alias("matches"), *[F.first(F.col(f"{alias}.`{c}`")).alias(c) for c in columns]
-        )
-        .filter(F.col("matches") > 1)
-        .limit(SHOWN_MULTIPLE_MATCHES)
-        .collect()
-    )
-    shown = "; ".join(
-        "{" + ", ".join(f"{c}={row[c]!r}" for c in columns) + f"}} matched {row['matches']} source rows"
-        for row in examples
-    )
-    return MergeExecutionError(
-        delta_message("DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE")
-        + f"\n{multiply_matched} target row(s) matched more than one source row, e.g. {shown}. "
-        "De-duplicate the source on the merge keys (deduplicate_source_by) or tighten the ON condition.",
-        error_class="DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE",
-    )
-
-
-def rewrite_touched_files(
-    spark: SparkSession,
-    plan: MergePlan,
-    source: DataFrame,
-    touched: tuple[DataFile, ...],
-    recorder: MetricsRecorder,
-) -> list[WrittenFile]:
-    """Phase 2: rewrite the touched files with every clause applied, plus the inserted rows.
-
-    The join keeps every target row of the touched files (they are rewritten whole); it keeps unmatched
-    source rows only when a NOT MATCHED clause may insert them.
-    """
-    join_type = "full_outer" if has_inserts(plan.clauses) else "right_outer"
-    target = _target_rows(spark, plan, touched).alias(plan.spec.target_alias)
-    joined = _source_rows(plan, source).join(target, F.expr(plan.spec.condition), join_type)
-    return _write_with_actions(spark, plan, joined, recorder)
-
-
-def write_inserts(
-    spark: SparkSession, plan: MergePlan, source: DataFrame, recorder: MetricsRecorder
-) -> list[WrittenFile]:
-    """Nothing matched: every source row is unmatched, so only the NOT MATCHED clauses can act."""
-    if not has_inserts(plan.clauses):
-        return []
-    # Joining with no target files: Spark's optimizer drops the join, so this is a plain scan of the source.
-    return rewrite_touched_files(spark, plan, source, (), recorder)
-
-
-def _write_with_actions(
-    spark: SparkSession, plan: MergePlan, joined: DataFrame, recorder: MetricsRecorder
-) -> list[WrittenFile]:
-    with_action = joined.withColumn(ACTION, action_column(plan))
-    counted, counts = observe(with_action, *observed_counts(plan))
-    written = write_files(spark, rows_written(plan, counted), plan.snapshot)
-    for name, value in (observed(counts) or {}).items():
-        recorder.set(name, value or 0)
-    recorder.set(m.NUM_TARGET_FILES_ADDED, len(written))
-    recorder.set(m.NUM_TARGET_BYTES_ADDED, sum(f.size for f in written))
-    return written
+    """Run the merge in ``plan``; any match touches its file, whatever the clause conditions say."""
+    return run_two_phases(spark, plan, source, recorder, touches=F.lit(True))

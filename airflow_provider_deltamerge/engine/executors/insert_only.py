@@ -1,0 +1,37 @@
+"""The insert-only executor (Delta's ``InsertOnlyMergeExecutor``): one job, no file rewritten.
+
+Applies when every clause is WHEN NOT MATCHED: no target row can change. The source is counted
+(``numSourceRows``, before any clause filter), LEFT ANTI JOINed with the candidate target rows on the
+merge condition, and the remaining rows go through ``phases.write_inserts``, which evaluates the NOT
+MATCHED clauses in order and appends new files. As in Delta's optimised path there is no multiple-match
+check: duplicated unmatched source rows are all inserted.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine.executors.phases import (
+    FileChanges,
+    observed_count,
+    target_rows,
+    write_inserts,
+)
+from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
+from airflow_provider_deltamerge.engine.observed import observe
+from airflow_provider_deltamerge.engine.planning import MergePlan
+
+
+def run_insert_only(
+    spark: SparkSession, plan: MergePlan, source: DataFrame, recorder: MetricsRecorder
+) -> FileChanges:
+    """Append the source rows that match no candidate target row and that a NOT MATCHED clause inserts."""
+    with recorder.timed(m.REWRITE_TIME_MS):
+        counted, source_count = observe(source, F.count(F.lit(1)).alias("rows"))
+        target = target_rows(spark, plan, plan.candidate_files).alias(plan.spec.target_alias)
+        unmatched = counted.alias(plan.spec.source_alias).join(target, F.expr(plan.condition), "left_anti")
+        added = write_inserts(spark, plan, unmatched, recorder)
+        recorder.set(m.NUM_SOURCE_ROWS, observed_count(source_count, "rows", fallback=source))
+    return FileChanges(removed=(), added=tuple(added))

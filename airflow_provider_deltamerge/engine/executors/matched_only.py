@@ -1,0 +1,35 @@
+"""The matched-only executor (Delta's classic executor with its matched-only optimisations).
+
+Applies when every clause is WHEN MATCHED: unmatched source rows cannot act, so no full outer join is
+needed. Phases, from ``phases``:
+
+* ``find_touched_files``: a file is touched only by a match that satisfies some clause condition, so a
+  file whose matches no clause acts on is not rewritten (Delta 4.4 behaves so); the multiple-match check
+  still sees every match;
+* ``rewrite_touched_files``: right outer join of the source onto the touched files' rows.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from airflow_provider_deltamerge.engine.executors.phases import FileChanges, run_two_phases
+from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
+from airflow_provider_deltamerge.engine.planning import MergePlan
+
+
+def run_matched_only(
+    spark: SparkSession, plan: MergePlan, source: DataFrame, recorder: MetricsRecorder
+) -> FileChanges:
+    """Run the matched-only merge in ``plan``."""
+    return run_two_phases(spark, plan, source, recorder, touches=some_clause_acts(plan))
+
+
+def some_clause_acts(plan: MergePlan) -> Column:
+    """Over a matched pair: whether any MATCHED clause's condition holds (an unconditional clause always)."""
+    holds = [F.expr(c.condition) if c.condition else F.lit(True) for c in plan.of_group("matched")]
+    acts = holds[0]
+    for condition in holds[1:]:
+        acts = acts | condition
+    return acts

@@ -1,0 +1,50 @@
+"""Engine-test helpers: hypothesis settings for the Spark-backed generated tests, and plan inspection.
+
+Profiles: ``ci`` (default) and ``dev`` (many more examples), chosen with ``HYPOTHESIS_PROFILE=dev``. They
+are registered as ``engine-ci`` / ``engine-dev`` and applied with ``@ENGINE_SETTINGS`` on each generated
+test, because a merge on Spark costs about a second: the spec tests' global ``ci`` profile (60 examples)
+would take far too long here, and a second global ``load_profile`` would override theirs.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from hypothesis import HealthCheck, settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+_SLOW_EXAMPLES = dict(
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+# ci: each example runs 2-3 Spark merges; 12 examples keep tests/engine/test_differential.py within about
+# four minutes on two busy cores.
+settings.register_profile("engine-ci", max_examples=12, **_SLOW_EXAMPLES)
+settings.register_profile("engine-dev", max_examples=300, **_SLOW_EXAMPLES)
+ENGINE_SETTINGS = settings.get_profile("engine-" + os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+PYTHON_UDF_OPERATORS = ("BatchEvalPython", "ArrowEvalPython")
+
+
+def last_execution_id(spark: SparkSession) -> int:
+    """The id of the newest SQL execution Spark has recorded (-1 before the first)."""
+    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
+    return max((executions.apply(i).executionId() for i in range(executions.size())), default=-1)
+
+
+def python_udf_plans(spark: SparkSession, *, since: int) -> list[str]:
+    """Physical plans of the SQL executions after ``since`` that evaluate Python on the executors.
+
+    Spark records every execution's physical plan in its status store, also with the UI disabled, so the
+    plans the engine really ran are inspected, not plans rebuilt for the test.
+    """
+    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
+    plans = [
+        executions.apply(i).physicalPlanDescription()
+        for i in range(executions.size())
+        if executions.apply(i).executionId() > since
+    ]
+    return [plan for plan in plans if any(op in plan for op in PYTHON_UDF_OPERATORS)]

@@ -1,0 +1,282 @@
+"""Executor choice, the insert-only and matched-only executors, the multiple-match rule, Delta's worked
+metric examples, and the absence of Python UDFs from the plans the engine runs."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from pyspark.sql import functions as F
+
+from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.exceptions import MergeExecutionError, MergeSpecError
+from airflow_provider_deltamerge.spec import (
+    MergeSpec,
+    PathSource,
+    delete,
+    delete_by_source,
+    insert,
+    insert_all,
+    update,
+    update_all,
+    update_by_source,
+)
+from tests.conftest import make_table, table_state
+from tests.engine.conftest import last_execution_id, python_udf_plans
+from tests.oracle import sorted_rows
+
+MULTIPLE_MATCH = "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
+
+
+def rows(ids: list[int | None], values: list[int | None] | None = None) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "value": pa.array(values if values is not None else [i and i * 10 for i in ids], pa.int64()),
+        }
+    )
+
+
+def source_file(tmp_path: Path, data: pa.Table, name: str = "source.parquet") -> PathSource:
+    path = tmp_path / name
+    pq.write_table(data, path)
+    return PathSource(str(path))
+
+
+def table_in_files(path: Path, *files: pa.Table) -> str:
+    """A Delta table with one data file per given table (each written by its own append)."""
+    for data in files:
+        write_deltalake(str(path), data, mode="append")
+    return str(path)
+
+
+# --- executor choice -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("clauses", "executor"),
+    [
+        ((insert_all(condition="s.value > 0"), insert_all()), "insert_only"),
+        ((update_all(condition="s.value > 0"), delete()), "matched_only"),
+        ((update_all(), insert_all()), "classic"),
+        ((delete_by_source(),), "classic"),
+    ],
+    ids=["insert-only", "matched-only", "upsert", "by-source-only"],
+)
+def test_executor_is_chosen_by_the_clause_mix(spark, tmp_path, clauses, executor):
+    target = make_table(tmp_path / "t", rows([1, 2]))
+    spec = MergeSpec(target, source_file(tmp_path, rows([2, 3])), "t.id = s.id", clauses)
+    assert run_merge(spark, spec).executor == executor
+
+
+@pytest.mark.parametrize(
+    ("forced", "clauses", "named"),
+    [
+        ("insert_only", (update_all(), insert_all()), "clause 1 is WHEN MATCHED UPDATE"),
+        ("matched_only", (update_all(), insert_all()), "clause 2 is WHEN NOT MATCHED INSERT"),
+        ("matched_only", (delete_by_source(),), "clause 1 is WHEN NOT MATCHED BY SOURCE DELETE"),
+    ],
+)
+def test_forced_executor_that_cannot_serve_the_clauses_is_refused(spark, tmp_path, forced, clauses, named):
+    target = make_table(tmp_path / "t", rows([1, 2]))
+    before = table_state(target)
+    spec = MergeSpec(target, source_file(tmp_path, rows([2, 3])), "t.id = s.id", clauses)
+    with pytest.raises(MergeSpecError, match=f"The {forced} executor serves .*{named}.*executor='classic'"):
+        run_merge(spark, spec, executor=forced)
+    assert table_state(target) == before
+
+
+def test_unknown_executor_is_refused(spark, tmp_path):
+    target = make_table(tmp_path / "t", rows([1]))
+    spec = MergeSpec(target, source_file(tmp_path, rows([2])), "t.id = s.id", (insert_all(),))
+    with pytest.raises(MergeSpecError, match="choose one of insert_only, matched_only, classic"):
+        run_merge(spark, spec, executor="fast")  # type: ignore[arg-type]
+
+
+# --- insert-only -----------------------------------------------------------------------------------------
+
+
+def test_insert_only_appends_every_unmatched_duplicate_and_removes_no_file(spark, tmp_path):
+    # Given: target ids 1, 2; source 2 (matches), 3 twice, 4 (filtered out by the clause), NULL
+    target = make_table(tmp_path / "t", rows([1, 2]))
+    source = source_file(tmp_path, rows([2, 3, 3, 4, None], [20, 30, 31, -4, 5]))
+    spec = MergeSpec(target, source, "t.id = s.id", (insert_all(condition="s.value > 0"),))
+    # When
+    result = run_merge(spark, spec)
+    # Then: both 3s and the NULL-key row are inserted; numSourceRows counts before the clause filter
+    assert result.executor == "insert_only"
+    assert sorted(((r["id"] or -1), r["value"]) for r in sorted_rows(target)) == [
+        (-1, 5),
+        (1, 10),
+        (2, 20),
+        (3, 30),
+        (3, 31),
+    ]
+    assert result.metrics[m.NUM_SOURCE_ROWS] == 5
+    assert result.metrics[m.NUM_TARGET_ROWS_INSERTED] == 3
+    assert result.metrics[m.NUM_TARGET_FILES_REMOVED] == result.metrics[m.NUM_TARGET_ROWS_COPIED] == 0
+    assert len(DeltaTable(target).file_uris()) == 1 + result.metrics[m.NUM_TARGET_FILES_ADDED]
+
+
+def test_classic_checks_multiple_matches_that_insert_only_tolerates(spark, tmp_path):
+    # Delta with its insert-only optimisation off: a duplicated source key that matches is an error.
+    target = make_table(tmp_path / "t", rows([1, 2]))
+    before = table_state(target)
+    spec = MergeSpec(target, source_file(tmp_path, rows([2, 2, 3])), "t.id = s.id", (insert_all(),))
+    with pytest.raises(MergeExecutionError) as raised:
+        run_merge(spark, spec, executor="classic")
+    assert raised.value.error_class == MULTIPLE_MATCH
+    assert table_state(target) == before
+
+
+# --- matched-only ----------------------------------------------------------------------------------------
+
+
+def test_matched_only_leaves_files_whose_matches_no_clause_acts_on(spark, tmp_path):
+    # Given: ids 1-2 in one file, 3-4 in another; source matches 1 (acting) and 3 (no clause acts)
+    target = table_in_files(tmp_path / "t", rows([1, 2]), rows([3, 4]))
+    source = source_file(tmp_path, rows([1, 3], [100, -100]))
+    spec = MergeSpec(target, source, "t.id = s.id", (update({"value": "s.value"}, condition="s.value > 0"),))
+    # When
+    result = run_merge(spark, spec)
+    # Then: only the first file is rewritten
+    assert result.executor == "matched_only"
+    assert result.metrics[m.NUM_TARGET_FILES_REMOVED] == 1
+    assert result.metrics[m.NUM_TARGET_ROWS_UPDATED] == result.metrics[m.NUM_TARGET_ROWS_COPIED] == 1
+    assert [(r["id"], r["value"]) for r in sorted_rows(target)] == [(1, 100), (2, 20), (3, 30), (4, 40)]
+
+
+def test_matched_only_refuses_multiple_matches_even_when_no_clause_acts_on_them(spark, tmp_path):
+    # Delta counts matches on the ON condition only (reference section 1.4).
+    target = make_table(tmp_path / "t", rows([1, 2]))
+    before = table_state(target)
+    source = source_file(tmp_path, rows([1, 1], [10, 11]))
+    spec = MergeSpec(target, source, "t.id = s.id", (update_all(condition="s.value = 10"),))
+    with pytest.raises(MergeExecutionError) as raised:
+        run_merge(spark, spec)
+    assert raised.value.error_class == MULTIPLE_MATCH
+    assert table_state(target) == before
+
+
+# --- the multiple-match rule without MATCHED clauses (reference section 3.1) -------------------------------
+
+
+@pytest.mark.parametrize(
+    "clauses",
+    [
+        (insert_all(), delete_by_source()),
+        (update_by_source({"value": "0"}),),
+        (delete(condition="s.value > 0"), insert_all()),
+        (update({"value": "s.value"}, condition="s.value > 100"), delete()),
+    ],
+    ids=["insert+by-source", "by-source-only", "conditional-delete", "update+delete"],
+)
+def test_multiple_matches_fail_whatever_the_clause_mix(spark, tmp_path, clauses):
+    target = make_table(tmp_path / "t", rows([1, 2]))
+    before = table_state(target)
+    spec = MergeSpec(target, source_file(tmp_path, rows([2, 2, 3])), "t.id = s.id", clauses)
+    with pytest.raises(MergeExecutionError) as raised:
+        run_merge(spark, spec)
+    assert raised.value.error_class == MULTIPLE_MATCH
+    assert table_state(target) == before
+
+
+def test_unconditional_delete_with_insert_tolerates_multiple_matches(spark, tmp_path):
+    target = make_table(tmp_path / "t", rows([1, 2]))
+    spec = MergeSpec(target, source_file(tmp_path, rows([2, 2, 3])), "t.id = s.id", (delete(), insert_all()))
+    result = run_merge(spark, spec)
+    assert result.metrics[m.NUM_TARGET_ROWS_DELETED] == result.metrics[m.NUM_TARGET_ROWS_MATCHED_DELETED] == 1
+    assert result.metrics[m.NUM_TARGET_ROWS_INSERTED] == 1
+    assert [r["id"] for r in sorted_rows(target)] == [1, 3]
+
+
+def test_deleting_every_row_of_a_partitioned_table_with_an_empty_source_counts_the_deletes(spark, tmp_path):
+    # Found by test_differential: here Spark's adaptive execution loses the observed counts, and the
+    # record-count check refused the merge.
+    data = pa.table({"id": pa.array([None], pa.int64()), "name": ["a"]})
+    target = make_table(tmp_path / "t", data, partition_by=["name"])
+    spec = MergeSpec(
+        target,
+        source_file(tmp_path, data.slice(0, 0)),
+        "t.id = s.id",
+        (delete_by_source(condition="t.id IS NULL"),),
+    )
+    result = run_merge(spark, spec)
+    assert result.metrics[m.NUM_TARGET_ROWS_DELETED] == 1
+    assert result.metrics[m.NUM_TARGET_ROWS_NOT_MATCHED_BY_SOURCE_DELETED] == 1
+    assert sorted_rows(target) == []
+
+
+# --- Delta's worked metric examples (reference section 1.11) ----------------------------------------------
+
+
+@pytest.fixture
+def hundred_rows_in_five_files(tmp_path):
+    """Target ids 0..99 in 5 files of 20 rows; source ids 50..149."""
+    target = table_in_files(tmp_path / "t", *(rows(list(range(k, k + 20))) for k in range(0, 100, 20)))
+    source = source_file(tmp_path, rows(list(range(50, 150)), [-i for i in range(50, 150)]))
+    return target, source
+
+
+@pytest.mark.parametrize(
+    ("clauses", "executors", "expected"),
+    [
+        ((update_all(),), ["matched_only", "classic"], (100, 0, 50, 0, 10, 60, 3)),
+        ((update_all(), insert_all()), ["classic"], (100, 50, 50, 0, 10, 110, 3)),
+        ((update_all(), insert_all(), delete_by_source()), ["classic"], (100, 50, 50, 50, 0, 100, 5)),
+    ],
+    ids=["update", "upsert", "upsert+delete-by-source"],
+)
+def test_delta_worked_metric_examples(
+    spark, hundred_rows_in_five_files, tmp_path, clauses, executors, expected
+):
+    target, source = hundred_rows_in_five_files
+    names = (
+        m.NUM_SOURCE_ROWS,
+        m.NUM_TARGET_ROWS_INSERTED,
+        m.NUM_TARGET_ROWS_UPDATED,
+        m.NUM_TARGET_ROWS_DELETED,
+        m.NUM_TARGET_ROWS_COPIED,
+        m.NUM_OUTPUT_ROWS,
+        m.NUM_TARGET_FILES_REMOVED,
+    )
+    for executor in executors:
+        copy = str(shutil.copytree(target, tmp_path / executor))
+        spec = MergeSpec(copy, source, "t.id = s.id", clauses)
+        metrics = run_merge(spark, spec, executor=executor).metrics
+        assert tuple(metrics[name] for name in names) == expected, executor
+        assert metrics[m.NUM_TARGET_FILES_BEFORE_SKIPPING] == metrics[m.NUM_TARGET_FILES_AFTER_SKIPPING] == 5
+
+
+# --- no Python on the executors ---------------------------------------------------------------------------
+
+
+def test_udf_detector_sees_a_python_udf(spark):
+    # The control for the test below: a plan with a Python UDF is caught.
+    since = last_execution_id(spark)
+    plus_one = F.udf(lambda x: x + 1, "long")
+    spark.range(3).select(plus_one("id")).collect()
+    assert python_udf_plans(spark, since=since)
+
+
+@pytest.mark.parametrize(
+    "clauses",
+    [
+        (insert({"id": "s.id", "value": "s.value * 2"}, condition="s.value > 0"),),
+        (update({"value": "s.value"}, condition="s.value > 0"), delete()),
+        (update_all(), insert_all(), update_by_source({"value": "t.value + 1"}, condition="t.id > 0")),
+    ],
+    ids=["insert_only", "matched_only", "classic"],
+)
+def test_merge_plans_evaluate_no_python(spark, tmp_path, clauses):
+    target = make_table(tmp_path / "t", rows([1, 2, 3]))
+    spec = MergeSpec(target, source_file(tmp_path, rows([2, 3, 4])), "t.id = s.id", clauses)
+    since = last_execution_id(spark)
+    run_merge(spark, spec)
+    assert last_execution_id(spark) > since  # the merge's queries were recorded
+    assert python_udf_plans(spark, since=since) == []

@@ -1,0 +1,138 @@
+"""Resolution against real schemas: names, what each clause sees, refused conditions, one current time."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pytest
+
+from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.engine.resolution import ResolvedClause, pin_current_time
+from airflow_provider_deltamerge.exceptions import ClauseResolutionError
+from airflow_provider_deltamerge.spec import (
+    MergeSpec,
+    delete,
+    insert,
+    insert_all,
+    update,
+    update_all,
+    update_by_source,
+)
+from tests.conftest import make_table, table_state
+from tests.engine.test_executors import rows, source_file
+from tests.oracle import sorted_rows
+
+
+def test_names_resolve_case_insensitively(spark, tmp_path):
+    target = make_table(tmp_path / "t", rows([1, 2]))
+    source = source_file(tmp_path, pa.table({"ID": pa.array([2, 3], pa.int64()), "Value": [7, 8]}))
+    spec = MergeSpec(
+        target,
+        source,
+        "T.Id = S.iD",
+        (update({"VALUE": "s.VALUE + T.value"}, condition="S.value > 0"), insert_all()),
+    )
+    result = run_merge(spark, spec)
+    assert result.metrics[m.NUM_TARGET_ROWS_UPDATED] == result.metrics[m.NUM_TARGET_ROWS_INSERTED] == 1
+    assert [(r["id"], r["value"]) for r in sorted_rows(target)] == [(1, 10), (2, 27), (3, 8)]
+
+
+@pytest.mark.parametrize(
+    ("clauses", "error_class", "message"),
+    [
+        (
+            (update_all(condition="value > 1"),),
+            "AMBIGUOUS_REFERENCE",
+            r"clause 1, WHEN MATCHED UPDATE, in 'value > 1': .*`value` is ambiguous.*Qualify the column",
+        ),
+        (
+            (update({"value": "value + 1"}),),
+            "AMBIGUOUS_REFERENCE",
+            r"clause 1, WHEN MATCHED UPDATE, in 'value \+ 1'",
+        ),
+        (
+            (insert_all(condition="t.value > 1"),),
+            "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+            r"clause 1, WHEN NOT MATCHED INSERT: Cannot resolve t\.value > 1 in INSERT condition given "
+            r"columns s\.id, s\.value\.",
+        ),
+        (
+            (update_by_source({"value": "s.value"}),),
+            "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+            r"clause 1, WHEN NOT MATCHED BY SOURCE UPDATE: Cannot resolve s\.value in UPDATE clause given "
+            r"columns t\.id, t\.value\.",
+        ),
+        (
+            (delete(condition="rand() > 0.5"),),
+            "DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED",
+            r"Non-deterministic functions are not supported in the DELETE condition of MERGE operation "
+            r"\(condition = rand\(\) > 0\.5\)\.",
+        ),
+        (
+            (update_all(condition="max(s.value) > 0"),),
+            "DELTA_AGGREGATION_NOT_SUPPORTED",
+            r"Aggregate functions are not supported in the UPDATE condition of MERGE operation",
+        ),
+        (
+            (insert_all(condition="s.id IN (SELECT 1)"),),
+            "DELTA_UNSUPPORTED_SUBQUERY",
+            r"Subqueries are not supported in the INSERT condition of MERGE operation "
+            r"\(condition = s\.id IN \(SELECT 1\)\)\.",
+        ),
+    ],
+    ids=[
+        "ambiguous-condition",
+        "ambiguous-assignment",
+        "insert-sees-no-target",
+        "by-source-sees-no-source",
+        "non-deterministic",
+        "aggregate",
+        "subquery",
+    ],
+)
+def test_bad_expressions_fail_naming_the_clause_and_change_nothing(
+    spark, tmp_path, clauses, error_class, message
+):
+    target = make_table(tmp_path / "t", rows([1, 2]))
+    before = table_state(target)
+    spec = MergeSpec(target, source_file(tmp_path, rows([2, 3])), "t.id = s.id", clauses)
+    with pytest.raises(ClauseResolutionError, match=message) as raised:
+        run_merge(spark, spec)
+    assert raised.value.error_class == error_class
+    assert table_state(target) == before
+
+
+def test_non_deterministic_on_condition_is_refused_but_assignments_may_be(spark, tmp_path):
+    target = make_table(tmp_path / "t", rows([1, 2]))
+    source = source_file(tmp_path, rows([2, 3]))
+    refused = MergeSpec(target, source, "t.id = s.id AND rand() < 2", (insert_all(),))
+    with pytest.raises(ClauseResolutionError, match="in the search condition of MERGE operation") as raised:
+        run_merge(spark, refused)
+    assert raised.value.error_class == "DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED"
+    allowed = MergeSpec(target, source, "t.id = s.id", (insert({"id": "s.id", "value": "rand() * 0"}),))
+    assert run_merge(spark, allowed).metrics[m.NUM_TARGET_ROWS_INSERTED] == 1
+
+
+NOW = datetime(2026, 3, 1, 23, 30, 0, 250000, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "pinned"),
+    [
+        ("current_timestamp()", "TIMESTAMP '2026-03-01 23:30:00.250000+00:00'"),
+        ("NOW ( ) > t.ts", "TIMESTAMP '2026-03-01 23:30:00.250000+00:00' > t.ts"),
+        ("current_date = s.d", "DATE '2026-03-02' = s.d"),  # the session time zone's date
+        ("localtimestamp()", "TIMESTAMP_NTZ '2026-03-02 00:30:00.250000'"),
+        (
+            "'current_timestamp()' || s.now || `current_date`",
+            "'current_timestamp()' || s.now || `current_date`",
+        ),
+        ("s.current_timestamps_seen + now", "s.current_timestamps_seen + now"),
+    ],
+)
+def test_current_time_is_pinned_outside_quoted_text(text, pinned):
+    clause = ResolvedClause(1, "matched_update", "matched", text, {"v": text})
+    condition, (out,) = pin_current_time(text, (clause,), NOW, time_zone="Europe/Paris")
+    assert condition == out.condition == out.assignments["v"] == pinned
