@@ -36,7 +36,8 @@ def test_airflow_lists_the_provider(tmp_path):
 
 def test_provider_info_names_importable_modules():
     info = get_provider_info()
-    modules = [m for kind in ("operators", "hooks", "sensors", "triggers") for entry in info[kind] for m in entry["python-modules"]]
+    kinds = ("operators", "hooks", "sensors", "triggers")
+    modules = [m for kind in kinds for entry in info[kind] for m in entry["python-modules"]]
     assert set(modules) <= set(AIRFLOW_SIDE_MODULES)
     assert info["name"] and info["description"]
 

@@ -59,7 +59,7 @@ class DeltaMergeCheckOperator(BaseOperator):
         if metrics is None and merge_task_id is None:
             raise ValueError(
                 f"{self.task_id}: give merge_task_id (the DeltaMergeOperator's task id) or metrics "
-                "(e.g. merge.output)."
+                "(e.g. merge.output, or the XComArg of a @task)."
             )
         self.merge_task_id, self.metrics, self.on_failure = merge_task_id, metrics, on_failure
 
