@@ -26,13 +26,28 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {
                 "integration-name": "Delta Lake MERGE",
-                "python-modules": ["airflow_provider_deltamerge.operators.delta_merge"],
+                "python-modules": [
+                    "airflow_provider_deltamerge.operators.delta_merge",
+                    "airflow_provider_deltamerge.operators.delta_merge_check",
+                ],
             }
         ],
         "hooks": [
             {
                 "integration-name": "Delta Lake MERGE",
                 "python-modules": ["airflow_provider_deltamerge.hooks.delta_merge"],
+            }
+        ],
+        "sensors": [
+            {
+                "integration-name": "Delta Lake MERGE",
+                "python-modules": ["airflow_provider_deltamerge.sensors.delta_table"],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": "Delta Lake MERGE",
+                "python-modules": ["airflow_provider_deltamerge.triggers.delta_table"],
             }
         ],
     }

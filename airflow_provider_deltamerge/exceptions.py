@@ -62,6 +62,12 @@ class DeltaRuntimeError(DeltaMergeError):
     phase = "delta_runtime"
 
 
+class MetricBoundsError(DeltaMergeError):
+    """Declared metric bounds or commit criteria of a check or sensor are not valid (a DAG-parse error)."""
+
+    phase = "bounds"
+
+
 ERRORS_BY_PHASE: dict[str, type[DeltaMergeError]] = {
     cls.phase: cls
     for cls in (

@@ -11,6 +11,10 @@ from airflow_provider_deltamerge import PACKAGE_NAME, __version__, get_provider_
 
 AIRFLOW_SIDE_MODULES = [
     "airflow_provider_deltamerge.operators.delta_merge",
+    "airflow_provider_deltamerge.operators.delta_merge_check",
+    "airflow_provider_deltamerge.sensors.delta_table",
+    "airflow_provider_deltamerge.triggers.delta_table",
+    "airflow_provider_deltamerge.delta.commit_match",
     "airflow_provider_deltamerge.hooks.delta_merge",
     "airflow_provider_deltamerge.delta.history",
     "airflow_provider_deltamerge.engine.metrics",
@@ -32,7 +36,8 @@ def test_airflow_lists_the_provider(tmp_path):
 
 def test_provider_info_names_importable_modules():
     info = get_provider_info()
-    modules = [m for kind in ("operators", "hooks") for entry in info[kind] for m in entry["python-modules"]]
+    kinds = ("operators", "hooks", "sensors", "triggers")
+    modules = [m for kind in kinds for entry in info[kind] for m in entry["python-modules"]]
     assert set(modules) <= set(AIRFLOW_SIDE_MODULES)
     assert info["name"] and info["description"]
 

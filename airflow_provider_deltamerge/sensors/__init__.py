@@ -1,0 +1,1 @@
+"""Airflow sensors of this provider: wait for commits in a Delta table's log."""

@@ -1,0 +1,131 @@
+"""``DeltaTableSensor``: wait until a Delta table's log has a commit meeting criteria (no Spark)."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.common.compat.sdk import (
+    AirflowException,
+    BaseSensorOperator,
+    PokeReturnValue,
+    conf,
+)
+
+from airflow_provider_deltamerge.delta.commit_match import CommitCriteria, MetricBounds, find_commit
+from airflow_provider_deltamerge.delta.history import DEFAULT_HISTORY_DEPTH
+from airflow_provider_deltamerge.triggers.delta_table import DeltaTableTrigger
+
+if TYPE_CHECKING:
+    from airflow.providers.common.compat.sdk import Context
+
+
+class DeltaTableSensor(BaseSensorOperator):
+    """Wait for a commit of a Delta table that meets every given criterion, read with ``deltalake``.
+
+    Runs in ``mode="poke"`` or ``"reschedule"`` like any sensor, or deferred to the triggerer with
+    ``deferrable=True``. A table that does not exist yet counts as "no matching commit yet".
+
+    :param table: Delta table path or URI. (templated)
+    :param operation: The commit's operation, e.g. ``MERGE`` (merges of this provider count as MERGE,
+        though delta-rs records them as WRITE) or ``WRITE``. (templated)
+    :param after_version: Only commits with a greater version. (templated)
+    :param after_time: Only commits made after this datetime or ISO 8601 string (UTC when naive).
+        (templated)
+    :param merge_dag_id: Only commits whose provenance record names this DAG. (templated)
+    :param merge_task_id: Only commits whose provenance record names this task. (templated)
+    :param merge_run_id: Only commits whose provenance record names this DAG run, e.g. ``{{ run_id }}``.
+        (templated)
+    :param metrics: Bounds the commit's metrics must keep, in ``DeltaMergeCheckOperator``'s form, e.g.
+        ``{"numTargetRowsInserted": {"min": 1}}``; ``tableVersion`` is the commit's version.
+    :param depth: How many of the newest commits to look at.
+    :param storage_options: ``deltalake`` storage options (credentials of object stores).
+    :param deferrable: Wait in the triggerer instead of a worker slot.
+
+    Returns (as XCom ``return_value``) the matching commit: ``version``, ``timestamp`` (ISO 8601),
+    ``operation``, ``metrics`` and ``provenance``. When several match, the oldest of them.
+    """
+
+    template_fields: Sequence[str] = (
+        "table",
+        "operation",
+        "after_version",
+        "after_time",
+        "merge_dag_id",
+        "merge_task_id",
+        "merge_run_id",
+    )
+    ui_color = "#00add4"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        operation: str | None = None,
+        after_version: int | str | None = None,
+        after_time: datetime.datetime | str | None = None,
+        merge_dag_id: str | None = None,
+        merge_task_id: str | None = None,
+        merge_run_id: str | None = None,
+        metrics: Mapping[str, Mapping[str, float]] | None = None,
+        depth: int = DEFAULT_HISTORY_DEPTH,
+        storage_options: dict[str, str] | None = None,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table, self.operation = table, operation
+        self.after_version, self.after_time = after_version, after_time
+        self.merge_dag_id, self.merge_task_id, self.merge_run_id = merge_dag_id, merge_task_id, merge_run_id
+        self.metrics = dict(metrics or {})
+        MetricBounds(self.metrics)  # a wrong metric name fails at DAG parse time
+        self.depth, self.storage_options, self.deferrable = depth, storage_options, deferrable
+
+    def criteria(self) -> CommitCriteria:
+        """The criteria with templates rendered."""
+        return CommitCriteria.from_values(
+            operation=self.operation,
+            after_version=self.after_version,
+            after_time=self.after_time,
+            dag_id=self.merge_dag_id,
+            task_id=self.merge_task_id,
+            run_id=self.merge_run_id,
+            metrics=self.metrics,
+        )
+
+    def poke(self, context: Context) -> PokeReturnValue:
+        criteria = self.criteria()
+        commit = find_commit(self.table, criteria, depth=self.depth, storage_options=self.storage_options)
+        if commit is None:
+            self.log.info("No commit of %s yet with %s", self.table, criteria.describe())
+            return PokeReturnValue(is_done=False)
+        self.log.info("Commit %d of %s matches: %s", commit.version, self.table, commit.to_xcom())
+        return PokeReturnValue(is_done=True, xcom_value=commit.to_xcom())
+
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        found = self.poke(context)  # no deferral when the commit is already there
+        if found.is_done:
+            return found.xcom_value
+        self.defer(
+            trigger=DeltaTableTrigger(
+                table=self.table,
+                criteria=self.criteria().to_json(),
+                poke_interval=self.poke_interval,
+                depth=self.depth,
+                storage_options=self.storage_options,
+            ),
+            method_name="execute_complete",
+            timeout=datetime.timedelta(seconds=self.timeout),
+        )
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        if event.get("status") != "success":
+            raise AirflowException(
+                f"{event.get('message', event)}. Check the table path and storage_options of this sensor."
+            )
+        commit: dict[str, Any] = event["commit"]
+        self.log.info("Commit %d of %s matches", commit["version"], self.table)
+        return commit

@@ -1,0 +1,64 @@
+"""``DeltaTableTrigger``: the deferrable half of ``DeltaTableSensor``, polling the log in the triggerer."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+from deltalake.exceptions import DeltaError
+
+from airflow_provider_deltamerge.delta.commit_match import CommitCriteria, find_commit
+from airflow_provider_deltamerge.delta.history import DEFAULT_HISTORY_DEPTH
+from airflow_provider_deltamerge.exceptions import DeltaMergeError
+
+
+class DeltaTableTrigger(BaseTrigger):
+    """Fire once a commit of ``table`` meets ``criteria`` (``CommitCriteria.to_json()`` form).
+
+    Events: ``{"status": "success", "commit": <Commit.to_xcom()>}``, or ``{"status": "error",
+    "message": ...}`` when the log cannot be read.
+    """
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        criteria: dict[str, Any],
+        poke_interval: float = 60.0,
+        depth: int = DEFAULT_HISTORY_DEPTH,
+        storage_options: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__()
+        self.table, self.criteria, self.poke_interval = table, criteria, poke_interval
+        self.depth, self.storage_options = depth, storage_options
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "table": self.table,
+                "criteria": self.criteria,
+                "poke_interval": self.poke_interval,
+                "depth": self.depth,
+                "storage_options": self.storage_options,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        criteria = CommitCriteria.from_values(**self.criteria)
+        while True:
+            try:
+                # deltalake reads block: keep them off the triggerer's event loop.
+                commit = await asyncio.to_thread(
+                    find_commit, self.table, criteria, depth=self.depth, storage_options=self.storage_options
+                )
+            except (DeltaMergeError, DeltaError, OSError) as err:
+                yield TriggerEvent({"status": "error", "message": f"Cannot read {self.table}: {err}"})
+                return
+            if commit is not None:
+                yield TriggerEvent({"status": "success", "commit": commit.to_xcom()})
+                return
+            self.log.info("No commit of %s yet with %s", self.table, criteria.describe())
+            await asyncio.sleep(self.poke_interval)
