@@ -31,7 +31,8 @@ with DAG(
         target=f"{LAKE}/orders",
         source=LAKE + "/staging/orders/{{ ds }}.parquet",
         condition="t.order_id = s.order_id",
-        clauses=[update_all(), insert_all()],
+        # Clause expressions are templated too: only orders of the run's day are new orders.
+        clauses=[update_all(), insert_all(condition="s.order_date = DATE'{{ ds }}'")],
     )
 
     @task

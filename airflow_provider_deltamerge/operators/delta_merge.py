@@ -27,6 +27,7 @@ from airflow_provider_deltamerge.spec import (
     TableSource,
     parse_merge_sql,
 )
+from airflow_provider_deltamerge.spec.json_form import spec_from_dict, spec_to_dict
 from airflow_provider_deltamerge.spec.preflight import run_preflight
 from airflow_provider_deltamerge.spec.validation import check_clauses
 
@@ -79,9 +80,10 @@ class DeltaMergeOperator(BaseOperator):
 
     :param target: Delta table path or URI. (templated)
     :param source: Path of the source files (read with ``source_format``), or a ``PathSource``,
-        ``TableSource`` or ``QuerySource``. (templated when a string)
+        ``TableSource`` or ``QuerySource``. (templated)
     :param condition: The ON condition, Spark SQL over the aliases, e.g. ``t.id = s.id``. (templated)
-    :param clauses: WHEN clauses, in evaluation order (``update_all()``, ``insert_all()``, ...).
+    :param clauses: WHEN clauses, in evaluation order (``update_all()``, ``insert_all()``, ...); their
+        conditions and expressions are templated.
     :param merge_sql: A ``MERGE INTO`` statement instead of the four arguments above. (templated)
     :param source_format: Reader format of a string ``source``: parquet, delta, csv, json or orc.
     :param source_options: Spark reader options of a string ``source``. (templated)
@@ -203,7 +205,7 @@ class DeltaMergeOperator(BaseOperator):
         )
 
     def execute(self, context: Context) -> dict[str, Any]:
-        spec = self._spec = self.build_spec()  # templates are rendered by now
+        spec = self._spec = self._rendered(self.build_spec(), context)
         self._hook = DeltaMergeHook(
             self.spark_conn_id,
             conf=self.conf,
@@ -235,6 +237,18 @@ class DeltaMergeOperator(BaseOperator):
             if isinstance(outlet, Asset) and outlet.uri == target_asset(spec.target).uri:
                 context["outlet_events"][outlet].extra = dict(metrics)
         return metrics
+
+    def _rendered(self, spec: MergeSpec, context: Context) -> MergeSpec:
+        """Render Jinja in clause expressions and source objects too.
+
+        Airflow renders the string arguments before ``execute``, but clauses and sources are frozen values
+        it cannot render in place; their JSON form is rendered instead.
+        """
+        data = spec_to_dict(spec)
+        data["clauses"] = self.render_template(data["clauses"], context)
+        if not isinstance(self.source, str):
+            data["source"] = self.render_template(data["source"], context)
+        return spec_from_dict(data)
 
     def get_openlineage_facets_on_start(self) -> OperatorLineage:
         """Lineage for OpenLineage: the source as input dataset, the target table as output."""

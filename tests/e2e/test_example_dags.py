@@ -47,6 +47,12 @@ def test_upsert_example_merges_and_pushes_metrics(airflow_env, run_airflow):
     [extra] = asset_event_extras(airflow_env, (lake / "orders").absolute().as_uri())
     assert extra["numTargetRowsInserted"] == 100 and extra["tableVersion"] == 1
 
+    # The consumer example finds that merge in the log, checks its metrics and reads them.
+    consumer = run_airflow("dags", "test", "deltamerge_consumer", "2024-01-02")
+    assert consumer.returncode == 0, consumer.stdout[-3000:] + consumer.stderr[-3000:]
+    assert xcom_value(airflow_env, "deltamerge_consumer", "wait_for_merge")["version"] == 1
+    assert "DELTAMERGE CONSUMER: 100 new orders to publish" in consumer.stdout + consumer.stderr
+
 
 def test_sql_example_merges_like_the_python_one(airflow_env, run_airflow):
     lake = Path(airflow_env["DELTAMERGE_LAKE"])
