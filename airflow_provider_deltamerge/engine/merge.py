@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 from airflow_provider_deltamerge import __version__
 from airflow_provider_deltamerge.delta.commit import commit_merge
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID
+from airflow_provider_deltamerge.delta.protocol import check_writable
 from airflow_provider_deltamerge.delta.snapshot import read_snapshot
 from airflow_provider_deltamerge.delta.writer import discard
 from airflow_provider_deltamerge.engine import metrics as m
@@ -67,6 +68,7 @@ def run_merge(
     with recorder.timed(m.EXECUTION_TIME_MS):
         snapshot = read_snapshot(spec.target)
         log.info("Snapshot: %s at version %d, %d files", spec.target, snapshot.version, len(snapshot.files))
+        check_writable(snapshot, modifies_rows=any(c.kind != "not_matched_insert" for c in spec.clauses))
         plan, changes = _execute(spark, spec, snapshot, executor, recorder)
     if not changes.removed and not changes.added:
         log.info("Nothing to change: no commit made; table stays at version %d", snapshot.version)

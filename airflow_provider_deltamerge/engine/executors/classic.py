@@ -98,9 +98,7 @@ def find_touched_files(
         return (), 0
     spark = source.sparkSession
     alias = plan.spec.target_alias
-    target = _target_rows(spark, plan, plan.candidate_files).withColumn(
-        ROW_ID_COLUMN, F.monotonically_increasing_id()
-    )
+    target = _target_rows(spark, plan, plan.candidate_files)  # carries ROW_ID_COLUMN, stable per row
     counted_source, source_count = observe(_source_rows(plan, source), F.count(F.lit(1)).alias("rows"))
     joined = counted_source.join(target.alias(alias), F.expr(plan.spec.condition), "inner")
     acting = F.lit(True)
