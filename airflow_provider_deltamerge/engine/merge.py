@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import uuid
@@ -23,6 +24,7 @@ from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.executors.classic import FileChanges, run_classic
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.planning import ExecutorName, MergePlan, make_plan
+from airflow_provider_deltamerge.engine.pruning import prune_files
 from airflow_provider_deltamerge.engine.source import load_source
 from airflow_provider_deltamerge.exceptions import (
     ClauseResolutionError,
@@ -103,10 +105,13 @@ def _execute(
     source = load_source(spark, spec.source)
     try:
         plan = make_plan(spec, snapshot, source.schema, forced=executor)
+        pruning = prune_files(spark, plan, source)
+        plan = dataclasses.replace(plan, candidate_files=pruning.files)
         recorder.set(m.NUM_TARGET_FILES_BEFORE_SKIPPING, len(snapshot.files))
         recorder.set(m.NUM_TARGET_BYTES_BEFORE_SKIPPING, snapshot.num_bytes)
         recorder.set(m.NUM_TARGET_FILES_AFTER_SKIPPING, len(plan.candidate_files))
         recorder.set(m.NUM_TARGET_BYTES_AFTER_SKIPPING, sum(f.size for f in plan.candidate_files))
+        recorder.set(m.NUM_TARGET_PARTITIONS_AFTER_SKIPPING, pruning.partitions())
         log.info(
             "Plan: %s executor, %d of %d files to scan",
             plan.executor,
