@@ -67,11 +67,14 @@ def commit_merge(
         MergeCommitError: when the log refuses the commit for another reason, or the table keeps moving.
     """
     now = int(time.time() * 1000)
+    # deltalake percent-encodes the paths it is given into the log, so it gets the decoded file-system
+    # paths; passing log paths would encode them twice (a remove that misses its file, an add that points
+    # nowhere) as soon as a partition value holds a space or '%'.
     actions: list[AddAction | RemoveAction] = [
-        RemoveAction(f.log_path, True, now, f.size, dict(f.partition_values)) for f in removed
+        RemoveAction(f.relative_path, True, now, f.size, dict(f.partition_values)) for f in removed
     ]
     actions += [
-        AddAction(f.log_path, f.size, dict(f.partition_values), f.modification_time, True, f.stats)
+        AddAction(f.relative_path, f.size, dict(f.partition_values), f.modification_time, True, f.stats)
         for f in added
     ]
     properties = CommitProperties(
