@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -33,6 +33,16 @@ class DataFile:
 
 
 @dataclass(frozen=True)
+class Protocol:
+    """The table's protocol action: minimum reader/writer versions and, from 3/7 on, named features."""
+
+    min_reader_version: int
+    min_writer_version: int
+    reader_features: tuple[str, ...] = ()
+    writer_features: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """The files, schema and settings of a Delta table at ``version``."""
 
@@ -42,6 +52,14 @@ class Snapshot:
     partition_columns: tuple[str, ...]
     configuration: tuple[tuple[str, str | None], ...]
     files: tuple[DataFile, ...]
+    protocol: Protocol = field(default_factory=lambda: Protocol(1, 2))
+    # The log's add actions with typed partition values and stats (``get_add_actions(flatten=True)``), one row
+    # per entry of ``files``, in the same order: what file skipping reads.
+    add_actions: pa.Table | None = field(default=None, compare=False, repr=False)
+
+    def setting(self, key: str) -> str | None:
+        """A table property (``delta.*``) from the metadata's configuration, or None if unset."""
+        return dict(self.configuration).get(key)
 
     @property
     def num_bytes(self) -> int:
@@ -85,7 +103,13 @@ def open_table(
 def read_snapshot(table_uri: str, version: int | None = None) -> Snapshot:
     """Read the snapshot of ``table_uri``: its files with sizes, partition values and row counts."""
     table = open_table(table_uri, version)
+    return snapshot_of(table, table_uri)
+
+
+def snapshot_of(table: DeltaTable, table_uri: str) -> Snapshot:
+    """The snapshot of an open table at the version it was loaded at."""
     metadata = table.metadata()
+    protocol = table.protocol()
     partition_columns = tuple(metadata.partition_columns)
     adds = pa.table(table.get_add_actions(flatten=True))
     columns = adds.to_pydict()
@@ -107,6 +131,13 @@ def read_snapshot(table_uri: str, version: int | None = None) -> Snapshot:
         partition_columns=partition_columns,
         configuration=tuple(sorted(metadata.configuration.items())),
         files=files,
+        protocol=Protocol(
+            protocol.min_reader_version,
+            protocol.min_writer_version,
+            tuple(protocol.reader_features or ()),
+            tuple(protocol.writer_features or ()),
+        ),
+        add_actions=adds,
     )
 
 

@@ -8,8 +8,12 @@ merge fails before committing.
 
 from __future__ import annotations
 
+import datetime
+import math
 import os
+import re
 import uuid
+import zoneinfo
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -18,14 +22,25 @@ from urllib.parse import quote, unquote
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 
+from airflow_provider_deltamerge.delta.protocol import ConstraintCheck, constraint_checks, violation_message
 from airflow_provider_deltamerge.delta.snapshot import Snapshot
 from airflow_provider_deltamerge.delta.stats import DEFAULT_NUM_INDEXED_COLS, footer_stats
+from airflow_provider_deltamerge.exceptions import MergeExecutionError
 
 STAGING_PREFIX = "_deltamerge_staging_"
 HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 NUM_INDEXED_COLS_KEY = "delta.dataSkippingNumIndexedCols"
+# Delta's table property for the size written files aim at, and its usual default (128 MiB).
+TARGET_FILE_SIZE_KEY = "delta.targetFileSize"
+DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+# Marks a constraint violation raised inside Spark, so it can be told apart from other task failures.
+_VIOLATION = "DELTAMERGE_CONSTRAINT_VIOLATION"
+_VIOLATION_PATTERN = re.compile(_VIOLATION + r"\[(\d+)\](.*?)(?:" + _VIOLATION + r"_END)", re.S)
 
 
 @dataclass(frozen=True)
@@ -81,32 +96,51 @@ class TableFiles:
 def write_files(spark: SparkSession, rows: DataFrame, snapshot: Snapshot) -> list[WrittenFile]:
     """Write ``rows`` (the table's columns, in order) as new files of the table and describe them.
 
+    Every row is checked against the table's NOT NULL columns, invariants and CHECK constraints while it is
+    written. Files aim at ``delta.targetFileSize`` (default 128 MiB): a rebalancing shuffle lets adaptive
+    execution pack small outputs into few files, and a per-file row cap (from the table's bytes per row)
+    splits large ones.
+
     Args:
         spark: the session that computes ``rows``.
         rows: the output rows; partition columns are written as folders, not into the files.
-        snapshot: the table being written, for its location, partitioning and stats settings.
+        snapshot: the table being written, for its location, partitioning, constraints and settings.
 
     Returns:
         The new files, already in their final place, not yet committed.
+
+    Raises:
+        MergeExecutionError: a written row violates a constraint (Delta's error class and wording).
     """
     table = TableFiles(spark, snapshot.table_uri)
     staging_name = f"{STAGING_PREFIX}{uuid.uuid4().hex}"
     staging = f"{table.root}/{staging_name}"
     partition_columns = list(snapshot.partition_columns)
-    if partition_columns:
-        # One writer per table partition; adaptive execution then keeps a small merge to a few files.
-        rows = rows.repartition(*partition_columns)
+    checks = constraint_checks(snapshot)
+    rows = _checked(rows, checks)
+    # One writer per table partition; adaptive execution coalesces or splits towards its advisory size.
+    rows = rows.hint("rebalance", *partition_columns)
     writer = rows.write.mode("errorifexists").option("compression", "snappy")
+    max_rows = max_records_per_file(snapshot)
+    if max_rows is not None:
+        writer = writer.option("maxRecordsPerFile", max_rows)
     if partition_columns:
         writer = writer.partitionBy(*partition_columns)
     moved: list[tuple[str, int, int]] = []
     try:
-        writer.parquet(staging)
+        try:
+            writer.parquet(staging)
+        except (PySparkException, Py4JJavaError) as err:
+            violation = _violation(err, checks)
+            if violation is None:
+                raise
+            raise violation from err
         for relative, size, mtime in table.list_parquet(staging):
             table.move_into_table(staging, relative)
             moved.append((relative, size, mtime))
-        num_indexed = int(dict(snapshot.configuration).get(NUM_INDEXED_COLS_KEY) or DEFAULT_NUM_INDEXED_COLS)
-        return _describe(snapshot, moved, num_indexed)
+        num_indexed = int(snapshot.setting(NUM_INDEXED_COLS_KEY) or DEFAULT_NUM_INDEXED_COLS)
+        time_zone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
+        return _describe(snapshot, moved, num_indexed, time_zone)
     except BaseException:
         for relative, _, _ in moved:
             table.delete(relative)
@@ -122,8 +156,56 @@ def discard(spark: SparkSession, snapshot: Snapshot, files: Sequence[WrittenFile
         table.delete(written.relative_path)
 
 
+def target_file_size(snapshot: Snapshot) -> int:
+    """The size in bytes new files aim at: the table's ``delta.targetFileSize``, else 128 MiB."""
+    return int(snapshot.setting(TARGET_FILE_SIZE_KEY) or DEFAULT_TARGET_FILE_SIZE)
+
+
+def max_records_per_file(snapshot: Snapshot) -> int | None:
+    """Rows per file that keep a file near the target size, from the table's own bytes per row; None when
+    the table has no rows to learn from (then only the rebalancing decides)."""
+    counted = [f for f in snapshot.files if f.num_records]
+    rows = sum(f.num_records or 0 for f in counted)
+    if not rows:
+        return None
+    bytes_per_row = max(1.0, sum(f.size for f in counted) / rows)
+    return max(1, math.floor(target_file_size(snapshot) / bytes_per_row))
+
+
+def _checked(rows: DataFrame, checks: Sequence[ConstraintCheck]) -> DataFrame:
+    """``rows`` unchanged, but a row that violates a check fails its Spark task with a marked message.
+
+    A NULL result counts as a violation, as Delta's invariant checker treats it.
+    """
+    if not checks:
+        return rows
+    row_json = F.to_json(F.struct(*[F.col(f"`{c}`") for c in rows.columns]))
+    failure: Column | None = None
+    for index, check in enumerate(checks):
+        broken = F.coalesce(F.expr(check.expression), F.lit(False)) == F.lit(False)
+        raised = F.raise_error(
+            F.concat(F.lit(f"{_VIOLATION}[{index}]"), row_json, F.lit(f"{_VIOLATION}_END"))
+        )
+        failure = F.when(broken, raised) if failure is None else failure.when(broken, raised)
+    assert failure is not None
+    return rows.filter(failure.isNull())
+
+
+def _violation(err: Exception, checks: Sequence[ConstraintCheck]) -> MergeExecutionError | None:
+    """The constraint error a failed write carries, or None when it failed for another reason."""
+    found = _VIOLATION_PATTERN.search(str(err))
+    if found is None:
+        return None
+    check = checks[int(found.group(1))]
+    return MergeExecutionError(
+        violation_message(check, found.group(2))
+        + "\nThe merge wrote no commit. Fix the source rows or the clause that produces this row.",
+        error_class=check.error_class,
+    )
+
+
 def _describe(
-    snapshot: Snapshot, moved: Sequence[tuple[str, int, int]], num_indexed: int
+    snapshot: Snapshot, moved: Sequence[tuple[str, int, int]], num_indexed: int, time_zone: str
 ) -> list[WrittenFile]:
     """Add-action descriptions of the moved files; footers are read in parallel since each is a round trip."""
     filesystem, root = _arrow_filesystem(snapshot.table_uri)
@@ -135,7 +217,7 @@ def _describe(
         return WrittenFile(
             log_path=quote(relative, safe="/="),
             size=size,
-            partition_values=_partition_values(relative, snapshot.partition_columns),
+            partition_values=_partition_values(relative, snapshot, time_zone),
             modification_time=mtime,
             stats=footer_stats(metadata, num_indexed_cols=num_indexed),
             num_records=metadata.num_rows,
@@ -153,13 +235,33 @@ def _arrow_filesystem(table_uri: str) -> tuple[pafs.FileSystem, str]:
 
 
 def _partition_values(
-    relative_path: str, partition_columns: Sequence[str]
+    relative_path: str, snapshot: Snapshot, time_zone: str
 ) -> tuple[tuple[str, str | None], ...]:
-    """Partition values from the Hive-style folders Spark wrote (``col=value/``), unescaped, as Delta does."""
+    """Partition values from the Hive-style folders Spark wrote (``col=value/``), unescaped, as Delta does.
+
+    Spark names timestamp folders in the session time zone; the log keeps them in UTC.
+    """
     pairs = (part.split("=", 1) for part in relative_path.split("/")[:-1] if "=" in part)
     folders = {unquote(name): raw for name, raw in pairs}
-    values = []
-    for column in partition_columns:
+    types = {f["name"]: f["type"] for f in snapshot.schema["fields"]}
+    values: list[tuple[str, str | None]] = []
+    for column in snapshot.partition_columns:
         raw = folders.get(column)
-        values.append((column, None if raw in (None, HIVE_NULL_PARTITION) else unquote(raw)))
+        value = None if raw in (None, HIVE_NULL_PARTITION) else unquote(raw)
+        if value is not None and types.get(column) == "timestamp":
+            value = _utc_partition_timestamp(value, time_zone)
+        values.append((column, value))
     return tuple(values)
+
+
+def _utc_partition_timestamp(value: str, time_zone: str) -> str:
+    zone: datetime.tzinfo | None
+    try:
+        zone = zoneinfo.ZoneInfo(time_zone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        # Spark also accepts offsets such as "+02:00" as a session time zone.
+        zone = datetime.datetime.strptime(
+            time_zone.replace("UTC", "").replace("GMT", "") or "+00:00", "%z"
+        ).tzinfo
+    local = datetime.datetime.fromisoformat(value).replace(tzinfo=zone)
+    return local.astimezone(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from airflow_provider_deltamerge import __version__
-from airflow_provider_deltamerge.delta.commit import commit_merge
-from airflow_provider_deltamerge.delta.history import SUBMISSION_ID
-from airflow_provider_deltamerge.delta.snapshot import read_snapshot
+from airflow_provider_deltamerge.delta.commit import Committed, commit_merge, crash_point
+from airflow_provider_deltamerge.delta.conflicts import AlreadyCommitted, ReadSet, Rerun
+from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, MergeCommit
+from airflow_provider_deltamerge.delta.idempotency import find_committed_run, same_run
+from airflow_provider_deltamerge.delta.protocol import check_writable
+from airflow_provider_deltamerge.delta.snapshot import Snapshot, read_snapshot
 from airflow_provider_deltamerge.delta.writer import discard
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.executors.classic import run_classic
@@ -25,10 +29,12 @@ from airflow_provider_deltamerge.engine.executors.matched_only import run_matche
 from airflow_provider_deltamerge.engine.executors.phases import FileChanges
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.planning import ExecutorName, MergePlan, make_plan
+from airflow_provider_deltamerge.engine.pruning import prune_files
 from airflow_provider_deltamerge.engine.source import merge_source
 from airflow_provider_deltamerge.exceptions import (
     ClauseResolutionError,
     DeltaMergeError,
+    MergeCommitError,
     MergeExecutionError,
 )
 from airflow_provider_deltamerge.spec import MergeSpec
@@ -44,6 +50,11 @@ EXECUTORS: Mapping[ExecutorName, Executor] = {
 }
 
 
+# How many times a merge is run again from a fresh snapshot after a conflicting concurrent commit.
+MAX_RERUNS = 3
+RerunPolicy = Literal["skip_if_committed", "always"]
+
+
 @dataclass(frozen=True)
 class MergeResult:
     """What a merge did: Delta's metrics, the table version after it, the executor that ran it."""
@@ -52,6 +63,11 @@ class MergeResult:
     version: int
     executor: str
     committed: bool  # False when the merge changed nothing, so no commit was made (as in Delta)
+    # True when an earlier run of the same task and spec had already committed: nothing was done now, and
+    # ``metrics`` and ``version`` are that commit's.
+    already_committed: bool = False
+    attempts: int = 1  # runs of the merge (more than 1 after conflicting concurrent commits)
+    rebased_over: tuple[int, ...] = ()  # concurrent commits the final commit was placed after
 
 
 def run_merge(
@@ -60,68 +76,132 @@ def run_merge(
     *,
     executor: ExecutorName | None = None,
     provenance: Mapping[str, Any] | None = None,
+    rerun: RerunPolicy = "skip_if_committed",
 ) -> MergeResult:
     """Resolve, plan, execute, commit.
 
-    1. Resolve the clauses against the real target and source schemas.
-    2. Plan: pick the executor (unless ``executor`` forces one) and the target files to read.
-    3. Execute: write new files; metrics are observed during the write, not by extra scans.
-    4. Commit once, atomically, with the metrics and ``provenance`` (run identity) in commitInfo.
+    1. Read the snapshot; refuse tables and merges the engine cannot do correctly; with
+       ``rerun="skip_if_committed"``, return the recorded result if the log already holds this run's commit
+       (same dag, task, run, map index and spec hash in ``provenance``).
+    2. Resolve the clauses against the real target and source schemas.
+    3. Plan: pick the executor (unless ``executor`` forces one) and prune the target files to read.
+    4. Execute: write new files; metrics are observed during the write, not by extra scans.
+    5. Commit once, atomically, with the metrics and ``provenance`` (run identity) in commitInfo. Concurrent
+       commits that cannot change the answer are rebased over; otherwise the merge runs again from a fresh
+       snapshot, at most ``MAX_RERUNS`` times.
 
     Raises:
         DeltaMergeError: a subclass naming the phase; the table is unchanged.
     """
-    recorder = MetricsRecorder()
     info = {"engineVersion": __version__, "specHash": spec.spec_hash, **(provenance or {})}
     info.setdefault(SUBMISSION_ID, uuid.uuid4().hex)
+    competing: list[str] = []
+    for attempt in range(1, MAX_RERUNS + 2):
+        outcome = _attempt(spark, spec, executor, info, rerun)
+        if isinstance(outcome, MergeResult):
+            return dataclasses.replace(outcome, attempts=attempt)
+        log.warning("Concurrent commit %d %s: running the merge again", outcome.version, outcome.reason)
+        competing.append(f"{outcome.version} ({outcome.reason})")
+    raise MergeCommitError(
+        f"The merge into {spec.target} conflicted with concurrent commits {MAX_RERUNS + 1} times: versions "
+        f"{'; '.join(competing)}. Nothing was changed; run the task again when the other writers are done.",
+        error_class="DELTA_CONCURRENT_MODIFICATION",
+    )
+
+
+def _attempt(
+    spark: SparkSession,
+    spec: MergeSpec,
+    executor: ExecutorName | None,
+    info: Mapping[str, Any],
+    rerun: RerunPolicy,
+) -> MergeResult | Rerun:
+    """One run of the merge on a fresh snapshot: its result, or the conflict that calls for another run."""
+    recorder = MetricsRecorder()
     with recorder.timed(m.EXECUTION_TIME_MS):
         snapshot = read_snapshot(spec.target)
         log.info("Snapshot: %s at version %d, %d files", spec.target, snapshot.version, len(snapshot.files))
-        plan, changes = _execute(spark, spec, snapshot, executor, recorder)
+        check_writable(snapshot, modifies_rows=any(c.kind != "not_matched_insert" for c in spec.clauses))
+        earlier = find_committed_run(spec.target, info) if rerun == "skip_if_committed" else None
+        if earlier is not None:
+            return _already_committed(earlier)
+        crash_point("after_snapshot")
+        plan, changes, read = _execute(spark, spec, snapshot, executor, recorder)
     if not changes.removed and not changes.added:
         log.info("Nothing to change: no commit made; table stays at version %d", snapshot.version)
         return MergeResult(recorder.freeze(), snapshot.version, plan.executor, committed=False)
     try:
+        crash_point("after_write")
         check_record_counts(changes, recorder)
-        version = commit_merge(
+        outcome = commit_merge(
             snapshot,
             removed=changes.removed,
             added=changes.added,
             operation_parameters=operation_parameters(spec),
             operation_metrics=recorder.freeze(),
             info={**info, "executor": plan.executor},
+            read=read,
+            same_run=same_run(info),
         )
     except BaseException:
         discard(spark, snapshot, changes.added)
         raise
+    if not isinstance(outcome, Committed):
+        discard(spark, snapshot, changes.added)
+        return _already_committed(outcome.commit) if isinstance(outcome, AlreadyCommitted) else outcome
     log.info(
-        "Committed version %d: %d files removed, %d added", version, len(changes.removed), len(changes.added)
+        "Committed version %d: %d files removed, %d added%s",
+        outcome.version,
+        len(changes.removed),
+        len(changes.added),
+        f" (rebased over versions {list(outcome.rebased_over)})" if outcome.rebased_over else "",
     )
-    return MergeResult(recorder.freeze(), version, plan.executor, committed=True)
+    return MergeResult(
+        recorder.freeze(), outcome.version, plan.executor, committed=True, rebased_over=outcome.rebased_over
+    )
+
+
+def _already_committed(commit: MergeCommit) -> MergeResult:
+    log.info("This run already committed version %d: nothing to do", commit.version)
+    return MergeResult(
+        commit.metrics,
+        commit.version,
+        str(commit.info.get("executor", "")),
+        committed=True,
+        already_committed=True,
+    )
 
 
 def _execute(
     spark: SparkSession,
     spec: MergeSpec,
-    snapshot: Any,
+    snapshot: Snapshot,
     executor: ExecutorName | None,
     recorder: MetricsRecorder,
-) -> tuple[MergePlan, FileChanges]:
+) -> tuple[MergePlan, FileChanges, ReadSet]:
     """Plan and run the executor, turning Spark's errors into the merge's own."""
     source = merge_source(spark, spec)
     try:
         plan = make_plan(spark, spec, snapshot, source.schema, forced=executor)
+        pruning = prune_files(spark, plan, source)
+        plan = dataclasses.replace(plan, candidate_files=pruning.files)
         recorder.set(m.NUM_TARGET_FILES_BEFORE_SKIPPING, len(snapshot.files))
         recorder.set(m.NUM_TARGET_BYTES_BEFORE_SKIPPING, snapshot.num_bytes)
         recorder.set(m.NUM_TARGET_FILES_AFTER_SKIPPING, len(plan.candidate_files))
         recorder.set(m.NUM_TARGET_BYTES_AFTER_SKIPPING, sum(f.size for f in plan.candidate_files))
+        recorder.set(m.NUM_TARGET_PARTITIONS_AFTER_SKIPPING, pruning.partitions())
         log.info(
             "Plan: %s executor, %d of %d files to scan",
             plan.executor,
             len(plan.candidate_files),
             len(snapshot.files),
         )
-        return plan, EXECUTORS[plan.executor](spark, plan, source, recorder)
+        read = ReadSet(
+            snapshot.version,
+            frozenset(f.log_path for f in plan.candidate_files),
+            lambda later, files: pruning.file_filter.select(spark, later, files),
+        )
+        return plan, EXECUTORS[plan.executor](spark, plan, source, recorder), read
     except DeltaMergeError:
         raise
     except AnalysisException as err:

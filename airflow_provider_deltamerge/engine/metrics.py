@@ -24,6 +24,7 @@ NUM_TARGET_FILES_BEFORE_SKIPPING = "numTargetFilesBeforeSkipping"
 NUM_TARGET_FILES_AFTER_SKIPPING = "numTargetFilesAfterSkipping"
 NUM_TARGET_BYTES_BEFORE_SKIPPING = "numTargetBytesBeforeSkipping"
 NUM_TARGET_BYTES_AFTER_SKIPPING = "numTargetBytesAfterSkipping"
+NUM_TARGET_PARTITIONS_AFTER_SKIPPING = "numTargetPartitionsAfterSkipping"
 NUM_TARGET_FILES_REMOVED = "numTargetFilesRemoved"
 NUM_TARGET_BYTES_REMOVED = "numTargetBytesRemoved"
 NUM_TARGET_FILES_ADDED = "numTargetFilesAdded"
@@ -47,6 +48,7 @@ METRIC_DESCRIPTIONS: Mapping[str, str] = {
     NUM_TARGET_FILES_AFTER_SKIPPING: "number of target files after skipping",
     NUM_TARGET_BYTES_BEFORE_SKIPPING: "number of target bytes before skipping",
     NUM_TARGET_BYTES_AFTER_SKIPPING: "number of target bytes after skipping",
+    NUM_TARGET_PARTITIONS_AFTER_SKIPPING: "number of target partitions after skipping",
     NUM_TARGET_FILES_REMOVED: "number of files removed to target",
     NUM_TARGET_BYTES_REMOVED: "number of target bytes removed",
     NUM_TARGET_FILES_ADDED: "number of files added to target",

@@ -8,7 +8,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, read_files
+from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, ROW_ID_COLUMN, read_files
 from airflow_provider_deltamerge.delta.snapshot import read_snapshot
 from airflow_provider_deltamerge.exceptions import SourceError
 from airflow_provider_deltamerge.spec import MergeSource, MergeSpec, PathSource, QuerySource, TableSource
@@ -47,7 +47,7 @@ def load_source(spark: SparkSession, source: MergeSource) -> DataFrame:
         match source:
             case PathSource(format="delta"):
                 snapshot = read_snapshot(source.path)
-                return read_files(spark, snapshot, snapshot.files).drop(FILE_COLUMN)
+                return read_files(spark, snapshot, snapshot.files).drop(FILE_COLUMN, ROW_ID_COLUMN)
             case PathSource():
                 return spark.read.format(source.format).options(**dict(source.options)).load(source.path)
             case TableSource():

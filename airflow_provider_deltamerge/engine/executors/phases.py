@@ -105,9 +105,7 @@ def find_touched_files(
         return (), 0
     spark = source.sparkSession
     alias = plan.spec.target_alias
-    target = target_rows(spark, plan, plan.candidate_files).withColumn(
-        ROW_ID_COLUMN, F.monotonically_increasing_id()
-    )
+    target = target_rows(spark, plan, plan.candidate_files)  # carries ROW_ID_COLUMN, stable per row
     counted_source, source_count = observe(_source_rows(plan, source), F.count(F.lit(1)).alias("rows"))
     joined = counted_source.join(target.alias(alias), F.expr(plan.condition), "inner")
     per_row = joined.groupBy(FILE_COLUMN, ROW_ID_COLUMN).agg(

@@ -1,0 +1,213 @@
+"""What a merge may do to a table: protocol features the engine honours, appendOnly, and constraints.
+
+Checked before any work is done (``check_writable``), so a table the engine cannot write correctly is
+refused with the feature named and the way out, never silently mis-read or mis-written. Constraints are
+Delta's NOT NULL columns, CHECK constraints (``delta.constraints.*``) and legacy column invariants
+(``delta.invariants`` field metadata); ``constraint_checks`` turns them into Spark expressions the writer
+evaluates on every written row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_deltamerge.delta.snapshot import Snapshot
+from airflow_provider_deltamerge.exceptions import TargetTableError
+
+APPEND_ONLY_KEY = "delta.appendOnly"
+CONSTRAINT_PREFIX = "delta.constraints."
+INVARIANTS_KEY = "delta.invariants"
+
+# Delta's texts (delta-error-classes.json) for the storage-side errors.
+MESSAGES = {
+    "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE": (
+        "Unable to write this table because it requires writer table features that are unsupported by this "
+        "version of Delta Lake: {features}."
+    ),
+    "DELTA_CANNOT_MODIFY_APPEND_ONLY": (
+        "This table is configured to only allow appends. If you would like to permit updates or deletes, use "
+        "'ALTER TABLE {table} SET TBLPROPERTIES ({config}=false)'."
+    ),
+    "DELTA_NOT_NULL_CONSTRAINT_VIOLATED": "NOT NULL constraint violated for column: {column}.",
+    "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES": (
+        "CHECK constraint {name} {expression} violated by row with values:\n{values}"
+    ),
+}
+
+# Writer features the engine honours: it writes plain parquet files with stats, keeps appendOnly, checks
+# invariants and CHECK constraints, and leaves checkpoints and domain metadata to deltalake.
+HONOURED_FEATURES = frozenset(
+    {
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "timestampNtz",
+        "domainMetadata",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "variantType",  # refused below when a column actually has the type
+    }
+)
+# Highest protocol versions whose implied features are understood (3/7 list their features by name).
+MAX_READER_VERSION = 3
+MAX_WRITER_VERSION = 7
+
+# What to do about each feature the engine refuses, in Delta's terms.
+_REMEDIES = {
+    "deletionVectors": (
+        "rows of a file may be hidden by a deletion vector, which this engine cannot read. Purge them and "
+        "turn the feature off (ALTER TABLE ... SET TBLPROPERTIES ('delta.enableDeletionVectors'=false);"
+        " REORG TABLE ... APPLY (PURGE); ALTER TABLE ... DROP FEATURE deletionVectors), or run this merge on "
+        "Delta's own runtime (the delta-spark backend)"
+    ),
+    "columnMapping": (
+        "column mapping stores columns under physical names this engine does not translate. Run the merge on "
+        "Delta's own runtime (the delta-spark backend)"
+    ),
+    "identityColumns": (
+        "identity columns need values generated at write time, which this engine does not do. Run the merge "
+        "on Delta's own runtime (the delta-spark backend)"
+    ),
+    "generatedColumns": (
+        "generated columns must be computed and checked at write time, which this engine does not do. Run "
+        "the merge on Delta's own runtime (the delta-spark backend), or drop the generation expressions"
+    ),
+    "rowTracking": (
+        "row tracking needs row ids and commit versions assigned to every written file, which this engine "
+        "does not do. Run the merge on Delta's own runtime (the delta-spark backend)"
+    ),
+    "typeWidening": (
+        "a widened column may be stored with different types in different files, which this engine does not "
+        "reconcile. Rewrite the table (or drop the feature with Delta), or use the delta-spark backend"
+    ),
+    "changeDataFeed": (
+        "with the change data feed on, every merge must also write change data files, which this engine "
+        "does not. Turn it off (ALTER TABLE ... SET TBLPROPERTIES ('delta.enableChangeDataFeed'=false)) or "
+        "run the merge on Delta's own runtime (the delta-spark backend)"
+    ),
+    "variantType": "this engine does not write VARIANT columns yet. Use the delta-spark backend",
+}
+_UNKNOWN_REMEDY = (
+    "this engine does not know what the feature requires of a writer, so it will not write the table. Run "
+    "the merge on Delta's own runtime (the delta-spark backend)"
+)
+
+
+@dataclass(frozen=True)
+class ConstraintCheck:
+    """One row-level rule the written rows must satisfy, as Spark SQL, with Delta's error for a violation."""
+
+    error_class: str
+    name: str  # the constraint's name, or the column of a NOT NULL / invariant
+    expression: str  # Spark SQL over the table's columns, true for a valid row
+
+
+def refused_features(snapshot: Snapshot) -> list[str]:
+    """The table features in use that the engine would not honour, by Delta's names, in a stable order."""
+    protocol = snapshot.protocol
+    fields = _fields(snapshot.schema)
+    found: list[str] = []
+    if protocol.min_reader_version > MAX_READER_VERSION or protocol.min_writer_version > MAX_WRITER_VERSION:
+        found.append(f"protocol {protocol.min_reader_version}/{protocol.min_writer_version}")
+    listed = set(protocol.reader_features) | set(protocol.writer_features)
+    found += sorted(f for f in listed if f not in HONOURED_FEATURES)
+    # Legacy protocols (writer < 7) imply features; they matter only when the table actually uses them.
+    implied = {
+        "changeDataFeed": _is_true(snapshot.setting("delta.enableChangeDataFeed")),
+        "columnMapping": (snapshot.setting("delta.columnMapping.mode") or "none").lower() != "none",
+        "generatedColumns": any("delta.generationExpression" in f["metadata"] for f in fields),
+        "identityColumns": any(any(k.startswith("delta.identity.") for k in f["metadata"]) for f in fields),
+        "deletionVectors": _is_true(snapshot.setting("delta.enableDeletionVectors")),
+        "rowTracking": _is_true(snapshot.setting("delta.enableRowTracking")),
+        "variantType": any(f["type"] == "variant" for f in fields),
+    }
+    found += [name for name, used in implied.items() if used and name not in found]
+    return found
+
+
+def check_writable(snapshot: Snapshot, *, modifies_rows: bool) -> None:
+    """Refuse, before any work, a merge the engine cannot do correctly on this table.
+
+    Args:
+        snapshot: the target as read.
+        modifies_rows: the merge has an UPDATE or DELETE clause (it may remove files).
+
+    Raises:
+        TargetTableError: DELTA_UNSUPPORTED_FEATURES_FOR_WRITE naming each refused feature and what to do,
+            or DELTA_CANNOT_MODIFY_APPEND_ONLY for an update or delete on an append-only table.
+    """
+    refused = refused_features(snapshot)
+    if refused:
+        steps = "\n".join(
+            f"  {n}. {feature}: {_REMEDIES.get(feature, _UNKNOWN_REMEDY)}."
+            for n, feature in enumerate(refused, start=1)
+        )
+        raise TargetTableError(
+            MESSAGES["DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"].format(features=", ".join(refused))
+            + f"\nThe merge into {snapshot.table_uri} was refused before reading any data:\n{steps}",
+            error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE",
+        )
+    if modifies_rows and _is_true(snapshot.setting(APPEND_ONLY_KEY)):
+        raise TargetTableError(
+            MESSAGES["DELTA_CANNOT_MODIFY_APPEND_ONLY"].format(
+                table=f"delta.`{snapshot.table_uri}`", config=APPEND_ONLY_KEY
+            )
+            + " This merge has UPDATE or DELETE clauses; an insert-only merge (only WHEN NOT MATCHED) is "
+            "allowed.",
+            error_class="DELTA_CANNOT_MODIFY_APPEND_ONLY",
+        )
+
+
+def constraint_checks(snapshot: Snapshot) -> list[ConstraintCheck]:
+    """Every row-level rule of the table: NOT NULL columns (nested ones only under a non-null parent),
+    legacy column invariants, then CHECK constraints by name."""
+    checks = [
+        ConstraintCheck("DELTA_NOT_NULL_CONSTRAINT_VIOLATED", path, condition)
+        for path, condition in _not_null_paths(snapshot.schema["fields"], prefix=(), guard=None)
+    ]
+    for field in _fields(snapshot.schema):
+        raw = field["metadata"].get(INVARIANTS_KEY)
+        if raw:
+            expression = json.loads(raw)["expression"]["expression"]
+            checks.append(ConstraintCheck("DELTA_VIOLATE_CONSTRAINT_WITH_VALUES", field["name"], expression))
+    checks += [
+        ConstraintCheck("DELTA_VIOLATE_CONSTRAINT_WITH_VALUES", key[len(CONSTRAINT_PREFIX) :], expression)
+        for key, expression in snapshot.configuration
+        if key.startswith(CONSTRAINT_PREFIX) and expression
+    ]
+    return checks
+
+
+def violation_message(check: ConstraintCheck, values: str) -> str:
+    """Delta's message for a row that broke ``check``; ``values`` shows the row's columns."""
+    if check.error_class == "DELTA_NOT_NULL_CONSTRAINT_VIOLATED":
+        return MESSAGES[check.error_class].format(column=check.name)
+    return MESSAGES[check.error_class].format(name=check.name, expression=check.expression, values=values)
+
+
+def _not_null_paths(
+    fields: Sequence[Mapping[str, Any]], *, prefix: tuple[str, ...], guard: str | None
+) -> Iterator[tuple[str, str]]:
+    """(dotted column, condition) per non-nullable field; a nested field is checked only where its parent
+    struct is present, as Delta does."""
+    for field in fields:
+        path = (*prefix, field["name"])
+        sql = ".".join("`" + p.replace("`", "``") + "`" for p in path)
+        if not field.get("nullable", True):
+            present = f"{sql} IS NOT NULL"
+            yield ".".join(path), present if guard is None else f"({guard}) IS NOT TRUE OR {present}"
+        data_type = field["type"]
+        if isinstance(data_type, dict) and data_type.get("type") == "struct":
+            inner_guard = f"{sql} IS NOT NULL" if guard is None else f"({guard}) AND {sql} IS NOT NULL"
+            yield from _not_null_paths(data_type["fields"], prefix=path, guard=inner_guard)
+
+
+def _fields(schema: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{**f, "metadata": f.get("metadata") or {}} for f in schema["fields"]]
+
+
+def _is_true(value: str | None) -> bool:
+    return (value or "").strip().lower() == "true"

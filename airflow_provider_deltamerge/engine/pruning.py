@@ -1,0 +1,384 @@
+"""Choose the target files a merge must read, from the log's partition values and min/max stats.
+
+Three sources of pruning, as in Delta and delta-rs (DESIGN.md "Pruning before joining"):
+
+(a) target-only conjuncts of the ON condition that compare a target column with a constant;
+(b) the distinct values the source has for partition columns that the condition equates with a source column;
+(c) the source's min/max of every equi-join key (``t.k = s.k``).
+
+Every test runs in Spark over a small table of per-file stats, so comparisons coerce types exactly as the ON
+condition does. A file is skipped only when its stats prove that none of its rows can match; unknown stats
+keep the file. With a WHEN NOT MATCHED BY SOURCE clause every file is read (unmatched target rows act).
+
+The resulting ``FileFilter`` is also the merge's read predicate: the conflict check asks it whether a file
+another writer added could have held rows this merge should have read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import sqlglot
+from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegralType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+from sqlglot import exp
+
+from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
+from airflow_provider_deltamerge.engine.planning import MergePlan, has_not_matched_by_source
+
+# Above this many distinct source values of a partition column, (b) falls back to the values' range.
+MAX_PARTITION_VALUES = 10_000
+# Delta keeps this many characters of a string bound; a longer (truncated) max is no bound at all here.
+STRING_PREFIX_LENGTH = 32
+_ORDINAL = "__ordinal"
+_ROWS = "__rows"
+_COMPARISONS = {exp.EQ: "=", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
+_FLIPPED = {"=": "=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
+# Nodes a constant side may be made of: literals and casts of literals, nothing evaluated at run time.
+_CONSTANT_NODES = (exp.Literal, exp.Cast, exp.DataType, exp.Neg, exp.Paren, exp.DataTypeParam, exp.Var)
+
+
+@dataclass(frozen=True)
+class FileFilter:
+    """Which files, judged by their log entry alone, could hold target rows the merge needs."""
+
+    target_schema: StructType
+    partition_columns: tuple[str, ...]
+    read_all: bool = False
+    constant_tests: tuple[str, ...] = ()  # SQL over the stats table
+    range_tests: tuple[tuple[int, str], ...] = ()  # (column index, bound-pair name) against source bounds
+    source_bounds: tuple[Row, StructType] | None = None
+    value_sets: tuple[tuple[int, list[Row], StructType], ...] = field(default=())
+
+    def select(
+        self, spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile]
+    ) -> tuple[DataFile, ...]:
+        """The files among ``files`` (entries of ``snapshot``) that may hold rows the merge needs."""
+        if self.read_all or not files:
+            return tuple(files)
+        if not (self.constant_tests or self.range_tests or self.value_sets):
+            return tuple(files)
+        stats = _stats_table(spark, self, snapshot, files)
+        for test in self.constant_tests:
+            stats = stats.filter(F.coalesce(F.expr(test), F.lit(True)))
+        if self.range_tests and self.source_bounds is not None:
+            row, schema = self.source_bounds
+            stats = stats.crossJoin(F.broadcast(spark.createDataFrame([row], schema)))
+            for index, name in self.range_tests:
+                low, high = F.col(f"low_{name}"), F.col(f"high_{name}")
+                overlaps = (F.col(f"max_{index}") >= low) & (F.col(f"min_{index}") <= high)
+                # No non-NULL source key: nothing can match (NULL never equals).
+                stats = stats.filter(low.isNotNull() & F.coalesce(overlaps, F.lit(True)))
+        for index, rows, schema in self.value_sets:
+            values = F.broadcast(spark.createDataFrame(rows, schema))
+            stats = stats.join(values, F.col(f"min_{index}") == values["value"], "left_semi")
+        kept = {row[_ORDINAL] for row in stats.select(_ORDINAL).collect()}
+        return tuple(f for n, f in enumerate(files) if n in kept)
+
+
+@dataclass(frozen=True)
+class Pruning:
+    """The candidate files and the predicate that chose them."""
+
+    files: tuple[DataFile, ...]
+    file_filter: FileFilter
+
+    def partitions(self) -> int:
+        """Distinct partitions among the candidates (0 for an unpartitioned table, as Delta counts)."""
+        return len({f.partition_values for f in self.files if f.partition_values})
+
+
+def prune_files(spark: SparkSession, plan: MergePlan, source: DataFrame) -> Pruning:
+    """The target files the merge must read, and why (the read predicate).
+
+    Costs one aggregation over the source when the condition has equi-join keys, plus one distinct scan per
+    partition column the condition equates with the source.
+    """
+    snapshot = plan.snapshot
+    base = FileFilter(plan.target_schema, snapshot.partition_columns)
+    if has_not_matched_by_source(plan.clauses):
+        return Pruning(
+            snapshot.files, FileFilter(plan.target_schema, snapshot.partition_columns, read_all=True)
+        )
+    analysis = _analyse(spark, plan, source)
+    if analysis is None:
+        return Pruning(snapshot.files, base)
+    constant_tests, equalities = analysis
+    aliased = source.alias(plan.spec.source_alias)
+    range_tests: list[tuple[int, str]] = []
+    bounds: list[Column] = []
+    value_sets: list[tuple[int, list[Row], StructType]] = []
+    for n, (index, expression) in enumerate(equalities):
+        name = str(n)
+        column = plan.target_schema.fields[index].name
+        if column in snapshot.partition_columns:
+            values = aliased.select(F.expr(expression).alias("value")).where("value IS NOT NULL").distinct()
+            rows = values.limit(MAX_PARTITION_VALUES + 1).collect()
+            if len(rows) <= MAX_PARTITION_VALUES:
+                value_sets.append((index, rows, values.schema))
+                continue
+        range_tests.append((index, name))
+        bounds += [
+            F.min(F.expr(expression)).alias(f"low_{name}"),
+            F.max(F.expr(expression)).alias(f"high_{name}"),
+        ]
+    source_bounds = None
+    if bounds:
+        aggregated = aliased.agg(*bounds)
+        source_bounds = (aggregated.collect()[0], aggregated.schema)
+    file_filter = FileFilter(
+        plan.target_schema,
+        snapshot.partition_columns,
+        constant_tests=tuple(constant_tests),
+        range_tests=tuple(range_tests),
+        source_bounds=source_bounds,
+        value_sets=tuple(value_sets),
+    )
+    return Pruning(file_filter.select(spark, snapshot, snapshot.files), file_filter)
+
+
+# --- The ON condition ------------------------------------------------------------------------------------
+
+
+def _analyse(
+    spark: SparkSession, plan: MergePlan, source: DataFrame
+) -> tuple[list[str], list[tuple[int, str]]] | None:
+    """(stats tests from target-only conjuncts, (target column index, source expression) per equi-join key),
+    or None when the condition cannot be parsed (then nothing is skipped)."""
+    try:
+        condition = sqlglot.parse_one(plan.condition, read="spark")
+    except sqlglot.errors.ParseError:
+        return None
+    target_index = {f.name.lower(): n for n, f in enumerate(plan.target_schema.fields)}
+    source_names = {f.name.lower() for f in source.schema.fields}
+    target_alias, source_alias = plan.spec.target_alias.lower(), plan.spec.source_alias.lower()
+    aliased = source.alias(plan.spec.source_alias)
+
+    def target_column(node: exp.Expr) -> int | None:
+        node = node.unnest()
+        if isinstance(node, exp.Column) and node.table.lower() == target_alias:
+            return target_index.get(node.name.lower())
+        return None
+
+    def is_source_side(node: exp.Expr) -> bool:
+        columns = list(node.find_all(exp.Column))
+        allowed = all(
+            isinstance(
+                n,
+                exp.Column
+                | exp.Cast
+                | exp.DataType
+                | exp.Paren
+                | exp.Identifier
+                | exp.DataTypeParam
+                | exp.Literal
+                | exp.Var,
+            )
+            for n in node.walk()
+        )
+        return (
+            bool(columns)
+            and allowed
+            and all(c.table.lower() == source_alias and c.name.lower() in source_names for c in columns)
+        )
+
+    def is_constant(node: exp.Expr) -> bool:
+        return not any(True for _ in node.find_all(exp.Column)) and all(
+            isinstance(n, _CONSTANT_NODES) for n in node.walk()
+        )
+
+    tests: list[str] = []
+    equalities: list[tuple[int, str]] = []
+    for conjunct in condition.flatten() if isinstance(condition, exp.And) else [condition]:
+        conjunct = conjunct.unnest()
+        test = _constant_test(spark, plan, conjunct, target_column, is_constant)
+        if test is not None:
+            tests.append(test)
+            continue
+        if isinstance(conjunct, exp.EQ):
+            for column_side, other in (
+                (conjunct.this, conjunct.expression),
+                (conjunct.expression, conjunct.this),
+            ):
+                index = target_column(column_side)
+                if index is None or not is_source_side(other):
+                    continue
+                expression = other.sql(dialect="spark")
+                source_type = aliased.select(F.expr(expression)).schema.fields[0].dataType
+                if _has_bounds(plan, index) and _same_family(
+                    plan.target_schema.fields[index].dataType, source_type
+                ):
+                    equalities.append((index, expression))
+                break
+    return tests, equalities
+
+
+def _constant_test(
+    spark: SparkSession,
+    plan: MergePlan,
+    conjunct: exp.Expr,
+    target_column: Any,
+    is_constant: Any,
+) -> str | None:
+    """A test over the stats table that is false only for files that cannot satisfy ``conjunct``."""
+    schema = plan.target_schema
+    negated = isinstance(conjunct, exp.Not)
+    inner = conjunct.this.unnest() if negated else conjunct
+    if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
+        index = target_column(inner.this)
+        if index is None or not _has_bounds(plan, index):
+            return None
+        return f"nulls_{index} < {_ROWS}" if negated else f"nulls_{index} > 0"
+    if negated:
+        return None
+
+    def constant_sql(index: int, node: exp.Expr) -> str | None:
+        if not is_constant(node) or not _has_bounds(plan, index):
+            return None
+        sql = node.sql(dialect="spark")
+        constant_type = spark.range(1).select(F.expr(sql)).schema.fields[0].dataType
+        return f"({sql})" if _same_family(schema.fields[index].dataType, constant_type) else None
+
+    op = next((sql for kind, sql in _COMPARISONS.items() if type(conjunct) is kind), None)
+    if op is not None:
+        for column_side, other, flipped in (
+            (conjunct.this, conjunct.expression, False),
+            (conjunct.expression, conjunct.this, True),
+        ):
+            index = target_column(column_side)
+            if index is None:
+                continue
+            value = constant_sql(index, other)
+            if value is None:
+                return None
+            return _range_test(index, _FLIPPED[op] if flipped else op, value)
+        return None
+    if isinstance(conjunct, exp.In) and not conjunct.args.get("query"):
+        index = target_column(conjunct.this)
+        values = [constant_sql(index, v) for v in conjunct.expressions] if index is not None else [None]
+        if index is None or not values or any(v is None for v in values):
+            return None
+        return "(" + " OR ".join(_range_test(index, "=", v) for v in values if v) + ")"
+    if isinstance(conjunct, exp.Between):
+        index = target_column(conjunct.this)
+        if index is None:
+            return None
+        low, high = constant_sql(index, conjunct.args["low"]), constant_sql(index, conjunct.args["high"])
+        if low is None or high is None:
+            return None
+        return f"({_range_test(index, '>=', low)} AND {_range_test(index, '<=', high)})"
+    return None
+
+
+def _range_test(index: int, op: str, value: str) -> str:
+    low, high = f"min_{index}", f"max_{index}"
+    return {
+        "=": f"({low} <= {value} AND {high} >= {value})",
+        "<": f"{low} < {value}",
+        "<=": f"{low} <= {value}",
+        ">": f"{high} > {value}",
+        ">=": f"{high} >= {value}",
+    }[op]
+
+
+def _family(data_type: DataType) -> str | None:
+    """Types whose comparisons with each other follow one order that min/max stats respect."""
+    if isinstance(data_type, IntegralType | DecimalType | FloatType | DoubleType):
+        return "number"
+    if isinstance(data_type, StringType) and data_type == StringType():  # default (binary) collation only
+        return "string"
+    if isinstance(data_type, DateType):
+        return "date"
+    if isinstance(data_type, TimestampType):
+        return "timestamp"
+    if isinstance(data_type, TimestampNTZType):
+        return "timestamp_ntz"
+    return None
+
+
+def _same_family(left: DataType, right: DataType) -> bool:
+    family = _family(left)
+    return family is not None and family == _family(right)
+
+
+def _has_bounds(plan: MergePlan, index: int) -> bool:
+    """The stats table has bounds for this column: partition values always, data columns when sound."""
+    target_field = plan.target_schema.fields[index]
+    if target_field.name in plan.snapshot.partition_columns:
+        return _family(target_field.dataType) is not None
+    return _family(target_field.dataType) is not None and not isinstance(
+        target_field.dataType, FloatType | DoubleType
+    )
+
+
+# --- The stats table -------------------------------------------------------------------------------------
+
+
+def _stats_table(
+    spark: SparkSession, file_filter: FileFilter, snapshot: Snapshot, files: Sequence[DataFile]
+) -> DataFrame:
+    """One row per file: ordinal, row count, per target column min_i, max_i, nulls_i (typed as the column).
+
+    Partition values are exact (min = max = the value). Data-column bounds are dropped where they would not
+    be sound: float columns (NaN is not in the bounds), truncated strings; a timestamp max is widened by the
+    millisecond Delta truncates.
+    """
+    adds = snapshot.add_actions
+    assert adds is not None, "read_snapshot keeps the add actions"
+    position = {f.log_path: n for n, f in enumerate(snapshot.files)}
+    subset = adds.take(pa.array([position[f.log_path] for f in files], pa.int64()))
+    num_rows = subset.num_rows
+    columns: dict[str, Any] = {
+        _ORDINAL: pa.array(range(num_rows), pa.int64()),
+        _ROWS: subset["num_records"]
+        if "num_records" in subset.column_names
+        else pa.nulls(num_rows, pa.int64()),
+    }
+    selected: list[Column] = [F.col(_ORDINAL), F.col(_ROWS)]
+    for index, target_field in enumerate(file_filter.target_schema.fields):
+        name, data_type = target_field.name, target_field.dataType
+        if name in file_filter.partition_columns:
+            value = subset[f"partition.{name}"]
+            low = high = value
+            nulls = pc.if_else(pc.is_null(value), columns[_ROWS], pa.scalar(0, pa.int64()))
+        elif _family(data_type) is None or isinstance(data_type, FloatType | DoubleType):
+            continue
+        else:
+            low, high = (
+                subset[c] if c in subset.column_names else pa.nulls(num_rows)
+                for c in (f"min.{name}", f"max.{name}")
+            )
+            nulls = subset[f"null_count.{name}"] if f"null_count.{name}" in subset.column_names else None
+        columns[f"min_{index}"], columns[f"max_{index}"] = low, high
+        columns[f"nulls_{index}"] = nulls if nulls is not None else pa.nulls(num_rows, pa.int64())
+        low_col, high_col = F.col(f"min_{index}").cast(data_type), F.col(f"max_{index}").cast(data_type)
+        if name not in file_filter.partition_columns:
+            if isinstance(data_type, TimestampType | TimestampNTZType):
+                high_col = high_col + F.expr("INTERVAL 1 MILLISECOND")
+            if isinstance(data_type, StringType):
+                high_col = F.when(F.length(high_col) < STRING_PREFIX_LENGTH, high_col)
+        selected += [
+            low_col.alias(f"min_{index}"),
+            high_col.alias(f"max_{index}"),
+            F.col(f"nulls_{index}").cast("long").alias(f"nulls_{index}"),
+        ]
+    table = pa.table(
+        {k: (v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v) for k, v in columns.items()}
+    )
+    return spark.createDataFrame(table).select(*selected)

@@ -1,0 +1,98 @@
+"""Idempotent retries, crash safety at every stage of a merge (a real SIGKILL in a separate process), and
+checkpoints per delta.checkpointInterval."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+from airflow_provider_deltamerge.delta.commit import CRASH_ENV
+from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update
+from tests.conftest import make_table, table_state
+from tests.delta import workers
+from tests.oracle import sorted_rows
+
+CTX = multiprocessing.get_context("spawn")
+RUN = {"dagId": "daily", "taskId": "merge", "runId": "scheduled__2024-01-01", "mapIndex": -1}
+SOURCE = pa.table(
+    {"id": pa.array([3, 42], pa.int64()), "qty": pa.array([1, 7], pa.int32()), "region": ["us", "eu"]}
+)
+
+
+def add_to_qty(tmp_path: Path, target: str) -> MergeSpec:
+    path = tmp_path / f"{Path(target).name}-source.parquet"
+    pq.write_table(SOURCE, path)
+    return MergeSpec(
+        target=target,
+        source=PathSource(str(path)),
+        condition="t.id = s.id",
+        clauses=(update({"qty": "t.qty + s.qty"}), insert_all()),
+    )
+
+
+def test_retry_of_a_committed_run_returns_its_metrics_and_changes_nothing(spark, tmp_path):
+    target = make_table(tmp_path / "t")
+    DeltaTable(target).alter.set_table_properties({"delta.checkpointInterval": "1"})
+    spec = add_to_qty(tmp_path, target)
+    first = run_merge(spark, spec, provenance={**RUN, "tryNumber": 1})
+    after_first = table_state(target)
+    # A checkpoint is written at the interval by the commit's post-commit hook.
+    assert (Path(target) / "_delta_log" / f"{first.version:020d}.checkpoint.parquet").exists()
+    # When: the task is retried (another try, same run and spec)
+    retry = run_merge(spark, spec, provenance={**RUN, "tryNumber": 2})
+    # Then: nothing merged twice; the recorded result comes back
+    assert retry.already_committed and retry.version == first.version
+    assert retry.metrics == first.metrics
+    assert table_state(target) == after_first
+    # A deliberate re-run applies the merge again
+    again = run_merge(spark, spec, provenance={**RUN, "tryNumber": 3}, rerun="always")
+    assert not again.already_committed and again.version == first.version + 1
+    assert again.metrics[m.NUM_TARGET_ROWS_UPDATED] == 2  # ids 3 and 42 now both exist
+
+
+STAGES = ["after_snapshot", "after_write", "before_commit", "after_commit"]
+
+
+@pytest.mark.slow
+def test_a_merge_killed_at_any_stage_leaves_a_consistent_table(spark, tmp_path):
+    targets = {stage: make_table(tmp_path / stage) for stage in STAGES}
+    before = {stage: table_state(t) for stage, t in targets.items()}
+    results = CTX.Queue()
+    processes = [
+        CTX.Process(
+            target=workers.merge_job,
+            args=(add_to_qty(tmp_path, targets[stage]).to_json(), RUN, results),
+            kwargs={"env": {CRASH_ENV: stage}},
+        )
+        for stage in STAGES
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(900)
+    assert [p.exitcode for p in processes] == [-9] * len(STAGES)  # each killed itself with SIGKILL
+    for stage, target in targets.items():
+        version, rows = table_state(target)
+        if stage == "after_commit":
+            assert version == before[stage][0] + 1
+            # The retry finds the commit and does not merge twice.
+            retry = run_merge(spark, add_to_qty(tmp_path, target), provenance={**RUN, "tryNumber": 2})
+            assert retry.already_committed
+            assert table_state(target) == (version, rows)
+            assert {r["id"]: r["qty"] for r in rows}[3] == 31
+        else:
+            assert (version, rows) == before[stage], stage
+            # Spark reads the log's files only: same rows as delta-rs.
+            ids = sorted(r["id"] for r in spark.read.parquet(*_log_files(target)).collect())
+            assert ids == sorted(r["id"] for r in sorted_rows(target))
+
+
+def _log_files(table: str) -> list[str]:
+    return list(DeltaTable(table).file_uris())

@@ -1,0 +1,148 @@
+"""Refusals and constraints: features the engine does not honour are refused up front; appendOnly, NOT NULL
+and CHECK constraints are honoured; every failure leaves the table as it was."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, Field, Schema, write_deltalake
+
+from airflow_provider_deltamerge.delta.protocol import refused_features
+from airflow_provider_deltamerge.delta.snapshot import read_snapshot
+from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.exceptions import MergeExecutionError, TargetTableError
+from airflow_provider_deltamerge.spec import MergeSpec, PathSource, delete, insert_all, update, update_all
+from tests.conftest import make_table, table_state
+from tests.delta.helpers import FIELDS, craft_table, files_on_disk_match_log
+
+SOURCE = pa.table({"id": pa.array([3, 42], pa.int64()), "qty": pa.array([-1, 7], pa.int32())})
+
+
+def source_path(tmp_path: Path, data: pa.Table = SOURCE) -> str:
+    path = tmp_path / "source.parquet"
+    pq.write_table(data, path)
+    return str(path)
+
+
+def upsert(target: str, source: str, *clauses: object) -> MergeSpec:
+    return MergeSpec(
+        target=target,
+        source=PathSource(source),
+        condition="t.id = s.id",
+        clauses=tuple(clauses) or (update_all(), insert_all()),  # type: ignore[arg-type]
+    )
+
+
+IDENTITY = {"delta.identity.start": 1, "delta.identity.step": 1, "delta.identity.allowExplicitInsert": False}
+REFUSED = {
+    "deletionVectors": dict(
+        reader=3, writer=7, reader_features=["deletionVectors"], writer_features=["deletionVectors"]
+    ),
+    "columnMapping": dict(
+        reader=2,
+        writer=5,
+        configuration={"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "2"},
+        fields=[
+            {**f, "metadata": {"delta.columnMapping.id": n, "delta.columnMapping.physicalName": f"col-{n}"}}
+            for n, f in enumerate(FIELDS, start=1)
+        ],
+    ),
+    "identityColumns": dict(writer=6, fields=[{**FIELDS[0], "metadata": IDENTITY}, FIELDS[1]]),
+    "generatedColumns": dict(
+        writer=4, fields=[FIELDS[0], {**FIELDS[1], "metadata": {"delta.generationExpression": "id * 2"}}]
+    ),
+    "rowTracking": dict(reader=1, writer=7, writer_features=["rowTracking", "domainMetadata"]),
+    "typeWidening": dict(
+        reader=3, writer=7, reader_features=["typeWidening"], writer_features=["typeWidening"]
+    ),
+    "changeDataFeed": dict(writer=4, configuration={"delta.enableChangeDataFeed": "true"}),
+    "someFutureFeature": dict(reader=3, writer=7, reader_features=[], writer_features=["someFutureFeature"]),
+}
+
+
+@pytest.mark.parametrize("feature", sorted(REFUSED))
+def test_unsupported_feature_is_refused_naming_it_and_the_fix(spark, tmp_path, feature):
+    target = craft_table(tmp_path / "t", **REFUSED[feature])  # type: ignore[arg-type]
+    assert refused_features(read_snapshot(target)) == [feature]
+    before = DeltaTable(target).version()
+    with pytest.raises(TargetTableError, match=feature) as raised:
+        run_merge(spark, upsert(target, source_path(tmp_path)))
+    assert raised.value.error_class == "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"
+    assert "delta-spark backend" in str(raised.value) or "ALTER TABLE" in str(raised.value)
+    assert DeltaTable(target).version() == before
+
+
+def test_honoured_features_are_accepted(tmp_path):
+    target = craft_table(
+        tmp_path / "t",
+        reader=3,
+        writer=7,
+        reader_features=["timestampNtz", "v2Checkpoint"],
+        writer_features=["appendOnly", "invariants", "checkConstraints", "timestampNtz", "v2Checkpoint"],
+    )
+    assert refused_features(read_snapshot(target)) == []
+
+
+def test_append_only_refuses_update_up_front_and_allows_inserts(spark, tmp_path):
+    target = make_table(tmp_path / "t")
+    DeltaTable(target).alter.set_table_properties({"delta.appendOnly": "true"})
+    before = table_state(target)
+    source = pa.table(
+        {
+            "id": pa.array([3, 42], pa.int64()),
+            "qty": pa.array([1, 7], pa.int32()),
+            "region": pa.array(["eu", "us"]),
+        }
+    )
+    with pytest.raises(TargetTableError, match="only allow appends") as raised:
+        run_merge(spark, upsert(target, source_path(tmp_path, source), delete()))
+    assert raised.value.error_class == "DELTA_CANNOT_MODIFY_APPEND_ONLY"
+    assert table_state(target) == before
+    new_only = source.slice(1)  # the classic executor would rewrite a file with a match
+    result = run_merge(spark, upsert(target, source_path(tmp_path, new_only), insert_all()))
+    assert result.metrics[m.NUM_TARGET_ROWS_INSERTED] == 1
+    assert result.metrics[m.NUM_TARGET_FILES_REMOVED] == 0
+
+
+def constrained_table(path: Path) -> str:
+    schema = Schema([Field("id", "long", nullable=False), Field("qty", "integer", nullable=True)])
+    DeltaTable.create(str(path), schema=schema)
+    data = pa.table({"id": pa.array(range(5), pa.int64()), "qty": pa.array([1, 2, 3, 4, 5], pa.int32())})
+    write_deltalake(str(path), data, mode="append", schema_mode=None)
+    DeltaTable(str(path)).alter.add_constraint({"qty_positive": "qty > 0"})
+    return str(path)
+
+
+def test_check_constraint_violation_fails_the_merge_and_commits_nothing(spark, tmp_path):
+    target = constrained_table(tmp_path / "t")
+    before = table_state(target)
+    with pytest.raises(MergeExecutionError, match="CHECK constraint qty_positive qty > 0 violated") as raised:
+        run_merge(spark, upsert(target, source_path(tmp_path)))  # sets qty = -1 on id 3
+    assert raised.value.error_class == "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"
+    assert '"id":3' in str(raised.value)
+    assert table_state(target) == before
+    assert files_on_disk_match_log(target)
+
+
+def test_not_null_violation_fails_the_merge_and_commits_nothing(spark, tmp_path):
+    target = constrained_table(tmp_path / "t")
+    before = table_state(target)
+    source = pa.table({"id": pa.array([None], pa.int64()), "qty": pa.array([9], pa.int32())})
+    spec = upsert(target, source_path(tmp_path, source), insert_all())
+    with pytest.raises(MergeExecutionError, match="NOT NULL constraint violated for column: id") as raised:
+        run_merge(spark, spec)
+    assert raised.value.error_class == "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
+    assert table_state(target) == before
+    assert files_on_disk_match_log(target)
+
+
+def test_rows_satisfying_constraints_are_merged(spark, tmp_path):
+    target = constrained_table(tmp_path / "t")
+    spec = upsert(target, source_path(tmp_path), update({"qty": "t.qty + 10"}), insert_all())
+    result = run_merge(spark, spec)
+    assert result.metrics[m.NUM_TARGET_ROWS_UPDATED] == 1
+    assert result.metrics[m.NUM_TARGET_ROWS_INSERTED] == 1

@@ -1,0 +1,89 @@
+"""Merge jobs run in separate processes ('spawn', each with its own local SparkSession) by the concurrency
+and crash tests. Module-level functions only, so a spawned child can import them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from deltalake import DeltaTable
+
+
+def local_spark() -> Any:
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[1]")
+        .appName("deltamerge-race")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "512m")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def merge_job(
+    spec_json: str,
+    provenance: Mapping[str, Any],
+    results: Any,
+    *,
+    barrier: Any = None,
+    ready: Any = None,
+    go: Any = None,
+    env: Mapping[str, str] | None = None,
+) -> None:
+    """Run one merge; put (name, outcome) on ``results``.
+
+    Before its first commit attempt the merge waits at ``barrier`` (all racers have read their snapshot), or
+    sets ``ready`` and waits for ``go`` (another writer commits in between).
+    """
+    os.environ.update(env or {})
+    from airflow_provider_deltamerge.delta import commit
+    from airflow_provider_deltamerge.engine import run_merge
+    from airflow_provider_deltamerge.exceptions import DeltaMergeError
+    from airflow_provider_deltamerge.spec import MergeSpec
+
+    original, waited = commit.crash_point, []
+
+    def crash_point(stage: str) -> None:
+        if stage == "before_commit" and not waited:
+            waited.append(True)
+            if barrier is not None:
+                barrier.wait(timeout=600)
+            if ready is not None:
+                ready.set()
+                go.wait(timeout=600)
+        original(stage)
+
+    commit.crash_point = crash_point  # type: ignore[assignment]
+    spark = local_spark()
+    name = provenance.get("taskId", "merge")
+    try:
+        result = run_merge(spark, MergeSpec.from_json(spec_json), provenance=provenance)
+        results.put(
+            (
+                name,
+                {
+                    "version": result.version,
+                    "committed": result.committed,
+                    "attempts": result.attempts,
+                    "rebased_over": list(result.rebased_over),
+                    "metrics": dict(result.metrics),
+                },
+            )
+        )
+    except DeltaMergeError as err:
+        results.put((name, {"error": str(err)}))
+    finally:
+        spark.stop()
+
+
+def deltalake_update(table: str, predicate: str, updates: Mapping[str, str], ready: Any, go: Any) -> None:
+    """Another writer (delta-rs, no Spark): update rows once the merge has read its snapshot."""
+    ready.wait(timeout=600)
+    DeltaTable(table).update(predicate=predicate, updates=dict(updates))
+    go.set()
