@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_deltamerge.delta.history import COMMIT_INFO_KEY, DEFAULT_HISTORY_DEPTH, run_identity
+from airflow_provider_deltamerge.delta.history import COMMIT_INFO_KEY, DEFAULT_HISTORY_DEPTH, provenance_of
 from airflow_provider_deltamerge.delta.snapshot import open_table
 from airflow_provider_deltamerge.engine.metrics import METRIC_DESCRIPTIONS, TABLE_VERSION
 from airflow_provider_deltamerge.exceptions import MetricBoundsError, TargetTableError
@@ -153,7 +153,7 @@ class Commit:
     def from_history(cls, entry: Mapping[str, Any]) -> Commit:
         """The commit described by one entry of ``DeltaTable.history()``."""
         own = entry.get(COMMIT_INFO_KEY)
-        provenance = own if isinstance(own, dict) else run_identity(entry.get("userMetadata"))
+        provenance = provenance_of(entry)
         operation = str(entry.get("operation", ""))
         if isinstance(own, dict) and operation == _DELTA_RS_WRITE:
             operation = MERGE

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,16 +25,36 @@ class MergeCommit:
     info: Mapping[str, Any]
 
 
-def run_identity(user_metadata: str | None) -> dict[str, Any]:
-    """The run identity a delta-spark backend merge wrote into a commit's ``userMetadata``; {} if none.
+def provenance_of(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """Who made a history entry, as this provider records it; {} for commits of other writers.
 
-    Delta's own MERGE cannot add keys to commitInfo, so that backend records the same identity there.
+    Our engine's commits carry the record under ``COMMIT_INFO_KEY``; Delta's own MERGE (the delta-spark
+    backend) cannot add keys to commitInfo, so that backend writes the same record as ``userMetadata`` JSON.
     """
+    own = entry.get(COMMIT_INFO_KEY)
+    if isinstance(own, dict):
+        return own
     try:
-        parsed = json.loads(user_metadata or "")
+        parsed = json.loads(entry.get("userMetadata") or "")
     except ValueError:
         return {}
     return parsed if isinstance(parsed, dict) else {}
+
+
+def find_merge_commit_where(
+    table_uri: str,
+    matches: Callable[[Mapping[str, Any]], bool],
+    *,
+    depth: int = DEFAULT_HISTORY_DEPTH,
+    storage_options: dict[str, str] | None = None,
+) -> MergeCommit | None:
+    """The newest of the last ``depth`` commits whose provenance record ``matches``, if any."""
+    for entry in open_table(table_uri, storage_options=storage_options or None).history(depth):
+        info = provenance_of(entry)
+        if info and matches(info):
+            metrics = {k: int(v) for k, v in (entry.get("operationMetrics") or {}).items()}
+            return MergeCommit(version=int(entry["version"]), metrics=metrics, info=info)
+    return None
 
 
 def find_merge_commit(
@@ -45,9 +65,9 @@ def find_merge_commit(
     storage_options: dict[str, str] | None = None,
 ) -> MergeCommit | None:
     """The commit that the merge job with ``submission_id`` made, or None if it made none."""
-    for entry in open_table(table_uri, storage_options=storage_options or None).history(depth):
-        info = entry.get(COMMIT_INFO_KEY) or run_identity(entry.get("userMetadata"))
-        if isinstance(info, dict) and info.get(SUBMISSION_ID) == submission_id:
-            metrics = {k: int(v) for k, v in (entry.get("operationMetrics") or {}).items()}
-            return MergeCommit(version=int(entry["version"]), metrics=metrics, info=info)
-    return None
+    return find_merge_commit_where(
+        table_uri,
+        lambda info: info.get(SUBMISSION_ID) == submission_id,
+        depth=depth,
+        storage_options=storage_options,
+    )

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from airflow_provider_deltamerge.delta.history import COMMIT_INFO_KEY, MergeCommit
-from airflow_provider_deltamerge.delta.snapshot import open_table
+from airflow_provider_deltamerge.delta.history import MergeCommit, find_merge_commit_where
 
 # The provenance keys that name one Airflow task instance (the try number is left out: a retry is the same
 # run), and the key of the spec hash in our commitInfo record.
@@ -31,15 +30,13 @@ def same_run(info: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], bool]:
 
 
 def find_committed_run(
-    table_uri: str, info: Mapping[str, Any], *, depth: int = IDEMPOTENCY_DEPTH
+    table_uri: str,
+    info: Mapping[str, Any],
+    *,
+    depth: int = IDEMPOTENCY_DEPTH,
+    storage_options: dict[str, str] | None = None,
 ) -> MergeCommit | None:
     """The newest commit of the same run and spec as ``info`` among the last ``depth`` commits, if any."""
     if run_identity(info) is None:
         return None
-    matches = same_run(info)
-    for entry in open_table(table_uri).history(depth):
-        record = entry.get(COMMIT_INFO_KEY)
-        if isinstance(record, dict) and matches(record):
-            metrics = {k: int(v) for k, v in (entry.get("operationMetrics") or {}).items()}
-            return MergeCommit(version=int(entry["version"]), metrics=metrics, info=record)
-    return None
+    return find_merge_commit_where(table_uri, same_run(info), depth=depth, storage_options=storage_options)

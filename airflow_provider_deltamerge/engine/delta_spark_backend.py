@@ -24,7 +24,7 @@ from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import Row, SparkSession
 
 from airflow_provider_deltamerge import PACKAGE_NAME, __version__
-from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, run_identity
+from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, provenance_of
 from airflow_provider_deltamerge.delta.snapshot import open_table
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.merge import MergeResult
@@ -364,9 +364,9 @@ def _find_commit(table: Any, version_before: int, submission_id: str) -> Row | N
         return None
     rows = [latest] if new_commits == 1 else table.history(new_commits).collect()
     for row in rows:
-        if row["version"] > version_before and run_identity(row["userMetadata"]).get(SUBMISSION_ID) == (
-            submission_id
-        ):
+        if row["version"] > version_before and provenance_of({"userMetadata": row["userMetadata"]}).get(
+            SUBMISSION_ID
+        ) == (submission_id):
             return row
     return None
 

@@ -15,7 +15,8 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.common.compat.sdk import AirflowException, BaseHook
 
-from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, find_merge_commit
+from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, MergeCommit, find_merge_commit
+from airflow_provider_deltamerge.delta.idempotency import SPEC_HASH_KEY, find_committed_run
 from airflow_provider_deltamerge.engine.metrics import EXECUTOR, SPEC_HASH, TABLE_VERSION
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.hooks.storage_credentials import storage_environment
@@ -87,6 +88,7 @@ class DeltaMergeHook(BaseHook):
         provenance: Mapping[str, Any] | None = None,
         executor: str | None = None,
         backend: str = "auto",
+        rerun: str = "skip_if_committed",
     ) -> dict[str, Any]:
         """Submit ``spec`` and wait; return Delta's metrics plus tableVersion, executor and specHash.
 
@@ -95,7 +97,9 @@ class DeltaMergeHook(BaseHook):
             AirflowException: spark-submit failed before the merge could report anything.
         """
         submission_id = uuid.uuid4().hex
-        request = JobRequest(spec, {**(provenance or {}), SUBMISSION_ID: submission_id}, executor, backend)
+        request = JobRequest(
+            spec, {**(provenance or {}), SUBMISSION_ID: submission_id}, executor, backend, rerun
+        )
         with tempfile.TemporaryDirectory(prefix="deltamerge-") as scratch:
             kwargs = dict(self.spark_submit_kwargs)
             credentials = self.storage_options()
@@ -145,12 +149,13 @@ class DeltaMergeHook(BaseHook):
                 "The merge job finished but reported no result, and the Delta log of "
                 f"{spec.target} has no commit of it. Check the Spark driver's log for the job's output."
             )
-        return {
-            **commit.metrics,
-            TABLE_VERSION: commit.version,
-            EXECUTOR: commit.info.get("executor"),
-            SPEC_HASH: commit.info.get("specHash"),
-        }
+        return commit_result(commit)
+
+    def committed_result(self, spec: MergeSpec, provenance: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The result of this run's earlier commit of ``spec`` (a retry after a commit), read from the log."""
+        identity = {**provenance, SPEC_HASH_KEY: spec.spec_hash}
+        commit = find_committed_run(spec.target, identity, storage_options=self.storage_options() or None)
+        return commit_result(commit) if commit is not None else None
 
     def _job_conf(self) -> dict[str, Any]:
         """The job's Spark conf; on a local master the job runs with this worker's Python and packages."""
@@ -186,6 +191,16 @@ class DeltaMergeHook(BaseHook):
             return self.get_connection(self.spark_conn_id)
         except AirflowException:
             return None
+
+
+def commit_result(commit: MergeCommit) -> dict[str, Any]:
+    """A merge commit as the operator's XCom value: Delta's metrics plus tableVersion, executor, specHash."""
+    return {
+        **commit.metrics,
+        TABLE_VERSION: commit.version,
+        EXECUTOR: commit.info.get("executor"),
+        SPEC_HASH: commit.info.get(SPEC_HASH_KEY),
+    }
 
 
 def credentials_properties(

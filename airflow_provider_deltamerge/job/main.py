@@ -62,7 +62,13 @@ def _run(spark: SparkSession, request: JobRequest) -> MergeResult:
     """Our engine, or Delta's own MERGE where the table needs it and the session has Delta's runtime."""
     if choose_backend(spark, request.spec, request.backend) == "delta-spark":
         return run_with_delta_spark(spark, request.spec, provenance=request.provenance)
-    return run_merge(spark, request.spec, executor=request.executor, provenance=request.provenance)  # type: ignore[arg-type]
+    return run_merge(
+        spark,
+        request.spec,
+        executor=request.executor,  # type: ignore[arg-type]
+        provenance=request.provenance,
+        rerun=request.rerun,  # type: ignore[arg-type]
+    )
 
 
 def _log_to_stdout() -> None:

@@ -16,6 +16,7 @@ from airflow_provider_deltamerge.engine.metrics import (
     NUM_OUTPUT_ROWS,
     NUM_TARGET_BYTES_ADDED,
     NUM_TARGET_FILES_ADDED,
+    TABLE_VERSION,
 )
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
 from airflow_provider_deltamerge.spec import (
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 
 _TEMPLATE_MARKERS = ("{{", "{%")
 BACKENDS = ("auto", "engine", "delta-spark")
+RERUN_POLICIES = ("skip_if_committed", "always")
 
 
 def _is_templated(text: str) -> bool:
@@ -95,6 +97,9 @@ class DeltaMergeOperator(BaseOperator):
         Delta Lake's own runtime writes (deletion vectors, column mapping, change data feed, identity
         columns) and the Spark session has that runtime; ``engine`` always runs ours; ``delta-spark``
         always runs Delta's MERGE (needs the ``delta-spark`` extra and Delta's jars and confs).
+    :param rerun: ``skip_if_committed`` (default): a retry of a task whose merge is already in the log
+        (same dag, task, run, map index and spec) returns that commit's metrics instead of merging twice.
+        ``always``: merge again, for deliberate re-processing of the same run.
     :param preflight: Check column references against the target's schema (read from the Delta log)
         before submitting the Spark job.
     :param spark_conn_id: Spark connection used for spark-submit.
@@ -134,6 +139,7 @@ class DeltaMergeOperator(BaseOperator):
         deduplicate_source_by: Sequence[str] = (),
         deduplicate_order_by: Sequence[str] = (),
         backend: Literal["auto", "engine", "delta-spark"] = "auto",
+        rerun: Literal["skip_if_committed", "always"] = "skip_if_committed",
         preflight: bool = True,
         spark_conn_id: str = DeltaMergeHook.default_conn_name,
         storage_conn_id: str | None = None,
@@ -148,7 +154,7 @@ class DeltaMergeOperator(BaseOperator):
         self.target_alias, self.source_alias = target_alias, source_alias
         self.deduplicate_source_by = tuple(deduplicate_source_by)
         self.deduplicate_order_by = tuple(deduplicate_order_by)
-        self.backend, self.preflight = backend, preflight
+        self.backend, self.rerun, self.preflight = backend, rerun, preflight
         self.spark_conn_id, self.storage_conn_id, self.conf = spark_conn_id, storage_conn_id, dict(conf or {})
         self.spark_submit_kwargs = dict(spark_submit_kwargs or {})
         self._hook: DeltaMergeHook | None = None
@@ -159,6 +165,10 @@ class DeltaMergeOperator(BaseOperator):
             self.outlets = [*self.outlets, target_asset(self.target)]
 
     def _check_structure(self) -> None:
+        if self.rerun not in RERUN_POLICIES:
+            raise AirflowException(
+                f"{self.task_id}: rerun must be one of {', '.join(RERUN_POLICIES)}, not {self.rerun!r}."
+            )
         if self.backend not in BACKENDS:
             raise AirflowException(
                 f"{self.task_id}: backend must be one of {', '.join(BACKENDS)}, not {self.backend!r}."
@@ -230,7 +240,20 @@ class DeltaMergeOperator(BaseOperator):
             "mapIndex": ti.map_index,
             "tryNumber": ti.try_number,
         }
-        metrics = self._hook.run_merge(spec, provenance=provenance, backend=self.backend)
+        earlier = self._hook.committed_result(spec, provenance) if self.rerun == "skip_if_committed" else None
+        if earlier is not None:
+            # A retry of a task whose merge was committed (e.g. the worker died after the commit).
+            self.log.info(
+                "This run's merge into %s is already committed as version %s; returning its metrics without "
+                "merging again (rerun='always' forces a new merge)",
+                spec.target,
+                earlier[TABLE_VERSION],
+            )
+            metrics = earlier
+        else:
+            metrics = self._hook.run_merge(
+                spec, provenance=provenance, backend=self.backend, rerun=self.rerun
+            )
         self.log.info("Merge into %s done: %s", spec.target, metrics)
         self._metrics = metrics
         for outlet in self.outlets:

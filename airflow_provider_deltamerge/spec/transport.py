@@ -28,14 +28,16 @@ ERROR_MARK = "DELTAMERGE_ERROR "
 class JobRequest:
     """One submission of a merge: the spec, who asked for it (run identity), and how to run it.
 
-    ``backend`` ("auto", "engine" or "delta-spark") and ``executor`` choose how the merge is run, not what
-    it does, so they travel beside the spec and do not change its hash.
+    ``backend`` ("auto", "engine" or "delta-spark"), ``executor`` and ``rerun`` ("skip_if_committed" or
+    "always") choose how the merge is run, not what it does, so they travel beside the spec and do not
+    change its hash.
     """
 
     spec: MergeSpec
     provenance: Mapping[str, Any] = field(default_factory=dict)
     executor: str | None = None
     backend: str = "auto"
+    rerun: str = "skip_if_committed"
 
 
 def encode_request(request: JobRequest) -> str:
@@ -44,6 +46,7 @@ def encode_request(request: JobRequest) -> str:
         "provenance": dict(request.provenance),
         "executor": request.executor,
         "backend": request.backend,
+        "rerun": request.rerun,
     }
     packed = zlib.compress(json.dumps(body, sort_keys=True).encode("utf-8"), 9)
     return base64.urlsafe_b64encode(packed).decode("ascii")
@@ -59,6 +62,7 @@ def decode_request(text: str) -> JobRequest:
         body.get("provenance", {}),
         body.get("executor"),
         body.get("backend", "auto"),
+        body.get("rerun", "skip_if_committed"),
     )
 
 

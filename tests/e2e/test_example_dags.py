@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+from airflow_provider_deltamerge.delta.commit import CRASH_ENV
 from tests.e2e.conftest import ROOT, asset_event_extras, xcom_value
 
 pytestmark = pytest.mark.slow
@@ -113,6 +114,29 @@ def test_storage_secret_reaches_neither_command_nor_log(airflow_env, run_airflow
     assert "Spark-Submit cmd" in output
     assert planted not in output
     assert DeltaTable(str(lake / "orders")).version() == 1
+
+
+def test_retry_after_a_committed_merge_does_not_merge_twice(airflow_env, run_airflow):
+    # Try 1: the job is killed right after its commit, so the task fails. Try 2 must find the commit.
+    lake = Path(airflow_env["DELTAMERGE_LAKE"])
+    prepare_lake(lake)
+
+    result = run_airflow(
+        "dags",
+        "test",
+        "deltamerge_retry_after_commit",
+        "2024-01-02",
+        env={"AIRFLOW__CORE__DAGS_FOLDER": str(Path(__file__).parent / "dags"), CRASH_ENV: "after_commit"},
+    )
+
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "already committed as version 1" in output
+    table = DeltaTable(str(lake / "orders"))
+    assert table.version() == 1
+    assert table.count() == 1100
+    metrics = xcom_value(airflow_env, "deltamerge_retry_after_commit", "merge")
+    assert (metrics["numTargetRowsInserted"], metrics["tableVersion"]) == (100, 1)
 
 
 def test_failed_merge_fails_the_task_with_the_cause(airflow_env, run_airflow, tmp_path):
