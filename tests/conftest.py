@@ -10,11 +10,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from airflow_provider_deltamerge.spec import MergeSpec
 
 # spark-submit and airflow come with the test interpreter's environment; subprocesses must find them.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -60,3 +63,18 @@ def table_state(path: str) -> tuple[int, list[dict[str, object]]]:
     from tests.oracle import sorted_rows
 
     return DeltaTable(path).version(), sorted_rows(path)
+
+
+def upsert_from_extract(target: str, extract: Path, rows: list[tuple[int, int, str]]) -> MergeSpec:
+    """Write ``rows`` (id, qty, region) as a parquet extract and return the upsert of it into ``target``."""
+    from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update_all
+
+    ids, qtys, regions = zip(*rows, strict=True)
+    data = {"id": pa.array(ids, pa.int64()), "qty": pa.array(qtys, pa.int32()), "region": pa.array(regions)}
+    pq.write_table(pa.table(data), extract)
+    return MergeSpec(
+        target=target,
+        source=PathSource(str(extract)),
+        condition="t.id = s.id",
+        clauses=(update_all(), insert_all()),
+    )

@@ -19,9 +19,9 @@ import pytest
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
-from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update_all
+from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all
 from airflow_provider_deltamerge.spec.transport import REQUEST_ARG, decode_request
-from tests.conftest import make_table
+from tests.conftest import make_table, upsert_from_extract
 
 
 class RemoteDriver:
@@ -64,19 +64,7 @@ def test_cluster_mode_ships_the_package_and_reads_metrics_from_the_log(
     spark, tmp_path, mocker, yarn_cluster_connection
 ):
     target = make_table(tmp_path / "orders")
-    source = tmp_path / "extract.parquet"
-    pq.write_table(
-        pa.table(
-            {"id": pa.array([1, 50], pa.int64()), "qty": pa.array([3, 4], pa.int32()), "region": ["eu", "us"]}
-        ),
-        source,
-    )
-    spec = MergeSpec(
-        target=target,
-        source=PathSource(str(source)),
-        condition="t.id = s.id",
-        clauses=(update_all(), insert_all()),
-    )
+    spec = upsert_from_extract(target, tmp_path / "extract.parquet", [(1, 3, "eu"), (50, 4, "us")])
     driver = RemoteDriver(spark)
     mocker.patch("airflow.providers.apache.spark.hooks.spark_submit.subprocess.Popen", side_effect=driver)
 

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.exceptions import SourceError
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
-from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update_all
-from tests.conftest import make_table, table_state
+from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all
+from tests.conftest import make_table, table_state, upsert_from_extract
 from tests.oracle import sorted_rows
 
 pytestmark = pytest.mark.slow
@@ -19,19 +17,7 @@ pytestmark = pytest.mark.slow
 
 def test_hook_runs_the_merge_and_returns_metrics(tmp_path, local_spark_connection):
     target = make_table(tmp_path / "orders", partition_by=["region"])
-    source = tmp_path / "extract.parquet"
-    pq.write_table(
-        pa.table(
-            {"id": pa.array([1, 42], pa.int64()), "qty": pa.array([7, 8], pa.int32()), "region": ["us", "eu"]}
-        ),
-        source,
-    )
-    spec = MergeSpec(
-        target=target,
-        source=PathSource(str(source)),
-        condition="t.id = s.id",
-        clauses=(update_all(), insert_all()),
-    )
+    spec = upsert_from_extract(target, tmp_path / "extract.parquet", [(1, 7, "us"), (42, 8, "eu")])
 
     metrics = DeltaMergeHook(local_spark_connection).run_merge(spec, provenance={"dagId": "d"})
 

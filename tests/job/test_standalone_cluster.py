@@ -11,14 +11,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
-from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update_all
-from tests.conftest import make_table
+from tests.conftest import make_table, upsert_from_extract
 from tests.oracle import sorted_rows
 
 pytestmark = pytest.mark.slow
@@ -98,19 +95,7 @@ def test_merge_runs_on_a_standalone_cluster_in_client_mode(tmp_path, monkeypatch
         json.dumps({"conn_type": "spark", "host": standalone_master, "extra": {"deploy-mode": "client"}}),
     )
     target = make_table(tmp_path / "orders", partition_by=["region"])
-    source = tmp_path / "extract.parquet"
-    pq.write_table(
-        pa.table(
-            {"id": pa.array([2, 77], pa.int64()), "qty": pa.array([5, 6], pa.int32()), "region": ["eu", "us"]}
-        ),
-        source,
-    )
-    spec = MergeSpec(
-        target=target,
-        source=PathSource(str(source)),
-        condition="t.id = s.id",
-        clauses=(update_all(), insert_all()),
-    )
+    spec = upsert_from_extract(target, tmp_path / "extract.parquet", [(2, 5, "eu"), (77, 6, "us")])
     hook = DeltaMergeHook(
         "spark_cluster", conf={"spark.executor.memory": "512m", "spark.pyspark.python": sys.executable}
     )
