@@ -113,10 +113,10 @@ class DeltaMergeHook(BaseHook):
                 # The driver runs on the cluster, which may not have this provider installed.
                 shipped = package_zip(Path(scratch))
                 kwargs["py_files"] = ",".join(filter(None, [kwargs.get("py_files"), str(shipped)]))
+            kwargs.setdefault("name", f"deltamerge-{spec.target.rstrip('/').rsplit('/', 1)[-1]}")
             submit = _ReportingSparkSubmitHook(
                 conn_id=self.spark_conn_id,
                 conf=self._job_conf(),
-                name=f"deltamerge-{spec.target.rstrip('/').rsplit('/', 1)[-1]}",
                 application_args=[REQUEST_ARG, encode_request(request)],
                 **kwargs,
             )
