@@ -127,6 +127,7 @@ def _attempt(
             return _already_committed(earlier)
         crash_point("after_snapshot")
         plan, changes, read = _execute(spark, spec, snapshot, executor, recorder)
+    _log_work(recorder, changes)
     if not changes.removed and not changes.added:
         log.info("Nothing to change: no commit made; table stays at version %d", snapshot.version)
         return MergeResult(recorder.freeze(), snapshot.version, plan.executor, committed=False)
@@ -191,10 +192,11 @@ def _execute(
         recorder.set(m.NUM_TARGET_BYTES_AFTER_SKIPPING, sum(f.size for f in plan.candidate_files))
         recorder.set(m.NUM_TARGET_PARTITIONS_AFTER_SKIPPING, pruning.partitions())
         log.info(
-            "Plan: %s executor, %d of %d files to scan",
+            "Plan: %s executor; pruning kept %d of %d files (%d skipped)",
             plan.executor,
             len(plan.candidate_files),
             len(snapshot.files),
+            len(snapshot.files) - len(plan.candidate_files),
         )
         read = ReadSet(
             snapshot.version,
@@ -214,6 +216,25 @@ def _execute(
         raise MergeExecutionError(
             f"The merge failed while computing its files: {err}", error_class=condition
         ) from err
+
+
+def _log_work(recorder: MetricsRecorder, changes: FileChanges) -> None:
+    """One line each for the scan and the rewrite, with their counts and times, for the task log."""
+    log.info(
+        "Scan: %d source rows, %d files touched, %d ms",
+        recorder[m.NUM_SOURCE_ROWS],
+        len(changes.removed),
+        recorder[m.SCAN_TIME_MS],
+    )
+    log.info(
+        "Rewrite: %d files written; rows %d inserted, %d updated, %d deleted, %d copied; %d ms",
+        len(changes.added),
+        recorder[m.NUM_TARGET_ROWS_INSERTED],
+        recorder[m.NUM_TARGET_ROWS_UPDATED],
+        recorder[m.NUM_TARGET_ROWS_DELETED],
+        recorder[m.NUM_TARGET_ROWS_COPIED],
+        recorder[m.REWRITE_TIME_MS],
+    )
 
 
 def check_record_counts(changes: FileChanges, recorder: MetricsRecorder) -> None:

@@ -43,7 +43,12 @@ def test_upsert_example_merges_and_pushes_metrics(airflow_env, run_airflow):
     rows = table.to_pyarrow_table().to_pylist()
     assert len(rows) == 1100
     assert {r["order_id"]: r["amount"] for r in rows}[950] == 950 * 1.5
-    assert "DELTAMERGE DEMO: table version 1" in result.stdout + result.stderr
+    output = result.stdout + result.stderr
+    assert "DELTAMERGE DEMO: table version 1" in output
+    # The task log shows each phase of the job in one line, with counts.
+    assert "Plan: classic executor; pruning kept 1 of 1 files" in output
+    assert "rows 100 inserted, 100 updated, 0 deleted, 900 copied" in output
+    assert "Committed version 1" in output
     # The table is the task's outlet Asset, and its event carries the same metrics.
     [extra] = asset_event_extras(airflow_env, (lake / "orders").absolute().as_uri())
     assert extra["numTargetRowsInserted"] == 100 and extra["tableVersion"] == 1
