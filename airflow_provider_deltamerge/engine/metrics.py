@@ -7,8 +7,9 @@ read these keys from XCom: renaming one is a breaking change.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 NUM_SOURCE_ROWS = "numSourceRows"
 NUM_TARGET_ROWS_INSERTED = "numTargetRowsInserted"
@@ -25,6 +26,8 @@ NUM_TARGET_FILES_AFTER_SKIPPING = "numTargetFilesAfterSkipping"
 NUM_TARGET_BYTES_BEFORE_SKIPPING = "numTargetBytesBeforeSkipping"
 NUM_TARGET_BYTES_AFTER_SKIPPING = "numTargetBytesAfterSkipping"
 NUM_TARGET_PARTITIONS_AFTER_SKIPPING = "numTargetPartitionsAfterSkipping"
+NUM_TARGET_PARTITIONS_REMOVED_FROM = "numTargetPartitionsRemovedFrom"
+NUM_TARGET_PARTITIONS_ADDED_TO = "numTargetPartitionsAddedTo"
 NUM_TARGET_FILES_REMOVED = "numTargetFilesRemoved"
 NUM_TARGET_BYTES_REMOVED = "numTargetBytesRemoved"
 NUM_TARGET_FILES_ADDED = "numTargetFilesAdded"
@@ -49,6 +52,8 @@ METRIC_DESCRIPTIONS: Mapping[str, str] = {
     NUM_TARGET_BYTES_BEFORE_SKIPPING: "number of target bytes before skipping",
     NUM_TARGET_BYTES_AFTER_SKIPPING: "number of target bytes after skipping",
     NUM_TARGET_PARTITIONS_AFTER_SKIPPING: "number of target partitions after skipping",
+    NUM_TARGET_PARTITIONS_REMOVED_FROM: "number of target partitions from which files were removed",
+    NUM_TARGET_PARTITIONS_ADDED_TO: "number of target partitions to which files were added",
     NUM_TARGET_FILES_REMOVED: "number of files removed to target",
     NUM_TARGET_BYTES_REMOVED: "number of target bytes removed",
     NUM_TARGET_FILES_ADDED: "number of files added to target",
@@ -62,6 +67,11 @@ METRIC_DESCRIPTIONS: Mapping[str, str] = {
 TABLE_VERSION = "tableVersion"
 EXECUTOR = "executor"
 SPEC_HASH = "specHash"
+
+
+def count_partitions(files: Iterable[Any]) -> int:
+    """Distinct partitions among files with ``partition_values`` as Delta counts them (0 if unpartitioned)."""
+    return len({f.partition_values for f in files if f.partition_values})
 
 
 class MetricsRecorder:

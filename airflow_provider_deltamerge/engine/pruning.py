@@ -40,6 +40,7 @@ from pyspark.sql.types import (
 from sqlglot import exp
 
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
+from airflow_provider_deltamerge.engine.metrics import count_partitions
 from airflow_provider_deltamerge.engine.planning import MergePlan, has_not_matched_by_source
 
 # Above this many distinct source values of a partition column, (b) falls back to the values' range.
@@ -101,7 +102,7 @@ class Pruning:
 
     def partitions(self) -> int:
         """Distinct partitions among the candidates (0 for an unpartitioned table, as Delta counts)."""
-        return len({f.partition_values for f in self.files if f.partition_values})
+        return count_partitions(self.files)
 
 
 def prune_files(spark: SparkSession, plan: MergePlan, source: DataFrame) -> Pruning:

@@ -61,6 +61,12 @@ def test_upsert_matches_oracle(spark, tmp_path, partition_by):
     assert result.metrics[m.NUM_TARGET_ROWS_UPDATED] == expected["num_target_rows_updated"] == 2
     assert result.metrics[m.NUM_SOURCE_ROWS] == expected["num_source_rows"] == 4
     assert result.committed and result.version == DeltaTable(ours).version() == 1
+    # Partitions as Delta counts them: both region files are rewritten; eu, us and NULL receive files.
+    partitions = (
+        result.metrics[m.NUM_TARGET_PARTITIONS_REMOVED_FROM],
+        result.metrics[m.NUM_TARGET_PARTITIONS_ADDED_TO],
+    )
+    assert partitions == ((2, 3) if partition_by else (0, 0))
 
 
 def test_metrics_reach_the_commit_and_follow_delta_definitions(spark, tmp_path):

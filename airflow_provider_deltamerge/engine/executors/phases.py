@@ -75,6 +75,7 @@ def run_two_phases(
             recorder.add(m.NUM_TARGET_ROWS_MATCHED_DELETED, -duplicate_matches)
     recorder.set(m.NUM_TARGET_FILES_REMOVED, len(touched))
     recorder.set(m.NUM_TARGET_BYTES_REMOVED, sum(f.size for f in touched))
+    recorder.set(m.NUM_TARGET_PARTITIONS_REMOVED_FROM, m.count_partitions(touched))
     return FileChanges(removed=touched, added=tuple(added))
 
 
@@ -202,4 +203,5 @@ def _write_with_actions(
         recorder.set(name, value or 0)
     recorder.set(m.NUM_TARGET_FILES_ADDED, len(written))
     recorder.set(m.NUM_TARGET_BYTES_ADDED, sum(f.size for f in written))
+    recorder.set(m.NUM_TARGET_PARTITIONS_ADDED_TO, m.count_partitions(written))
     return written
