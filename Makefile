@@ -22,6 +22,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (set PYTHON=python3.11)")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip --default-pip >/dev/null
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
 	$(BIN)/uv pip install --quiet -p $(BIN)/python -c constraints.txt -e ".[dev]"
 	# The Spark provider pulls in pyspark-client, which ships part of pyspark's files; put pyspark's back.
