@@ -1,0 +1,38 @@
+"""Upserts of the demo's orders that the e2e tests drive into failure modes.
+
+``deltamerge_retry_after_commit``: a task with a retry; the tests kill its job right after the commit to
+play a lost worker. ``deltamerge_storage_credentials``: credentials from a connection, which must never
+reach the log.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow.sdk import DAG
+
+from airflow_provider_deltamerge.operators.delta_merge import DeltaMergeOperator
+from airflow_provider_deltamerge.spec import insert_all, update_all
+
+LAKE = os.environ["DELTAMERGE_LAKE"]
+
+
+def orders_upsert_dag(dag_id: str, **operator_kwargs: Any) -> DAG:
+    with DAG(dag_id=dag_id, schedule=None, start_date=datetime(2024, 1, 1)) as dag:
+        DeltaMergeOperator(
+            task_id="merge",
+            target=f"{LAKE}/orders",
+            source=LAKE + "/staging/orders/{{ ds }}.parquet",
+            condition="t.order_id = s.order_id",
+            clauses=[update_all(), insert_all()],
+            **operator_kwargs,
+        )
+    return dag
+
+
+retry_after_commit = orders_upsert_dag(
+    "deltamerge_retry_after_commit", retries=1, retry_delay=timedelta(seconds=1)
+)
+storage_credentials = orders_upsert_dag("deltamerge_storage_credentials", storage_conn_id="lake_storage")
