@@ -92,6 +92,13 @@ class TableFiles:
     def delete(self, relative_path: str) -> None:
         self._fs.delete(self._path(f"{self.root}/{relative_path}"), True)
 
+    def write_text(self, relative_path: str, text: str) -> None:
+        out = self._fs.create(self._path(f"{self.root}/{relative_path}"), True)
+        try:
+            out.write(bytearray(text.encode("utf-8")))
+        finally:
+            out.close()
+
 
 def write_files(spark: SparkSession, rows: DataFrame, snapshot: Snapshot) -> list[WrittenFile]:
     """Write ``rows`` (the table's columns, in order) as new files of the table and describe them.
@@ -107,7 +114,7 @@ def write_files(spark: SparkSession, rows: DataFrame, snapshot: Snapshot) -> lis
         snapshot: the table being written, for its location, partitioning, constraints and settings.
 
     Returns:
-        The new files, already in their final place, not yet committed.
+        The new files holding rows, already in their final place, not yet committed.
 
     Raises:
         MergeExecutionError: a written row violates a constraint (Delta's error class and wording).
@@ -140,7 +147,11 @@ def write_files(spark: SparkSession, rows: DataFrame, snapshot: Snapshot) -> lis
             moved.append((relative, size, mtime))
         num_indexed = int(snapshot.setting(NUM_INDEXED_COLS_KEY) or DEFAULT_NUM_INDEXED_COLS)
         time_zone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
-        return _describe(snapshot, moved, num_indexed, time_zone)
+        written = _describe(snapshot, moved, num_indexed, time_zone)
+        # Spark leaves one file with no rows when there is nothing to write; Delta never commits such files.
+        for empty in (f for f in written if f.num_records == 0):
+            table.delete(empty.relative_path)
+        return [f for f in written if f.num_records > 0]
     except BaseException:
         for relative, _, _ in moved:
             table.delete(relative)

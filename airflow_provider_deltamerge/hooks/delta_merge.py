@@ -17,6 +17,7 @@ from airflow.providers.common.compat.sdk import AirflowException, BaseHook
 
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, MergeCommit, find_merge_commit
 from airflow_provider_deltamerge.delta.idempotency import SPEC_HASH_KEY, find_committed_run
+from airflow_provider_deltamerge.delta.job_reports import take_report
 from airflow_provider_deltamerge.engine.metrics import EXECUTOR, SPEC_HASH, TABLE_VERSION
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.hooks.storage_credentials import storage_environment
@@ -97,8 +98,9 @@ class DeltaMergeHook(BaseHook):
             AirflowException: spark-submit failed before the merge could report anything.
         """
         submission_id = uuid.uuid4().hex
+        in_cluster = self._deploy_mode() == "cluster"
         request = JobRequest(
-            spec, {**(provenance or {}), SUBMISSION_ID: submission_id}, executor, backend, rerun
+            spec, {**(provenance or {}), SUBMISSION_ID: submission_id}, executor, backend, rerun, in_cluster
         )
         with tempfile.TemporaryDirectory(prefix="deltamerge-") as scratch:
             kwargs = dict(self.spark_submit_kwargs)
@@ -109,7 +111,7 @@ class DeltaMergeHook(BaseHook):
                 kwargs["properties_file"] = str(
                     credentials_properties(Path(scratch), credentials, self._remote_env_prefixes(), kwargs)
                 )
-            if self._deploy_mode() == "cluster":
+            if in_cluster:
                 # The driver runs on the cluster, which may not have this provider installed.
                 shipped = package_zip(Path(scratch))
                 kwargs["py_files"] = ",".join(filter(None, [kwargs.get("py_files"), str(shipped)]))
@@ -125,9 +127,13 @@ class DeltaMergeHook(BaseHook):
                 # A client-mode driver reads the credentials from its own environment, never its arguments.
                 submit.submit(application=_job_path(), env={**os.environ, **credentials})
             except AirflowException as err:
+                if in_cluster:
+                    self._take_report(submit, spec, submission_id)
                 if submit.error is not None:
                     raise submit.error from err
                 raise
+        if in_cluster:
+            self._take_report(submit, spec, submission_id)
         if submit.error is not None:
             raise submit.error
         if submit.result is not None:
@@ -138,6 +144,13 @@ class DeltaMergeHook(BaseHook):
         submit = getattr(self, "_submit", None)
         if submit is not None:
             submit.on_kill()
+
+    def _take_report(self, submit: _ReportingSparkSubmitHook, spec: MergeSpec, submission_id: str) -> None:
+        """The answer a cluster-mode driver left beside the table (see ``delta/job_reports.py``)."""
+        line = take_report(spec.target, submission_id, self.storage_options())
+        if line is not None:
+            submit.result = parse_result(line)
+            submit.error = parse_error(line)
 
     def _result_from_log(self, spec: MergeSpec, submission_id: str) -> dict[str, Any]:
         """The job's metrics read back from its commit, for deploy modes where its output is not ours."""

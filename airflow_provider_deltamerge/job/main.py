@@ -12,6 +12,9 @@ from collections.abc import Sequence
 
 from pyspark.sql import SparkSession
 
+from airflow_provider_deltamerge.delta.history import SUBMISSION_ID
+from airflow_provider_deltamerge.delta.job_reports import report_path
+from airflow_provider_deltamerge.delta.writer import TableFiles
 from airflow_provider_deltamerge.engine import MergeResult, run_merge
 from airflow_provider_deltamerge.engine.delta_spark_backend import choose_backend, run_with_delta_spark
 from airflow_provider_deltamerge.engine.metrics import EXECUTOR, SPEC_HASH, TABLE_VERSION
@@ -41,21 +44,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = SparkSession.builder.appName(f"deltamerge {request.spec.target}").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     try:
+        return answer(spark, request)
+    finally:
+        spark.stop()
+
+
+def answer(spark: SparkSession, request: JobRequest) -> int:
+    """Run the request's merge and report how it ended; the job's exit status.
+
+    The answer is one line on stdout and, when the request asks for it, the same line in the report file
+    the Airflow side reads in cluster deploy mode.
+    """
+    try:
         result = _run(spark, request)
     except DeltaMergeError as err:
         log.error("Merge failed: %s", err)
-        print(error_line(err), flush=True)
-        return 1
-    finally:
-        spark.stop()
-    report = {
-        **result.metrics,
-        TABLE_VERSION: result.version,
-        EXECUTOR: result.executor,
-        SPEC_HASH: request.spec.spec_hash,
-    }
-    print(result_line(report), flush=True)
-    return 0
+        line, status = error_line(err), 1
+    else:
+        report = {
+            **result.metrics,
+            TABLE_VERSION: result.version,
+            EXECUTOR: result.executor,
+            SPEC_HASH: request.spec.spec_hash,
+        }
+        line, status = result_line(report), 0
+    print(line, flush=True)
+    submission_id = request.provenance.get(SUBMISSION_ID)
+    if request.report_file and submission_id:
+        TableFiles(spark, request.spec.target).write_text(report_path(submission_id), line)
+    return status
 
 
 def _run(spark: SparkSession, request: JobRequest) -> MergeResult:

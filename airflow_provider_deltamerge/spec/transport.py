@@ -2,8 +2,9 @@
 
 The request rides as one command-line argument: compressed, URL-safe base64 JSON, so any spec length and
 any quoting survive spark-submit and cluster launchers. The job answers with one marked line on its
-standard output (a result or an error); where that output is out of reach (cluster deploy mode) the
-Airflow side reads the result from the job's commit in the Delta log instead.
+standard output (a result or an error); where that output is out of reach (cluster deploy mode) the job
+also leaves that line in a report file beside the table (``delta/job_reports.py``), and the Airflow side
+falls back to the job's commit in the Delta log when neither arrives.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class JobRequest:
 
     ``backend`` ("auto", "engine" or "delta-spark"), ``executor`` and ``rerun`` ("skip_if_committed" or
     "always") choose how the merge is run, not what it does, so they travel beside the spec and do not
-    change its hash.
+    change its hash. ``report_file`` asks the job to leave its answer in a report file too.
     """
 
     spec: MergeSpec
@@ -38,6 +39,7 @@ class JobRequest:
     executor: str | None = None
     backend: str = "auto"
     rerun: str = "skip_if_committed"
+    report_file: bool = False
 
 
 def encode_request(request: JobRequest) -> str:
@@ -47,6 +49,7 @@ def encode_request(request: JobRequest) -> str:
         "executor": request.executor,
         "backend": request.backend,
         "rerun": request.rerun,
+        "report_file": request.report_file,
     }
     packed = zlib.compress(json.dumps(body, sort_keys=True).encode("utf-8"), 9)
     return base64.urlsafe_b64encode(packed).decode("ascii")
@@ -63,6 +66,7 @@ def decode_request(text: str) -> JobRequest:
         body.get("executor"),
         body.get("backend", "auto"),
         body.get("rerun", "skip_if_committed"),
+        body.get("report_file", False),
     )
 
 

@@ -1,14 +1,17 @@
 """Cluster deploy mode, where no test can start a YARN cluster: only the spark-submit process is faked.
 
 The fake plays the remote driver with the real job logic (decode the request, run the merge in a local
-SparkSession) and, like a real cluster, shows none of the driver's output: the hook must read the
-metrics back from the commit in the Delta log.
+SparkSession, answer) and, like a real cluster, shows none of the driver's output: the hook must take the
+answer from the report file the job leaves beside the table, or from the commit in the Delta log.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +19,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_provider_deltamerge.delta.history import SUBMISSION_ID
+from airflow_provider_deltamerge.delta.job_reports import report_path
 from airflow_provider_deltamerge.engine import metrics as m
-from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.exceptions import MergeExecutionError
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
+from airflow_provider_deltamerge.job.main import answer
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all
 from airflow_provider_deltamerge.spec.transport import REQUEST_ARG, decode_request
-from tests.conftest import make_table, upsert_from_extract
+from tests.conftest import make_table, table_state, upsert_from_extract
 
 
 class RemoteDriver:
@@ -41,14 +47,16 @@ class RemoteDriver:
         py_files = command[command.index("--py-files") + 1]
         self.shipped = zipfile.ZipFile(py_files.split(",")[-1]).namelist()
         request = decode_request(command[command.index(REQUEST_ARG) + 1])
-        run_merge(self.spark, request.spec, provenance=request.provenance)
+        self.request = request
+        with contextlib.redirect_stdout(io.StringIO()):  # the driver's output stays on the cluster
+            self.status = answer(self.spark, request)
         self.stdout = iter(
             ["INFO Client: Application report for application_1700000000000_0001 (FINISHED)\n"]
         )
         return self
 
     def wait(self) -> int:
-        return 0
+        return self.status
 
 
 @pytest.fixture
@@ -110,3 +118,38 @@ def test_storage_credentials_travel_in_a_private_file_not_arguments(
     assert not any(planted in part for part in command)
     assert driver.environment["AWS_SECRET_ACCESS_KEY"] == planted
     assert driver.environment["AWS_ACCESS_KEY_ID"] == "AKIAPLANTED"
+
+
+def test_a_merge_that_changes_nothing_answers_through_its_report_file(
+    spark, tmp_path, mocker, yarn_cluster_connection
+):
+    target = make_table(tmp_path / "orders")
+    version, rows = table_state(target)
+    spec = upsert_from_extract(target, tmp_path / "extract.parquet", [(1, 5, "eu"), (2, 6, "us")])
+    spec = replace(spec, clauses=(insert_all(),))  # both ids exist: no insert, no commit
+    driver = RemoteDriver(spark)
+    mocker.patch("airflow.providers.apache.spark.hooks.spark_submit.subprocess.Popen", side_effect=driver)
+
+    metrics = DeltaMergeHook(yarn_cluster_connection).run_merge(spec)
+
+    assert driver.request.report_file
+    assert (metrics[m.NUM_SOURCE_ROWS], metrics[m.NUM_TARGET_ROWS_INSERTED]) == (2, 0)
+    assert metrics[m.TABLE_VERSION] == version
+    assert table_state(target) == (version, rows)
+    assert not (Path(target) / report_path(driver.request.provenance[SUBMISSION_ID])).exists()
+
+
+def test_the_jobs_own_error_reaches_the_task_in_cluster_mode(
+    spark, tmp_path, mocker, yarn_cluster_connection
+):
+    target = make_table(tmp_path / "orders")
+    before = table_state(target)
+    spec = upsert_from_extract(target, tmp_path / "extract.parquet", [(1, 5, "eu"), (1, 6, "us")])
+    driver = RemoteDriver(spark)
+    mocker.patch("airflow.providers.apache.spark.hooks.spark_submit.subprocess.Popen", side_effect=driver)
+
+    with pytest.raises(MergeExecutionError) as failure:
+        DeltaMergeHook(yarn_cluster_connection).run_merge(spec)
+
+    assert failure.value.error_class == "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
+    assert table_state(target) == before
