@@ -23,6 +23,8 @@ def airflow_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     env.update(
         AIRFLOW_HOME=str(home),
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        # A busy 2-core machine can take longer than the default 30 s to import a DAG file and its imports.
+        AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT="300",
         AIRFLOW__CORE__DAGS_FOLDER=str(ROOT / "dags_examples"),
         AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"}),
         DELTAMERGE_LAKE=str(home / "lake"),
