@@ -11,8 +11,10 @@ from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructField
 
 from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine.casting import conform
 from airflow_provider_deltamerge.engine.planning import MergePlan
 from airflow_provider_deltamerge.engine.resolution import ResolvedClause, quote
 
@@ -79,18 +81,23 @@ def rows_written(plan: MergePlan, joined: DataFrame) -> DataFrame:
     removed = [c.position for c in plan.clauses if c.is_delete] + [DROP]
     action = F.col(ACTION)
     kept = joined.filter(~action.isin(removed))
-    return kept.select(
-        *[_output_column(plan, field.name, field.dataType) for field in plan.target_schema.fields]
+    return kept.select(*[_output_column(plan, field) for field in plan.final_schema.fields])
+
+
+def _output_column(plan: MergePlan, field: StructField) -> Column:
+    """A column of the written rows; its current value (for rows no clause assigns) in the final type."""
+    column = field.name
+    read = {f.name: f.dataType for f in plan.target_schema.fields}
+    current = (
+        conform(F.col(f"{plan.spec.target_alias}.{quote(column)}"), read[column], field.dataType)
+        if column in read
+        else F.lit(None).cast(field.dataType)  # a column schema evolution adds
     )
-
-
-def _output_column(plan: MergePlan, column: str, data_type: object) -> Column:
-    current = F.col(f"{plan.spec.target_alias}.{quote(column)}")
     chain: Column | None = None
     for clause in plan.clauses:
         if column not in clause.assignments:
             continue
-        value = F.expr(clause.assignments[column]).cast(data_type)  # type: ignore[arg-type]
+        value = plan.values[(clause.position, column)]
         hit = F.col(ACTION) == clause.position
         chain = F.when(hit, value) if chain is None else chain.when(hit, value)
     return (current if chain is None else chain.otherwise(current)).alias(column)
