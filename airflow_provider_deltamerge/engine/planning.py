@@ -141,7 +141,13 @@ def make_plan(
         assigned = {
             c for clause in clauses if clause.group != "not_matched_by_source" for c in clause.assignments
         }
-        final = evolved_schema(spark, target, source_schema, assigned)
+        final = evolved_schema(
+            spark,
+            target,
+            source_schema,
+            assigned,
+            timestamp_ntz="timestampNtz" in snapshot.protocol.writer_features,
+        )
     values = _cast_values(spark, spec, clauses, types, target, final)
     executor = forced if forced is not None else next(n for n, serves in SERVES.items() if serves(clauses))
     return MergePlan(spec, snapshot, target, condition, clauses, snapshot.files, executor, final, values)

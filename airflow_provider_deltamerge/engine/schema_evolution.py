@@ -18,7 +18,16 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql.types import ArrayType, DataType, DecimalType, MapType, NullType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    DecimalType,
+    MapType,
+    NullType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+)
 
 from airflow_provider_deltamerge.exceptions import SchemaEvolutionError
 
@@ -27,30 +36,41 @@ _FAILED_TO_MERGE_FIELDS = "Failed to merge fields '{current}' and '{update}'"
 _INCOMPATIBLE_DATATYPE = "Failed to merge incompatible data types {current} and {update}"
 _INCOMPATIBLE_DECIMAL = "Failed to merge decimal types with incompatible {ranges}"
 _VOID_COLUMN = "Cannot add column {column} with type VOID. Please explicitly specify a non-void type."
+_NEEDS_FEATURE = (
+    "Cannot add column {column} of type TIMESTAMP_NTZ: the table's protocol lacks the timestampNtz feature. "
+    "Enable it first (ALTER TABLE ... SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')), or "
+    "cast the source column to TIMESTAMP."
+)
 
 
 def evolved_schema(
-    spark: SparkSession, target: StructType, source: StructType, assigned: Collection[str]
+    spark: SparkSession,
+    target: StructType,
+    source: StructType,
+    assigned: Collection[str],
+    *,
+    timestamp_ntz: bool,
 ) -> StructType:
     """The target schema after the merge: ``target`` merged with the ``assigned`` columns of ``source``.
 
     Args:
         assigned: names of the columns (any case) that some WHEN MATCHED UPDATE or WHEN NOT MATCHED INSERT
             assigns, ``*`` expanded.
+        timestamp_ntz: the table's protocol has the timestampNtz feature, so such columns may be added.
 
     Raises:
-        SchemaEvolutionError: a source type does not merge into the target's, or a new column has no type.
+        SchemaEvolutionError: a source type does not merge into the target's, or a new column has no type
+            or a type the table's protocol does not allow.
     """
     wanted = {name.lower() for name in assigned}
     migration = StructType([f for f in source.fields if f.name.lower() in wanted])
-    merged = _Merger(spark).structs(target, migration, ())
-    assert isinstance(merged, StructType)
-    return merged
+    return _Merger(spark, timestamp_ntz=timestamp_ntz).structs(target, migration, ())
 
 
 class _Merger:
-    def __init__(self, spark: SparkSession) -> None:
+    def __init__(self, spark: SparkSession, *, timestamp_ntz: bool) -> None:
         self._spark = spark
+        self._timestamp_ntz = timestamp_ntz
 
     def structs(self, current: StructType, update: StructType, path: Sequence[str]) -> StructType:
         by_name = {f.name.lower(): f for f in update.fields}
@@ -73,7 +93,7 @@ class _Merger:
                 ) from None
             fields.append(StructField(field.name, merged, field.nullable, field.metadata))
         for added in by_name.values():
-            _refuse_void(added.dataType, _path(path, added.name))
+            _refuse_new_type(added.dataType, _path(path, added.name), timestamp_ntz=self._timestamp_ntz)
             fields.append(StructField(added.name, _nullable(added.dataType), True, added.metadata))
         return StructType(fields)
 
@@ -127,21 +147,28 @@ def _path(path: Sequence[str], name: str) -> str:
     return ".".join((*path, name))
 
 
-def _refuse_void(data_type: DataType, column: str) -> None:
+def _refuse_new_type(data_type: DataType, column: str, *, timestamp_ntz: bool) -> None:
+    """A new column (or field) needs a real type, and one the table's protocol allows."""
     if isinstance(data_type, NullType):
         raise SchemaEvolutionError(
             _VOID_COLUMN.format(column=column)
             + " The source column is NULL-typed (e.g. a bare NULL literal); cast it to a type in the source.",
             error_class="DELTA_MERGE_ADD_VOID_COLUMN",
         )
+    if isinstance(data_type, TimestampNTZType) and not timestamp_ntz:
+        raise SchemaEvolutionError(
+            _NEEDS_FEATURE.format(column=column),
+            error_class="DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT",
+        )
+    children: list[tuple[DataType, str]] = []
     if isinstance(data_type, StructType):
-        for field in data_type.fields:
-            _refuse_void(field.dataType, f"{column}.{field.name}")
+        children = [(f.dataType, f"{column}.{f.name}") for f in data_type.fields]
     elif isinstance(data_type, ArrayType):
-        _refuse_void(data_type.elementType, f"{column}.element")
+        children = [(data_type.elementType, f"{column}.element")]
     elif isinstance(data_type, MapType):
-        _refuse_void(data_type.keyType, f"{column}.key")
-        _refuse_void(data_type.valueType, f"{column}.value")
+        children = [(data_type.keyType, f"{column}.key"), (data_type.valueType, f"{column}.value")]
+    for child, path in children:
+        _refuse_new_type(child, path, timestamp_ntz=timestamp_ntz)
 
 
 def _nullable(data_type: DataType) -> DataType:

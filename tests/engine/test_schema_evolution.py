@@ -320,3 +320,14 @@ def test_strict_policy_refuses_a_narrowing_before_any_job(spark, tmp_path, polic
         run_merge(spark, spec)
     assert raised.value.error_class == "INCOMPATIBLE_DATA_FOR_TABLE.CANNOT_SAFELY_CAST"
     assert schema_and_state(target) == before
+
+
+def test_a_timestamp_ntz_column_needs_the_table_feature(spark, tmp_path):
+    target = make_table(tmp_path / "t")
+    before = schema_and_state(target)
+    source = pa.table({"id": pa.array([3], pa.int64()), "seen": pa.array([0], pa.timestamp("us"))})
+    spec = spec_of(target, write_source(tmp_path, source), update_all(), insert_all())
+    with pytest.raises(SchemaEvolutionError, match="Cannot add column seen of type TIMESTAMP_NTZ") as raised:
+        run_merge(spark, spec)
+    assert raised.value.error_class == "DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT"
+    assert schema_and_state(target) == before
