@@ -331,3 +331,17 @@ def test_a_timestamp_ntz_column_needs_the_table_feature(spark, tmp_path):
         run_merge(spark, spec)
     assert raised.value.error_class == "DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT"
     assert schema_and_state(target) == before
+
+
+@pytest.mark.parametrize("policy", ["ANSI"], indirect=True)
+def test_a_non_deterministic_value_gets_the_overflow_check_too(spark, tmp_path, policy):
+    # Given: a BIGINT value Spark deems non-deterministic (rand()), bound once for its check and its write
+    target = make_table(tmp_path / "t")
+    spec = spec_of(
+        target,
+        write_source(tmp_path, TOO_BIG),
+        update({"qty": "s.qty + CAST(floor(rand()) AS BIGINT)"}),
+        evolve=False,
+    )
+    with pytest.raises(MergeExecutionError, match="type column `qty` due to an overflow"):
+        run_merge(spark, spec)
