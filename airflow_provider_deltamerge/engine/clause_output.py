@@ -7,11 +7,11 @@ are observed on that code during the write, and every output column is one CASE 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructField
+from pyspark.sql.types import DataType, StructField
 
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.casting import conform
@@ -81,13 +81,17 @@ def rows_written(plan: MergePlan, joined: DataFrame) -> DataFrame:
     removed = [c.position for c in plan.clauses if c.is_delete] + [DROP]
     action = F.col(ACTION)
     kept = joined.filter(~action.isin(removed))
-    return kept.select(*[_output_column(plan, field) for field in plan.final_schema.fields])
-
-
-def _output_column(plan: MergePlan, field: StructField) -> Column:
-    """A column of the written rows; its current value (for rows no clause assigns) in the final type."""
-    column = field.name
     read = {f.name: f.dataType for f in plan.target_schema.fields}
+    return kept.select(*[_output_column(plan, field, read) for field in plan.final_schema.fields])
+
+
+def _output_column(plan: MergePlan, field: StructField, read: Mapping[str, DataType]) -> Column:
+    """A column of the written rows; its current value (for rows no clause assigns) in the final type.
+
+    Args:
+        read: the type of each column as the target rows were read (before schema evolution).
+    """
+    column = field.name
     current = (
         conform(F.col(f"{plan.spec.target_alias}.{quote(column)}"), read[column], field.dataType)
         if column in read
