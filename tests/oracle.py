@@ -18,9 +18,16 @@ from airflow_provider_deltamerge.spec import (
 
 
 def merge_with_deltalake(table_path: str, spec: MergeSpec, source: pa.Table) -> dict[str, Any]:
-    """Run ``spec``'s clauses with delta-rs on ``table_path``; returns delta-rs's metrics dict."""
+    """Run ``spec``'s clauses with delta-rs on ``table_path``; returns delta-rs's metrics dict.
+
+    ``spec.schema_evolution`` becomes delta-rs's ``merge_schema``.
+    """
     merger = DeltaTable(table_path).merge(
-        source, spec.condition, source_alias=spec.source_alias, target_alias=spec.target_alias
+        source,
+        spec.condition,
+        source_alias=spec.source_alias,
+        target_alias=spec.target_alias,
+        merge_schema=spec.schema_evolution,
     )
     for clause in spec.clauses:
         match clause:

@@ -7,12 +7,14 @@ are observed on that code during the write, and every output column is one CASE 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, StructField
 
 from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine.casting import conform
 from airflow_provider_deltamerge.engine.planning import MergePlan
 from airflow_provider_deltamerge.engine.resolution import ResolvedClause, quote
 
@@ -79,18 +81,27 @@ def rows_written(plan: MergePlan, joined: DataFrame) -> DataFrame:
     removed = [c.position for c in plan.clauses if c.is_delete] + [DROP]
     action = F.col(ACTION)
     kept = joined.filter(~action.isin(removed))
-    return kept.select(
-        *[_output_column(plan, field.name, field.dataType) for field in plan.target_schema.fields]
+    read = {f.name: f.dataType for f in plan.target_schema.fields}
+    return kept.select(*[_output_column(plan, field, read) for field in plan.final_schema.fields])
+
+
+def _output_column(plan: MergePlan, field: StructField, read: Mapping[str, DataType]) -> Column:
+    """A column of the written rows; its current value (for rows no clause assigns) in the final type.
+
+    Args:
+        read: the type of each column as the target rows were read (before schema evolution).
+    """
+    column = field.name
+    current = (
+        conform(F.col(f"{plan.spec.target_alias}.{quote(column)}"), read[column], field.dataType)
+        if column in read
+        else F.lit(None).cast(field.dataType)  # a column schema evolution adds
     )
-
-
-def _output_column(plan: MergePlan, column: str, data_type: object) -> Column:
-    current = F.col(f"{plan.spec.target_alias}.{quote(column)}")
     chain: Column | None = None
     for clause in plan.clauses:
         if column not in clause.assignments:
             continue
-        value = F.expr(clause.assignments[column]).cast(data_type)  # type: ignore[arg-type]
+        value = plan.values[(clause.position, column)]
         hit = F.col(ACTION) == clause.position
         chain = F.when(hit, value) if chain is None else chain.when(hit, value)
     return (current if chain is None else chain.otherwise(current)).alias(column)

@@ -23,6 +23,7 @@ from airflow_provider_deltamerge.delta.protocol import check_writable
 from airflow_provider_deltamerge.delta.snapshot import Snapshot, read_snapshot
 from airflow_provider_deltamerge.delta.writer import discard
 from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine.casting import cast_failure
 from airflow_provider_deltamerge.engine.executors.classic import run_classic
 from airflow_provider_deltamerge.engine.executors.insert_only import run_insert_only
 from airflow_provider_deltamerge.engine.executors.matched_only import run_matched_only
@@ -143,6 +144,7 @@ def _attempt(
             info={**info, "executor": plan.executor},
             read=read,
             same_run=same_run(info),
+            schema=plan.final_schema.json() if plan.evolves_schema else None,
         )
     except BaseException:
         discard(spark, snapshot, changes.added)
@@ -212,6 +214,9 @@ def _execute(
             error_class=err.getCondition(),
         ) from err
     except (PySparkException, Py4JJavaError) as err:
+        failed_cast = cast_failure(err)
+        if failed_cast is not None:
+            raise failed_cast from err
         condition = err.getCondition() if isinstance(err, PySparkException) else None
         raise MergeExecutionError(
             f"The merge failed while computing its files: {err}", error_class=condition

@@ -7,20 +7,25 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from airflow_provider_deltamerge.delta.reader import table_schema
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
+from airflow_provider_deltamerge.engine.casting import StoreAssignment, store_assignment_policy
 from airflow_provider_deltamerge.engine.resolution import (
     ResolvedClause,
+    ValueType,
     check_expressions,
     pin_current_time,
+    quote,
     resolve_clauses,
 )
-from airflow_provider_deltamerge.exceptions import MergeSpecError, SchemaEvolutionError
-from airflow_provider_deltamerge.spec import MergeSpec
-from airflow_provider_deltamerge.spec.clauses import CLAUSE_SQL_NAMES
+from airflow_provider_deltamerge.engine.schema_evolution import evolved_schema
+from airflow_provider_deltamerge.exceptions import MergeSpecError
+from airflow_provider_deltamerge.spec import MatchedUpdate, MergeSpec
+from airflow_provider_deltamerge.spec.clauses import CLAUSE_SQL_NAMES, describe_clause
 
 ExecutorName = Literal["insert_only", "matched_only", "classic"]
 
@@ -35,11 +40,20 @@ class MergePlan:
 
     spec: MergeSpec
     snapshot: Snapshot
-    target_schema: StructType
+    target_schema: StructType  # the table's schema as read (before any schema evolution)
     condition: str
     clauses: tuple[ResolvedClause, ...]
     candidate_files: tuple[DataFile, ...]
     executor: ExecutorName
+    # The schema the merge writes: ``target_schema``, evolved when schema evolution adds columns or fields.
+    final_schema: StructType
+    # Every assigned value, cast to its column's final type, by (clause position, column).
+    values: Mapping[tuple[int, str], Column]
+
+    @property
+    def evolves_schema(self) -> bool:
+        """The merge commits a new table schema together with its files."""
+        return self.final_schema != self.target_schema
 
     def of_group(self, group: str) -> tuple[ResolvedClause, ...]:
         return tuple(c for c in self.clauses if c.group == group)
@@ -99,17 +113,16 @@ def make_plan(
 ) -> MergePlan:
     """Resolve ``spec`` against ``snapshot`` and the source schema and pick the executor.
 
-    Every file of the snapshot is a candidate: this engine version does not skip files yet.
+    Every file of the snapshot is a candidate: this engine version does not skip files yet. With schema
+    evolution, the final schema adds the source columns the clauses assign (``schema_evolution``); every
+    assignment is cast to its column's final type (``casting``).
 
     Raises:
         MergeSpecError: ``forced`` names an unknown executor or one that cannot serve the clauses.
-        ClauseResolutionError: a condition or assignment does not resolve or is not allowed where it is.
+        ClauseResolutionError: a condition or assignment does not resolve or is not allowed where it is, or a
+            value cannot be stored in its column.
+        SchemaEvolutionError: a source column's type does not merge into the target's.
     """
-    if spec.schema_evolution:
-        raise SchemaEvolutionError(
-            "Schema evolution (MERGE WITH SCHEMA EVOLUTION) is not supported by this engine version yet. "
-            "Add the new columns to the target table first, or merge without schema_evolution."
-        )
     if forced is not None and forced not in SERVES:
         raise MergeSpecError(f"Unknown executor {forced!r}; choose one of {', '.join(SERVES)}.")
     target = table_schema(snapshot)
@@ -122,9 +135,54 @@ def make_plan(
         datetime.now(UTC),
         time_zone=spark.conf.get("spark.sql.session.timeZone") or "UTC",
     )
-    check_expressions(spark, spec, condition, clauses, target, source_schema)
+    types = check_expressions(spark, spec, condition, clauses, target, source_schema)
+    final = target
+    if spec.schema_evolution:
+        assigned = {
+            c for clause in clauses if clause.group != "not_matched_by_source" for c in clause.assignments
+        }
+        final = evolved_schema(
+            spark,
+            target,
+            source_schema,
+            assigned,
+            timestamp_ntz="timestampNtz" in snapshot.protocol.writer_features,
+        )
+    values = _cast_values(spark, spec, clauses, types, target, final)
     executor = forced if forced is not None else next(n for n, serves in SERVES.items() if serves(clauses))
-    return MergePlan(spec, snapshot, target, condition, clauses, snapshot.files, executor)
+    return MergePlan(spec, snapshot, target, condition, clauses, snapshot.files, executor, final, values)
+
+
+def _cast_values(
+    spark: SparkSession,
+    spec: MergeSpec,
+    clauses: Sequence[ResolvedClause],
+    types: Mapping[tuple[int, str], ValueType],
+    target: StructType,
+    final: StructType,
+) -> dict[tuple[int, str], Column]:
+    """Each assignment as a value of its column's final type (``casting``), ready for the executors."""
+    store = StoreAssignment(spark, store_assignment_policy(spark), evolve=spec.schema_evolution)
+    columns = {f.name: f.dataType for f in final.fields}
+    in_target = {f.name for f in target.fields}
+    values = {}
+    for clause in clauses:
+        written = spec.clauses[clause.position - 1]
+        # UPDATE * with evolution updates the source's leaves: target-only nested fields keep their values.
+        keeps = spec.schema_evolution and isinstance(written, MatchedUpdate) and written.star
+        for column, expression in clause.assignments.items():
+            value = types[(clause.position, column)]
+            current = F.col(f"{spec.target_alias}.{quote(column)}") if column in in_target else None
+            values[(clause.position, column)] = store.cast(
+                F.expr(expression),
+                value.data_type,
+                columns[column],
+                column=column,
+                where=describe_clause(clause.position, written),
+                deterministic=value.deterministic,
+                keep=current if keeps else None,
+            )
+    return values
 
 
 def _cannot_serve(executor: ExecutorName, clauses: Sequence[ResolvedClause]) -> str:

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DataType, StructType
 
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError
 from airflow_provider_deltamerge.spec import (
@@ -74,18 +74,27 @@ def resolve_clauses(spec: MergeSpec, target: StructType, source: StructType) -> 
 def _resolve(
     spec: MergeSpec, position: int, clause: MergeClause, target: Sequence[str], source: Sequence[str]
 ) -> ResolvedClause:
+    # With schema evolution, WHEN MATCHED / NOT MATCHED clauses may assign source columns the target lacks.
+    evolve = spec.schema_evolution and clause.group != "not_matched_by_source"
+    assignable = [*target, *_new_columns(target, source)] if evolve else target
     assignments: dict[str, str] = {}
     match clause:
         case MatchedUpdate(star=True):
             assignments = _star(spec, position, clause, target, source, missing_is_null=False)
         case MatchedUpdate() | NotMatchedBySourceUpdate():
-            assignments = _explicit(spec, position, clause, clause.set, target)
+            assignments = _explicit(spec, position, clause, clause.set, assignable)
         case NotMatchedInsert(star=True):
             assignments = _star(spec, position, clause, target, source, missing_is_null=True)
         case NotMatchedInsert():
-            given = _explicit(spec, position, clause, clause.values, target)
-            assignments = {column: given.get(column, NULL) for column in target}
+            given = _explicit(spec, position, clause, clause.values, assignable)
+            assignments = {column: given.get(column, NULL) for column in target} | given
     return ResolvedClause(position, clause.kind, clause.group, clause.condition, assignments)
+
+
+def _new_columns(target: Sequence[str], source: Sequence[str]) -> list[str]:
+    """Source columns the target lacks (compared case-insensitively), which schema evolution may add."""
+    known = {name.lower() for name in target}
+    return [name for name in source if name.lower() not in known]
 
 
 def _star(
@@ -97,11 +106,17 @@ def _star(
     *,
     missing_is_null: bool,
 ) -> dict[str, str]:
-    """``*`` as Delta expands it without schema evolution: over the target's columns, from same-named
-    source columns; a target column the source lacks is an error for UPDATE and NULL for INSERT."""
+    """``*`` as Delta expands it: over the target's columns, from same-named source columns; a target column
+    the source lacks is an error for UPDATE and NULL for INSERT. With schema evolution, over the source's
+    columns instead: target-only columns keep their values (UPDATE) or are NULL (INSERT)."""
     by_lower = {name.lower(): name for name in source}
     excluded = {name.lower() for name in clause.except_columns}
     out: dict[str, str] = {}
+    if spec.schema_evolution:
+        target = [
+            *(c for c in target if c.lower() in by_lower or missing_is_null),
+            *_new_columns(target, source),
+        ]
     for column in target:
         if column.lower() in excluded:
             continue
@@ -196,6 +211,15 @@ class _Checked:
     clause_name: str  # Delta's name for the place: "search condition", "UPDATE clause", ...
     sees: tuple[str, ...]  # the aliases visible there
     is_condition: bool
+    assigns: tuple[int, str] | None = None  # (clause position, target column) of an assignment
+
+
+@dataclass(frozen=True)
+class ValueType:
+    """What Spark's analysis says of an assigned value: its type, and whether it is deterministic."""
+
+    data_type: DataType
+    deterministic: bool
 
 
 def check_expressions(
@@ -205,22 +229,32 @@ def check_expressions(
     clauses: Sequence[ResolvedClause],
     target: StructType,
     source: StructType,
-) -> None:
+) -> dict[tuple[int, str], ValueType]:
     """Analyse every condition and assignment against the columns its clause may see, as Delta does.
 
     The ON condition and MATCHED clauses see target and source, NOT MATCHED clauses only the source, NOT
     MATCHED BY SOURCE clauses only the target. Conditions must be deterministic and free of aggregates
     and subqueries; assignments may be non-deterministic. Only empty frames are analysed: no Spark job.
 
+    Returns:
+        The type of every assigned value, by (clause position, target column).
+
     Raises:
         ClauseResolutionError: naming the clause, with Delta's (or Spark's) error class and wording.
     """
     schemas = {spec.target_alias: target, spec.source_alias: source}
     frames: dict[tuple[str, ...], DataFrame] = {}
+    analysed: dict[tuple[tuple[str, ...], str], ValueType] = {}
+    types: dict[tuple[int, str], ValueType] = {}
     for checked in _expressions(spec, condition, clauses):
         if checked.sees not in frames:
             frames[checked.sees] = _empty_join(spark, {alias: schemas[alias] for alias in checked.sees})
-        _check(frames[checked.sees], checked, schemas)
+        key = (checked.sees, checked.text)
+        if key not in analysed:
+            analysed[key] = _check(frames[checked.sees], checked, schemas)
+        if checked.assigns is not None:
+            types[checked.assigns] = analysed[key]
+    return types
 
 
 def _expressions(spec: MergeSpec, condition: str, clauses: Sequence[ResolvedClause]) -> Iterator[_Checked]:
@@ -234,8 +268,15 @@ def _expressions(spec: MergeSpec, condition: str, clauses: Sequence[ResolvedClau
             yield _Checked(
                 clause.condition, where, f"{action} condition", sees[clause.group], is_condition=True
             )
-        for expression in dict.fromkeys(clause.assignments.values()):
-            yield _Checked(expression, where, f"{action} clause", sees[clause.group], is_condition=False)
+        for column, expression in clause.assignments.items():
+            yield _Checked(
+                expression,
+                where,
+                f"{action} clause",
+                sees[clause.group],
+                is_condition=False,
+                assigns=(clause.position, column),
+            )
 
 
 def _empty_join(spark: SparkSession, schemas: Mapping[str, StructType]) -> DataFrame:
@@ -246,13 +287,15 @@ def _empty_join(spark: SparkSession, schemas: Mapping[str, StructType]) -> DataF
     return joined
 
 
-def _check(frame: DataFrame, checked: _Checked, schemas: Mapping[str, StructType]) -> None:
+def _check(frame: DataFrame, checked: _Checked, schemas: Mapping[str, StructType]) -> ValueType:
     try:
-        analyzed = frame.select(F.expr(checked.text))._jdf.queryExecution().analyzed()
+        selected = frame.select(F.expr(checked.text))
+        analyzed = selected._jdf.queryExecution().analyzed()
     except AnalysisException as err:
         raise _analysis_error(checked, err, schemas) from err
+    value = ValueType(selected.schema.fields[0].dataType, bool(analyzed.expressions().head().deterministic()))
     if not checked.is_condition:
-        return
+        return value
     # Spark turns a projection with an aggregate into an Aggregate node; its first expression is ours.
     problem = (
         "DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED"
@@ -271,6 +314,7 @@ def _check(frame: DataFrame, checked: _Checked, schemas: Mapping[str, StructType
             + " Compute the value in the source query instead, and compare with that column.",
             error_class=problem,
         )
+    return value
 
 
 def _analysis_error(

@@ -13,7 +13,7 @@ from deltalake import DeltaTable
 from airflow_provider_deltamerge.delta.history import find_merge_commit
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
-from airflow_provider_deltamerge.exceptions import MergeExecutionError, SchemaEvolutionError, SourceError
+from airflow_provider_deltamerge.exceptions import MergeExecutionError, SourceError
 from airflow_provider_deltamerge.spec import (
     MergeSpec,
     PathSource,
@@ -279,18 +279,3 @@ def test_source_deduplication_keeps_the_latest_change(spark, tmp_path):
     assert rows[3] == {"id": 3, "qty": 300, "region": "us"}
     assert rows[42] == {"id": 42, "qty": 7, "region": None}
     assert result.metrics[m.NUM_SOURCE_ROWS] == 2
-
-
-def test_schema_evolution_is_refused_until_supported(spark, tmp_path):
-    target = make_table(tmp_path / "t")
-    before = table_state(target)
-    spec = MergeSpec(
-        target=target,
-        source=PathSource(write_source(tmp_path)),
-        condition="t.id = s.id",
-        clauses=(insert_all(),),
-        schema_evolution=True,
-    )
-    with pytest.raises(SchemaEvolutionError, match="not supported by this engine version"):
-        run_merge(spark, spec)
-    assert table_state(target) == before

@@ -1,0 +1,347 @@
+"""Cast the values a merge assigns to the types of their target columns, as Delta stores them.
+
+Delta's UPDATE and MERGE cast each assigned value to its column type under ``spark.sql.storeAssignmentPolicy``
+(``UpdateExpressionsSupport.castIfNeeded``):
+
+* ANSI (Spark's default): Spark's ANSI cast rules decide what may be assigned; a value that overflows its
+  column fails the merge with DELTA_CAST_OVERFLOW_IN_TABLE_WRITE, a malformed string with CAST_INVALID_INPUT,
+  never a silently wrong value. Written with ``try_cast`` and ``raise_error``, so no Python runs on executors.
+* LEGACY: the non-ANSI cast: an integral overflow wraps around, other failed casts give NULL.
+* STRICT: only casts that cannot lose information (Spark's up-casts); anything else is refused before any
+  Spark job, naming the column and both types.
+
+Structs are matched by field name, at any depth and inside arrays and maps. Without schema evolution both
+structs must have the same fields ("All nested columns must match"); with it, a field the value lacks is
+NULL, or keeps the target's value for ``UPDATE *``, as Delta's per-leaf ``UPDATE *`` does. A NULL struct
+stays NULL (Delta's ``preserveNullSourceStructs``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    ByteType,
+    DataType,
+    IntegerType,
+    LongType,
+    MapType,
+    NullType,
+    NumericType,
+    ShortType,
+    StringType,
+    StructType,
+)
+
+from airflow_provider_deltamerge.exceptions import ClauseResolutionError, MergeExecutionError
+
+Policy = Literal["ANSI", "LEGACY", "STRICT"]
+POLICY_KEY = "spark.sql.storeAssignmentPolicy"
+_POLICIES: tuple[Policy, ...] = ("ANSI", "LEGACY", "STRICT")
+
+# Delta's and Spark's texts (delta-error-classes.json, Spark's error-conditions.json).
+_OVERFLOW = (
+    'Failed to write a value of "{source}" type into the "{target}" type column `{column}` due to an '
+    "overflow. Use `try_cast` on the input value to tolerate overflow and return NULL instead. If "
+    'necessary, set spark.sql.storeAssignmentPolicy to "LEGACY" to bypass this error or set '
+    "spark.databricks.delta.updateAndMergeCastingFollowsAnsiEnabledFlag to true to revert to the old "
+    "behaviour and follow spark.sql.ansi.enabled in UPDATE and MERGE."
+)
+_MALFORMED = (
+    'The value {value} of the type "{source}" cannot be cast to "{target}" because it is malformed. Correct '
+    "the value as per the syntax, or change its target type. Use `try_cast` to tolerate malformed input "
+    "and return NULL instead. (column `{column}`)"
+)
+_NESTED_MISMATCH = "Cannot cast {source} to {target}. All nested columns must match."
+# Marks a cast failure raised inside Spark, so the merge can report it apart from other task failures.
+_MARK = "DELTAMERGE_CAST_FAILURE"
+_MARKED = re.compile(_MARK + r"\[(\w+)\](.*?)" + _MARK + "_END", re.S)
+_INTEGRAL_BITS: dict[type[DataType], int] = {ByteType: 8, ShortType: 16, IntegerType: 32, LongType: 64}
+
+
+def store_assignment_policy(spark: SparkSession) -> Policy:
+    """The session's ``spark.sql.storeAssignmentPolicy`` (ANSI unless set)."""
+    value = (spark.conf.get(POLICY_KEY) or "ANSI").upper()
+    if value not in _POLICIES:
+        raise ClauseResolutionError(
+            f"{POLICY_KEY} is {value!r}; Spark accepts ANSI, LEGACY or STRICT.",
+            error_class="INVALID_CONF_VALUE",
+        )
+    return value
+
+
+def sql_type(data_type: DataType) -> str:
+    """A type as Spark's error messages print it (``INT``, ``STRUCT<a: INT>``)."""
+    return data_type.simpleString().upper()
+
+
+@dataclass(frozen=True)
+class StoreAssignment:
+    """Casts assigned values to their column types under one policy.
+
+    Attributes:
+        spark: the session, whose own cast rules (Spark's ``Cast.canUpCast`` and kin) decide what may be cast.
+        policy: ``spark.sql.storeAssignmentPolicy``.
+        evolve: schema evolution is on: a struct may lack fields of its target struct.
+    """
+
+    spark: SparkSession
+    policy: Policy
+    evolve: bool
+
+    def cast(
+        self,
+        value: Column,
+        from_type: DataType,
+        to_type: DataType,
+        *,
+        column: str,
+        where: str,
+        deterministic: bool = True,
+        keep: Column | None = None,
+    ) -> Column:
+        """``value`` (of ``from_type``) as a value of column ``column`` (of ``to_type``).
+
+        Args:
+            where: the clause, for errors ("clause 2, WHEN MATCHED UPDATE").
+            deterministic: whether ``value`` gives the same result each time it is evaluated; a value
+                checked for overflow is then evaluated once.
+            keep: the target's current value of the column: struct fields the value lacks keep theirs
+                (``UPDATE *`` with schema evolution) instead of becoming NULL.
+
+        Raises:
+            ClauseResolutionError: the value cannot be assigned to the column under the policy.
+        """
+
+        def leaf(v: Column, source: DataType, target: DataType, path: str) -> Column:
+            return self._leaf(v, source, target, path, where=where, deterministic=deterministic)
+
+        def mismatch(source: DataType, target: DataType, path: str) -> ClauseResolutionError:
+            return ClauseResolutionError(
+                f"{where}, column {column}: "
+                + _NESTED_MISMATCH.format(source=source.simpleString(), target=target.simpleString())
+                + (
+                    " Make the struct's fields match the column's by name, or merge with "
+                    "schema_evolution=True to add the missing fields."
+                    if not self.evolve
+                    else " The value has fields the column lacks."
+                ),
+                error_class="DELTA_UPDATE_SCHEMA_MISMATCH_EXPRESSION",
+            )
+
+        return _by_name(
+            value,
+            from_type,
+            to_type,
+            column,
+            leaf=leaf,
+            mismatch=mismatch,
+            allow_missing=self.evolve,
+            keep=keep,
+        )
+
+    def _leaf(
+        self,
+        value: Column,
+        source: DataType,
+        target: DataType,
+        column: str,
+        *,
+        where: str,
+        deterministic: bool,
+    ) -> Column:
+        if source == target:
+            return value
+        if isinstance(source, NullType):
+            return F.lit(None).cast(target)
+        rules = _SparkCastRules(self.spark)
+        if self.policy == "STRICT":
+            if not rules.can_up_cast(source, target):
+                raise ClauseResolutionError(
+                    f"{where}: Cannot write incompatible data: Cannot safely cast `{column}` "
+                    f'"{sql_type(source)}" to "{sql_type(target)}" under {POLICY_KEY}=STRICT. '
+                    "Cast the value explicitly in the clause, or use the ANSI policy.",
+                    error_class="INCOMPATIBLE_DATA_FOR_TABLE.CANNOT_SAFELY_CAST",
+                )
+            return value.cast(target)
+        allowed = rules.can_ansi_cast if self.policy == "ANSI" else rules.can_cast
+        if not allowed(source, target):
+            raise ClauseResolutionError(
+                f'{where}: cannot assign a value of type "{sql_type(source)}" to the column `{column}` of '
+                f'type "{sql_type(target)}" ({POLICY_KEY}={self.policy}). Assign a value of that type.',
+                error_class="DATATYPE_MISMATCH.CAST_WITHOUT_SUGGESTION",
+            )
+        if rules.can_up_cast(source, target):
+            return value.cast(target)
+        if self.policy == "LEGACY":
+            return _legacy_cast(value, source, target)
+        failure = _checked_failure(source, target, column)
+        if failure is None:
+            return value.cast(target)
+        if deterministic:
+            return failure(value)
+        # Bound once through a one-element array, so a non-deterministic value is checked and written as one.
+        return F.transform(F.array(value), failure).getItem(0)
+
+
+def conform(value: Column, from_type: DataType, to_type: DataType) -> Column:
+    """A target column's current value in its evolved type: struct fields that evolution added are NULL.
+
+    Evolution only adds fields, so this never fails (and never changes a value).
+    """
+
+    def same(v: Column, source: DataType, target: DataType, path: str) -> Column:
+        if source != target:
+            raise AssertionError(f"schema evolution changed the type of {path}: {source} -> {target}")
+        return v
+
+    def added_only(source: DataType, target: DataType, path: str) -> AssertionError:
+        return AssertionError(f"schema evolution dropped fields of {path}: {source} -> {target}")
+
+    return _by_name(value, from_type, to_type, "", leaf=same, mismatch=added_only, allow_missing=True)
+
+
+Leaf = Callable[[Column, DataType, DataType, str], Column]
+
+
+def _by_name(
+    value: Column,
+    source: DataType,
+    target: DataType,
+    path: str,
+    *,
+    leaf: Leaf,
+    mismatch: Callable[[DataType, DataType, str], Exception],
+    allow_missing: bool,
+    keep: Column | None = None,
+) -> Column:
+    """Walk both types together: structs by field name, arrays element-wise, maps key- and value-wise."""
+
+    def inner(v: Column, s: DataType, t: DataType, p: str, k: Column | None = None) -> Column:
+        return _by_name(v, s, t, p, leaf=leaf, mismatch=mismatch, allow_missing=allow_missing, keep=k)
+
+    if _same_ignoring_nullability(source, target):
+        return value
+    if isinstance(source, StructType) and isinstance(target, StructType):
+        given = {f.name.lower(): f for f in source.fields}
+        wanted = {f.name.lower() for f in target.fields}
+        if any(name not in wanted for name in given) or (not allow_missing and len(given) != len(wanted)):
+            raise mismatch(source, target, path)
+        fields = []
+        for field in target.fields:
+            child = f"{path}.{field.name}" if path else field.name
+            kept = keep.getField(field.name) if keep is not None else None
+            found = given.get(field.name.lower())
+            if found is None:
+                fields.append(
+                    (kept if kept is not None else F.lit(None).cast(field.dataType)).alias(field.name)
+                )
+            else:
+                fields.append(
+                    inner(value.getField(found.name), found.dataType, field.dataType, child, kept).alias(
+                        field.name
+                    )
+                )
+        absent = value.isNull() if keep is None else value.isNull() & keep.isNull()
+        return F.when(absent, F.lit(None)).otherwise(F.struct(*fields))
+    if isinstance(source, ArrayType) and isinstance(target, ArrayType):
+        return F.transform(
+            value, lambda e: inner(e, source.elementType, target.elementType, f"{path}.element")
+        )
+    if isinstance(source, MapType) and isinstance(target, MapType):
+        keyed = F.transform_keys(value, lambda k, _: inner(k, source.keyType, target.keyType, f"{path}.key"))
+        return F.transform_values(
+            keyed, lambda _, v: inner(v, source.valueType, target.valueType, f"{path}.value")
+        )
+    nested = (StructType, ArrayType, MapType)
+    if not isinstance(source, NullType) and (isinstance(source, nested) or isinstance(target, nested)):
+        raise mismatch(source, target, path)
+    return leaf(value, source, target, path)
+
+
+def _same_ignoring_nullability(a: DataType, b: DataType) -> bool:
+    return _without_nullability(a.jsonValue()) == _without_nullability(b.jsonValue())
+
+
+def _without_nullability(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: _without_nullability(v)
+            for k, v in value.items()
+            if k not in ("nullable", "containsNull", "valueContainsNull", "metadata")
+        }
+    if isinstance(value, list):
+        return [_without_nullability(v) for v in value]
+    return value
+
+
+def _checked_failure(source: DataType, target: DataType, column: str) -> Callable[[Column], Column] | None:
+    """For a cast that may fail at run time: value -> the cast value, or a raised Delta/Spark error."""
+    if isinstance(source, StringType) and not isinstance(target, StringType):
+        error_class, text = "CAST_INVALID_INPUT", _MALFORMED
+    elif isinstance(target, NumericType):
+        error_class, text = "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE", _OVERFLOW
+    else:
+        return None
+    before, _, after = text.format(
+        source=sql_type(source), target=sql_type(target), column=column, value="\0"
+    ).partition("\0")
+
+    def checked(value: Column) -> Column:
+        cast = value.try_cast(target)
+        shown = [F.lit(before)] + (
+            [F.concat(F.lit("'"), value.cast("string"), F.lit("'")), F.lit(after)] if after else []
+        )
+        message = F.concat(F.lit(f"{_MARK}[{error_class}]"), *shown, F.lit(f"{_MARK}_END"))
+        return F.when(value.isNotNull() & cast.isNull(), F.raise_error(message)).otherwise(cast)
+
+    return checked
+
+
+def _legacy_cast(value: Column, source: DataType, target: DataType) -> Column:
+    """Spark's non-ANSI cast: integral narrowing keeps the low bits (wraps); other failures give NULL."""
+    bits, wanted = _INTEGRAL_BITS.get(type(source)), _INTEGRAL_BITS.get(type(target))
+    if bits is None or wanted is None or wanted >= bits:
+        return value.try_cast(target)
+    size = 1 << wanted
+    low = F.pmod(value.cast("long"), F.lit(size))
+    return F.when(low >= size // 2, low - size).otherwise(low).cast(target)
+
+
+class _SparkCastRules:
+    """Spark's own answers to "may this type be cast to that one", from its ``Cast`` object."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._spark = spark
+        self._cast: Any = spark._jvm.org.apache.spark.sql.catalyst.expressions.Cast  # type: ignore[union-attr]
+
+    def _jvm_type(self, data_type: DataType) -> Any:
+        return self._spark._jsparkSession.parseDataType(data_type.json())
+
+    def can_up_cast(self, source: DataType, target: DataType) -> bool:
+        return bool(self._cast.canUpCast(self._jvm_type(source), self._jvm_type(target)))
+
+    def can_ansi_cast(self, source: DataType, target: DataType) -> bool:
+        return bool(self._cast.canAnsiCast(self._jvm_type(source), self._jvm_type(target)))
+
+    def can_cast(self, source: DataType, target: DataType) -> bool:
+        return bool(self._cast.canCast(self._jvm_type(source), self._jvm_type(target)))
+
+
+def cast_failure(err: PySparkException | Py4JJavaError) -> MergeExecutionError | None:
+    """The merge's error for a value that failed its cast during the write, or None for other failures."""
+    found = _MARKED.search(str(err))
+    if found is None:
+        return None
+    return MergeExecutionError(
+        found.group(2) + "\nThe merge wrote no commit. Fix the source value, or cast it in the clause.",
+        error_class=found.group(1),
+    )

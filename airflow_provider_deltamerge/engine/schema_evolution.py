@@ -1,0 +1,184 @@
+"""The target schema after a merge with schema evolution, by Delta's rules.
+
+Delta (``DeltaMergeInto.resolveReferencesAndSchema``) merges the target schema with the part of the source
+schema that the merge assigns (``filterSchema``): a source field is kept when an UPDATE or INSERT of a
+WHEN MATCHED / WHEN NOT MATCHED clause assigns its column (``*`` assigns every source column), and a struct
+field is kept with its nested fields. WHEN NOT MATCHED BY SOURCE clauses never add columns.
+
+The two are merged as ``SchemaMergingUtils.mergeSchemas(allowImplicitConversions=true)`` does, without type
+widening: fields match by name (case-insensitively); new fields are appended, nullable, at the end of their
+struct, at any depth and inside arrays and maps; an existing column keeps its type whenever Spark can cast the
+source's type to it implicitly, otherwise the merge fails with DELTA_FAILED_TO_MERGE_FIELDS naming the column
+path and both types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    DecimalType,
+    MapType,
+    NullType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+)
+
+from airflow_provider_deltamerge.exceptions import SchemaEvolutionError
+
+# delta-error-classes.json
+_FAILED_TO_MERGE_FIELDS = "Failed to merge fields '{current}' and '{update}'"
+_INCOMPATIBLE_DATATYPE = "Failed to merge incompatible data types {current} and {update}"
+_INCOMPATIBLE_DECIMAL = "Failed to merge decimal types with incompatible {ranges}"
+_VOID_COLUMN = "Cannot add column {column} with type VOID. Please explicitly specify a non-void type."
+_NEEDS_FEATURE = (
+    "Cannot add column {column} of type TIMESTAMP_NTZ: the table's protocol lacks the timestampNtz feature. "
+    "Enable it first (ALTER TABLE ... SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')), or "
+    "cast the source column to TIMESTAMP."
+)
+
+
+def evolved_schema(
+    spark: SparkSession,
+    target: StructType,
+    source: StructType,
+    assigned: Collection[str],
+    *,
+    timestamp_ntz: bool,
+) -> StructType:
+    """The target schema after the merge: ``target`` merged with the ``assigned`` columns of ``source``.
+
+    Args:
+        assigned: names of the columns (any case) that some WHEN MATCHED UPDATE or WHEN NOT MATCHED INSERT
+            assigns, ``*`` expanded.
+        timestamp_ntz: the table's protocol has the timestampNtz feature, so such columns may be added.
+
+    Raises:
+        SchemaEvolutionError: a source type does not merge into the target's, or a new column has no type
+            or a type the table's protocol does not allow.
+    """
+    wanted = {name.lower() for name in assigned}
+    migration = StructType([f for f in source.fields if f.name.lower() in wanted])
+    return _Merger(spark, timestamp_ntz=timestamp_ntz).structs(target, migration, ())
+
+
+class _Merger:
+    def __init__(self, spark: SparkSession, *, timestamp_ntz: bool) -> None:
+        self._spark = spark
+        self._timestamp_ntz = timestamp_ntz
+
+    def structs(self, current: StructType, update: StructType, path: Sequence[str]) -> StructType:
+        by_name = {f.name.lower(): f for f in update.fields}
+        fields = []
+        for field in current.fields:
+            match = by_name.pop(field.name.lower(), None)
+            if match is None:
+                fields.append(field)
+                continue
+            try:
+                merged = self.types(field.dataType, match.dataType, (*path, field.name))
+            except _Incompatible as err:
+                raise SchemaEvolutionError(
+                    _FAILED_TO_MERGE_FIELDS.format(
+                        current=_path(path, field.name), update=_path(path, match.name)
+                    )
+                    + f": {err}. The source's type cannot be stored in the target column; cast it in the "
+                    "source query, or leave the column out of the clauses.",
+                    error_class="DELTA_FAILED_TO_MERGE_FIELDS",
+                ) from None
+            fields.append(StructField(field.name, merged, field.nullable, field.metadata))
+        for added in by_name.values():
+            _refuse_new_type(added.dataType, _path(path, added.name), timestamp_ntz=self._timestamp_ntz)
+            fields.append(StructField(added.name, _nullable(added.dataType), True, added.metadata))
+        return StructType(fields)
+
+    def types(self, current: DataType, update: DataType, path: Sequence[str]) -> DataType:
+        if isinstance(current, StructType) and isinstance(update, StructType):
+            return self.structs(current, update, path)
+        if isinstance(current, ArrayType) and isinstance(update, ArrayType):
+            return ArrayType(self.types(current.elementType, update.elementType, path), current.containsNull)
+        if isinstance(current, MapType) and isinstance(update, MapType):
+            return MapType(
+                self.types(current.keyType, update.keyType, path),
+                self.types(current.valueType, update.valueType, path),
+                current.valueContainsNull,
+            )
+        # With implicit conversions, the target keeps its type whenever Spark casts the source's implicitly
+        # (Delta widens a column only under the type-widening table feature, which this engine refuses).
+        if current == update or isinstance(update, NullType) or self._implicit_cast(update, current):
+            return current
+        if isinstance(current, DecimalType) and isinstance(update, DecimalType):
+            ranges = [
+                f"{what} {a} and {b}"
+                for what, a, b in (
+                    ("precision", current.precision, update.precision),
+                    ("scale", current.scale, update.scale),
+                )
+                if a != b
+            ]
+            raise _Incompatible(_INCOMPATIBLE_DECIMAL.format(ranges=" & ".join(ranges)))
+        raise _Incompatible(
+            _INCOMPATIBLE_DATATYPE.format(current=current.simpleString(), update=update.simpleString())
+        )
+
+    def _implicit_cast(self, source: DataType, target: DataType) -> bool:
+        """Spark's ``TypeCoercion.implicitCast`` (the non-ANSI rules Delta's schema merge uses)."""
+        jvm: Any = self._spark._jvm
+        session: Any = self._spark._jsparkSession
+        catalyst = jvm.org.apache.spark.sql.catalyst
+        default = catalyst.expressions.Literal.default(session.parseDataType(source.json()))
+        return bool(
+            catalyst.analysis.TypeCoercion.implicitCast(
+                default, session.parseDataType(target.json())
+            ).isDefined()
+        )
+
+
+class _Incompatible(Exception):
+    """Two types that do not merge; the caller names the field."""
+
+
+def _path(path: Sequence[str], name: str) -> str:
+    return ".".join((*path, name))
+
+
+def _refuse_new_type(data_type: DataType, column: str, *, timestamp_ntz: bool) -> None:
+    """A new column (or field) needs a real type, and one the table's protocol allows."""
+    if isinstance(data_type, NullType):
+        raise SchemaEvolutionError(
+            _VOID_COLUMN.format(column=column)
+            + " The source column is NULL-typed (e.g. a bare NULL literal); cast it to a type in the source.",
+            error_class="DELTA_MERGE_ADD_VOID_COLUMN",
+        )
+    if isinstance(data_type, TimestampNTZType) and not timestamp_ntz:
+        raise SchemaEvolutionError(
+            _NEEDS_FEATURE.format(column=column),
+            error_class="DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT",
+        )
+    children: list[tuple[DataType, str]] = []
+    if isinstance(data_type, StructType):
+        children = [(f.dataType, f"{column}.{f.name}") for f in data_type.fields]
+    elif isinstance(data_type, ArrayType):
+        children = [(data_type.elementType, f"{column}.element")]
+    elif isinstance(data_type, MapType):
+        children = [(data_type.keyType, f"{column}.key"), (data_type.valueType, f"{column}.value")]
+    for child, path in children:
+        _refuse_new_type(child, path, timestamp_ntz=timestamp_ntz)
+
+
+def _nullable(data_type: DataType) -> DataType:
+    """``data_type`` with every nested field nullable: rows written before the column existed hold NULL."""
+    if isinstance(data_type, StructType):
+        return StructType(
+            [StructField(f.name, _nullable(f.dataType), True, f.metadata) for f in data_type.fields]
+        )
+    if isinstance(data_type, ArrayType):
+        return ArrayType(_nullable(data_type.elementType), True)
+    if isinstance(data_type, MapType):
+        return MapType(_nullable(data_type.keyType), _nullable(data_type.valueType), True)
+    return data_type
