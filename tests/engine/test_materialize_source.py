@@ -123,7 +123,7 @@ def test_delta_source_is_materialized_when_spark_skips_unreadable_files(spark, t
 
 # --- real merges -----------------------------------------------------------------------------------------
 
-KEYS = 40
+KEYS = 32
 
 
 def persistent_rdds(spark: SparkSession) -> set[int]:
@@ -170,7 +170,7 @@ def test_changing_source_read_again_gives_an_inconsistent_merge(spark, tmp_path,
         run_merge(spark, noisy_upsert(target))
     assert f"Source not materialized ({ms.NOT_MATERIALIZED_NONE})" in caplog.text
     # Pruning, finding touched files and rewriting each drew another half: a key drawn by the rewrite but
-    # not before is "not matched" there and inserted next to its target row (chance of none: (5/8)**40).
+    # not before is "not matched" there and inserted next to its target row (chance of none: (5/8)**32).
     assert max(Counter(row["id"] for row in sorted_rows(target)).values()) == 2
 
 
