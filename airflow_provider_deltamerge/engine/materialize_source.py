@@ -135,22 +135,17 @@ def prepare_merge_source(
             read_once=reads_source_once(spark, plan, rows),
             traits=source_traits(spark, plan.spec.source, loaded),
         )
-        prepared = prepare_source(spark, rows, materialize=materialize, reason=reason)
+        prepared = prepare_source(spark, rows, materialize=materialize)
     log.info("Source %s (%s)", "materialized" if materialize else "not materialized", reason)
     return prepared
 
 
 class PreparedSource:
-    """The source rows the merge reads, materialized or not; ``release`` frees what materializing stored."""
+    """The source rows the merge reads; ``release`` frees what materializing them stored, if anything."""
 
-    def __init__(self, rows: DataFrame, reason: str, checkpoint: Any = None) -> None:
+    def __init__(self, rows: DataFrame, checkpoint: Any = None) -> None:
         self.rows = rows
-        self.reason = reason
         self._checkpoint = checkpoint  # the JVM RDD holding the materialized rows
-
-    @property
-    def materialized(self) -> bool:
-        return self._checkpoint is not None
 
     def release(self) -> None:
         if self._checkpoint is not None:
@@ -158,18 +153,18 @@ class PreparedSource:
             self._checkpoint = None
 
 
-def prepare_source(spark: SparkSession, rows: DataFrame, *, materialize: bool, reason: str) -> PreparedSource:
+def prepare_source(spark: SparkSession, rows: DataFrame, *, materialize: bool) -> PreparedSource:
     """``rows``, materialized once when ``materialize`` says so.
 
     Raises:
         MergeExecutionError: the storage level conf names no Spark storage level.
     """
     if not materialize:
-        return PreparedSource(rows, reason)
+        return PreparedSource(rows)
     # Eager: a lazy checkpoint is written after the first job that uses it, which could still see
     # other rows than the checkpoint keeps.
     checkpointed = rows.localCheckpoint(eager=True, storageLevel=_storage_level(spark))
-    return PreparedSource(checkpointed, reason, checkpointed._jdf.queryExecution().analyzed().rdd())
+    return PreparedSource(checkpointed, checkpointed._jdf.queryExecution().analyzed().rdd())
 
 
 def _storage_level(spark: SparkSession) -> StorageLevel:
@@ -213,13 +208,10 @@ def _is_delta_scan(node: Any) -> bool:
 
 
 def _has_non_delta_leaf(plan: Any) -> bool:
-    if _is_delta_scan(plan) or _kind(plan) == "OneRowRelation":
-        leaf_is_bad = False
-    else:
-        leaf_is_bad = not _seq(plan.children())
-    return leaf_is_bad or any(
-        _has_non_delta_leaf(child) for child in (*_seq(plan.children()), *_seq(plan.subqueries()))
-    )
+    children = _seq(plan.children())
+    if not children and not (_is_delta_scan(plan) or _kind(plan) == "OneRowRelation"):
+        return True
+    return any(_has_non_delta_leaf(child) for child in (*children, *_seq(plan.subqueries())))
 
 
 def _is_deterministic(spark: SparkSession, plan: Any) -> bool:
@@ -228,7 +220,8 @@ def _is_deterministic(spark: SparkSession, plan: Any) -> bool:
         return True
     if _kind(plan) not in _PASS_THROUGH_NODES:
         return False
-    subquery = spark._jvm.org.apache.spark.sql.catalyst.expressions.SubqueryExpression
+    jvm: Any = spark._jvm
+    subquery = jvm.org.apache.spark.sql.catalyst.expressions.SubqueryExpression
     expressions_ok = all(
         e.deterministic() and not subquery.hasCorrelatedSubquery(e) for e in _seq(plan.expressions())
     )
@@ -240,9 +233,8 @@ def _is_deterministic(spark: SparkSession, plan: Any) -> bool:
 
 
 def _calls_udf(spark: SparkSession, expression: Any) -> bool:
-    udf = spark._jvm.java.lang.Class.forName(
-        "org.apache.spark.sql.catalyst.expressions.UserDefinedExpression"
-    )
+    jvm: Any = spark._jvm
+    udf = jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.expressions.UserDefinedExpression")
     pending = [expression]
     while pending:
         current = pending.pop()
