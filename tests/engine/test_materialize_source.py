@@ -64,11 +64,10 @@ def test_decision_follows_delta_rules_in_order(mode, read_once, traits, expected
 
 
 @pytest.fixture(scope="module")
-def noisy(spark: SparkSession) -> str:
-    """A non-deterministic Python UDF for sources (the engine itself never runs Python on executors)."""
+def udfs(spark: SparkSession) -> None:
+    """Python UDFs for sources, ``noisy()`` non-deterministic (the engine never runs Python on executors)."""
     spark.udf.register("noisy", F.udf(lambda: random.random(), "double").asNondeterministic())
     spark.udf.register("plus_one", lambda x: x + 1, "bigint")
-    return "noisy"
 
 
 @pytest.fixture
@@ -99,13 +98,11 @@ def apply(spark: SparkSession, confs: dict[str, str], **values: str) -> None:
     ],
     ids=["delta-path", "parquet-path", "range", "one-row", "rand", "udf", "noisy-udf"],
 )
-def test_traits_of_real_sources(spark, tmp_path, noisy, source, reason):
-    table = make_table(tmp_path / "src", pa.table({"id": pa.array([1, 2], pa.int64())}))
-    given = {
-        "delta": PathSource(table, format="delta"),
-        "parquet": PathSource(f"{table}/*.parquet"),
-    }.get(source, source)
-    traits = ms.source_traits(spark, given, load_source(spark, given))
+def test_traits_of_real_sources(spark, tmp_path, udfs, source, reason):
+    if isinstance(source, str):  # a path source of that format
+        table = make_table(tmp_path / "src", pa.table({"id": pa.array([1, 2], pa.int64())}))
+        source = PathSource(table, format="delta") if source == "delta" else PathSource(f"{table}/*.parquet")
+    traits = ms.source_traits(spark, source, load_source(spark, source))
     assert ms.should_materialize("auto", read_once=False, traits=traits)[1] == reason
 
 
@@ -146,7 +143,7 @@ def noisy_upsert(target: str) -> MergeSpec:
     )
 
 
-def test_changing_source_is_read_once_when_materialized(spark, tmp_path, noisy, caplog):
+def test_changing_source_is_read_once_when_materialized(spark, tmp_path, udfs, caplog):
     target = one_file_per_key(spark, str(tmp_path / "t"))
     before = persistent_rdds(spark)
     with caplog.at_level(logging.INFO, logger=ms.__name__):
@@ -163,7 +160,7 @@ def test_changing_source_is_read_once_when_materialized(spark, tmp_path, noisy, 
     assert persistent_rdds(spark) == before
 
 
-def test_changing_source_read_again_gives_an_inconsistent_merge(spark, tmp_path, noisy, conf, caplog):
+def test_changing_source_read_again_gives_an_inconsistent_merge(spark, tmp_path, udfs, conf, caplog):
     target = one_file_per_key(spark, str(tmp_path / "t"))
     apply(spark, conf, **{ms.MATERIALIZE_SOURCE: "none"})
     with caplog.at_level(logging.INFO, logger=ms.__name__):
