@@ -28,10 +28,11 @@ from airflow_provider_deltamerge.engine.executors.classic import run_classic
 from airflow_provider_deltamerge.engine.executors.insert_only import run_insert_only
 from airflow_provider_deltamerge.engine.executors.matched_only import run_matched_only
 from airflow_provider_deltamerge.engine.executors.phases import FileChanges
+from airflow_provider_deltamerge.engine.materialize_source import prepare_merge_source
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.planning import ExecutorName, MergePlan, make_plan
 from airflow_provider_deltamerge.engine.pruning import prune_files
-from airflow_provider_deltamerge.engine.source import merge_source
+from airflow_provider_deltamerge.engine.source import deduplicated, load_source
 from airflow_provider_deltamerge.exceptions import (
     ClauseResolutionError,
     DeltaMergeError,
@@ -183,29 +184,15 @@ def _execute(
     recorder: MetricsRecorder,
 ) -> tuple[MergePlan, FileChanges, ReadSet]:
     """Plan and run the executor, turning Spark's errors into the merge's own."""
-    source = merge_source(spark, spec)
+    loaded = load_source(spark, spec.source)
+    source = deduplicated(spec, loaded)
     try:
         plan = make_plan(spark, spec, snapshot, source.schema, forced=executor)
-        pruning = prune_files(spark, plan, source)
-        plan = dataclasses.replace(plan, candidate_files=pruning.files)
-        recorder.set(m.NUM_TARGET_FILES_BEFORE_SKIPPING, len(snapshot.files))
-        recorder.set(m.NUM_TARGET_BYTES_BEFORE_SKIPPING, snapshot.num_bytes)
-        recorder.set(m.NUM_TARGET_FILES_AFTER_SKIPPING, len(plan.candidate_files))
-        recorder.set(m.NUM_TARGET_BYTES_AFTER_SKIPPING, sum(f.size for f in plan.candidate_files))
-        recorder.set(m.NUM_TARGET_PARTITIONS_AFTER_SKIPPING, pruning.partitions())
-        log.info(
-            "Plan: %s executor; pruning kept %d of %d files (%d skipped)",
-            plan.executor,
-            len(plan.candidate_files),
-            len(snapshot.files),
-            len(snapshot.files) - len(plan.candidate_files),
-        )
-        read = ReadSet(
-            snapshot.version,
-            frozenset(f.log_path for f in plan.candidate_files),
-            lambda later, files: pruning.file_filter.select(spark, later, files),
-        )
-        return plan, EXECUTORS[plan.executor](spark, plan, source, recorder), read
+        prepared = prepare_merge_source(spark, plan, loaded, source, recorder)
+        try:
+            return _prune_and_run(spark, plan, prepared.rows, recorder)
+        finally:
+            prepared.release()
     except DeltaMergeError:
         raise
     except AnalysisException as err:
@@ -221,6 +208,33 @@ def _execute(
         raise MergeExecutionError(
             f"The merge failed while computing its files: {err}", error_class=condition
         ) from err
+
+
+def _prune_and_run(
+    spark: SparkSession, plan: MergePlan, source: DataFrame, recorder: MetricsRecorder
+) -> tuple[MergePlan, FileChanges, ReadSet]:
+    """Prune the target files with the source, then run the plan's executor over the candidates."""
+    snapshot = plan.snapshot
+    pruning = prune_files(spark, plan, source)
+    plan = dataclasses.replace(plan, candidate_files=pruning.files)
+    recorder.set(m.NUM_TARGET_FILES_BEFORE_SKIPPING, len(snapshot.files))
+    recorder.set(m.NUM_TARGET_BYTES_BEFORE_SKIPPING, snapshot.num_bytes)
+    recorder.set(m.NUM_TARGET_FILES_AFTER_SKIPPING, len(plan.candidate_files))
+    recorder.set(m.NUM_TARGET_BYTES_AFTER_SKIPPING, sum(f.size for f in plan.candidate_files))
+    recorder.set(m.NUM_TARGET_PARTITIONS_AFTER_SKIPPING, pruning.partitions())
+    log.info(
+        "Plan: %s executor; pruning kept %d of %d files (%d skipped)",
+        plan.executor,
+        len(plan.candidate_files),
+        len(snapshot.files),
+        len(snapshot.files) - len(plan.candidate_files),
+    )
+    read = ReadSet(
+        snapshot.version,
+        frozenset(f.log_path for f in plan.candidate_files),
+        lambda later, files: pruning.file_filter.select(spark, later, files),
+    )
+    return plan, EXECUTORS[plan.executor](spark, plan, source, recorder), read
 
 
 def _log_work(recorder: MetricsRecorder, changes: FileChanges) -> None:

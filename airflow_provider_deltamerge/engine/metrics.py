@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 NUM_SOURCE_ROWS = "numSourceRows"
+NUM_SOURCE_ROWS_IN_SECOND_SCAN = "numSourceRowsInSecondScan"
 NUM_TARGET_ROWS_INSERTED = "numTargetRowsInserted"
 NUM_TARGET_ROWS_UPDATED = "numTargetRowsUpdated"
 NUM_TARGET_ROWS_MATCHED_UPDATED = "numTargetRowsMatchedUpdated"
@@ -33,11 +34,13 @@ NUM_TARGET_BYTES_REMOVED = "numTargetBytesRemoved"
 NUM_TARGET_FILES_ADDED = "numTargetFilesAdded"
 NUM_TARGET_BYTES_ADDED = "numTargetBytesAdded"
 EXECUTION_TIME_MS = "executionTimeMs"
+MATERIALIZE_SOURCE_TIME_MS = "materializeSourceTimeMs"
 SCAN_TIME_MS = "scanTimeMs"
 REWRITE_TIME_MS = "rewriteTimeMs"
 
 METRIC_DESCRIPTIONS: Mapping[str, str] = {
     NUM_SOURCE_ROWS: "number of source rows",
+    NUM_SOURCE_ROWS_IN_SECOND_SCAN: "number of source rows (during repeated scan)",
     NUM_TARGET_ROWS_INSERTED: "number of inserted rows",
     NUM_TARGET_ROWS_UPDATED: "number of updated rows",
     NUM_TARGET_ROWS_MATCHED_UPDATED: "number of rows updated by a matched clause",
@@ -59,6 +62,7 @@ METRIC_DESCRIPTIONS: Mapping[str, str] = {
     NUM_TARGET_FILES_ADDED: "number of files added to target",
     NUM_TARGET_BYTES_ADDED: "number of target bytes added",
     EXECUTION_TIME_MS: "time taken to execute the entire operation",
+    MATERIALIZE_SOURCE_TIME_MS: "time taken to materialize source (or determine it's not needed)",
     SCAN_TIME_MS: "time taken to scan the files for matches",
     REWRITE_TIME_MS: "time taken to rewrite the matched files",
 }

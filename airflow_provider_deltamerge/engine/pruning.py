@@ -154,6 +154,14 @@ def prune_files(spark: SparkSession, plan: MergePlan, source: DataFrame) -> Prun
     return Pruning(file_filter.select(spark, snapshot, snapshot.files), file_filter)
 
 
+def reads_source(spark: SparkSession, plan: MergePlan, source: DataFrame) -> bool:
+    """Whether ``prune_files`` reads the source (its key bounds or partition values), not only its schema."""
+    if has_not_matched_by_source(plan.clauses):
+        return False
+    analysis = _analyse(spark, plan, source)
+    return analysis is not None and bool(analysis[1])
+
+
 # --- The ON condition ------------------------------------------------------------------------------------
 
 

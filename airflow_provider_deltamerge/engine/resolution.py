@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
+from airflow_provider_deltamerge.engine.struct_fields import assign_struct_fields
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError
 from airflow_provider_deltamerge.spec import (
     MatchedUpdate,
@@ -58,7 +59,8 @@ def quote(name: str) -> str:
 
 
 def resolve_clauses(spec: MergeSpec, target: StructType, source: StructType) -> tuple[ResolvedClause, ...]:
-    """Expand and check every clause of ``spec`` against the target and source schemas.
+    """Expand and check every clause of ``spec`` against the target and source schemas; assignments of
+    struct fields become one assignment of their column (``struct_fields``).
 
     Raises:
         ClauseResolutionError: with Delta's wording, naming the clause and the columns it could use.
@@ -66,7 +68,13 @@ def resolve_clauses(spec: MergeSpec, target: StructType, source: StructType) -> 
     target_names = [f.name for f in target.fields]
     source_names = [f.name for f in source.fields]
     return tuple(
-        _resolve(spec, position, clause, target_names, source_names)
+        _resolve(
+            spec,
+            position,
+            assign_struct_fields(clause, position, target, target_alias=spec.target_alias),
+            target_names,
+            source_names,
+        )
         for position, clause in enumerate(spec.clauses, start=1)
     )
 
@@ -143,13 +151,6 @@ def _explicit(
     out: dict[str, str] = {}
     for raw_column, expression in pairs:
         column = _strip_alias(raw_column, spec.target_alias)
-        if "." in column:
-            raise ClauseResolutionError(
-                f"{describe_clause(position, clause)}: assigning the nested field {raw_column} is not "
-                "supported by this engine version. Assign the whole struct column instead, e.g. "
-                f"SET {column.split('.')[0]} = named_struct(...).",
-                error_class="DELTA_UNSUPPORTED_NESTED_FIELD_IN_OPERATION",
-            )
         resolved = by_lower.get(column.lower())
         if resolved is None:
             clause_name = "INSERT clause" if clause.kind == "not_matched_insert" else "UPDATE clause"

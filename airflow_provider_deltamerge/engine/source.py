@@ -19,9 +19,13 @@ ROW_NUMBER_COLUMN = "__deltamerge_source_row_number"
 
 def merge_source(spark: SparkSession, spec: MergeSpec) -> DataFrame:
     """The rows the merge reads: the source, de-duplicated when the spec asks for it."""
-    rows = load_source(spark, spec.source)
+    return deduplicated(spec, load_source(spark, spec.source))
+
+
+def deduplicated(spec: MergeSpec, rows: DataFrame) -> DataFrame:
+    """``rows`` (the loaded source) with only the latest row per key when the spec asks for it."""
     if spec.deduplicate_source_by:
-        rows = keep_latest(rows, spec.deduplicate_source_by, spec.deduplicate_order_by)
+        return keep_latest(rows, spec.deduplicate_source_by, spec.deduplicate_order_by)
     return rows
 
 

@@ -34,6 +34,10 @@ DELTA_MESSAGES: dict[str, str] = {
     "DELTA_UNSUPPORTED_NESTED_FIELD_IN_OPERATION": (
         "Nested field is not supported in the <operation> (field = <fieldName>)."
     ),
+    "DELTA_UNSUPPORTED_FIELD_UPDATE_NON_STRUCT": (
+        "Updating nested fields is only supported for StructType, but you are trying to update a field of "
+        "<columnName>, which is of type: <dataType>."
+    ),
     "DELTAMERGE_EMPTY_ASSIGNMENTS": "<action> needs at least one column.",
     "DELTAMERGE_EXCEPT_WITHOUT_STAR": "EXCEPT (<columns>) is only allowed after *.",
     "DELTAMERGE_STAR_WITH_ASSIGNMENTS": "A clause is either <action> * or lists its columns, not both.",

@@ -65,11 +65,13 @@ class ColumnSchema:
         name: the column's name.
         fields: the fields of a struct, or of the structs in an array (Spark's ``arr.f`` reads them).
         any_field: a map: ``m.key`` reads a key, so any name below it resolves.
+        type_name: Delta's name of its type (``struct``, ``array``, ``integer``, ...); empty if unknown.
     """
 
     name: str
     fields: tuple[ColumnSchema, ...] = ()
     any_field: bool = False
+    type_name: str = ""
 
     def field(self, name: str) -> ColumnSchema | None:
         """The field called ``name`` (case-insensitively), if there is one."""
@@ -98,7 +100,10 @@ class TableColumns:
                 node = node.setdefault(part, {})
 
         def build(nodes: dict[str, Any]) -> tuple[ColumnSchema, ...]:
-            return tuple(ColumnSchema(name, build(children)) for name, children in nodes.items())
+            return tuple(
+                ColumnSchema(name, build(children), type_name="struct" if children else "")
+                for name, children in nodes.items()
+            )
 
         return cls(build(tree))
 
@@ -114,6 +119,18 @@ class TableColumns:
                 break
             node = node.field(part)
         return node is not None
+
+    def non_struct_parent(self, parts: Sequence[str]) -> ColumnSchema | None:
+        """The known non-struct column or field that ``parts`` names a field of, if any: UPDATE SET can
+        assign fields of structs only (not of arrays' elements or maps)."""
+        node = self.column(parts[0]) if parts else None
+        for part in parts[1:]:
+            if node is None or node.type_name == "":
+                return None
+            if node.type_name != "struct":
+                return node
+            node = node.field(part)
+        return None
 
     def paths(self) -> Iterator[tuple[str, ...]]:
         """Every column and nested field, as name parts."""
@@ -138,7 +155,14 @@ def _nested(data_type: Any) -> tuple[tuple[ColumnSchema, ...], bool]:
 
 
 def _struct_fields(struct: Mapping[str, Any]) -> tuple[ColumnSchema, ...]:
-    return tuple(ColumnSchema(f["name"], *_nested(f["type"])) for f in struct.get("fields", ()))
+    return tuple(
+        ColumnSchema(f["name"], *_nested(f["type"]), type_name=_type_name(f["type"]))
+        for f in struct.get("fields", ())
+    )
+
+
+def _type_name(data_type: Any) -> str:
+    return str(data_type.get("type", "")) if isinstance(data_type, Mapping) else str(data_type)
 
 
 @dataclass(frozen=True)
@@ -287,12 +311,26 @@ class _Checker:
         problems = []
         for column, _ in _assignments(clause):
             parts = strip_alias(split_column_path(column) or (column,), self.spec.target_alias)
+            parent = target.non_struct_parent(parts)
+            if parent is not None and not isinstance(clause, NotMatchedInsert):
+                problems.append(
+                    problem(
+                        "DELTA_UNSUPPORTED_FIELD_UPDATE_NON_STRUCT",
+                        where,
+                        f"Assign `{parent.name}` as a whole instead.",
+                        columnName=f"`{parent.name}`",
+                        dataType=parent.type_name,
+                    )
+                )
+                continue
             if target.resolves(parts) or (
                 evolves and (source is None or len(parts) > 1 or source.resolves(parts))
             ):
                 continue
             hint = self.suggest(parts, ["target"], qualified=False)
-            if clause.group == "not_matched_by_source":
+            if len(parts) > 1:
+                hint += " UPDATE SET can only assign fields the struct already has."
+            elif clause.group == "not_matched_by_source":
                 hint += " WHEN NOT MATCHED BY SOURCE clauses cannot add columns."
             elif not self.spec.schema_evolution:
                 hint += " To add it from the source, set schema_evolution=True."

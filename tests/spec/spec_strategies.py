@@ -20,6 +20,7 @@ from airflow_provider_deltamerge.spec import (
     QuerySource,
     TableSource,
 )
+from airflow_provider_deltamerge.spec.names import folded, split_column_path, strip_alias
 
 # Words the SQL tokenizer treats as keywords are no plain names (MATCHED, SOURCE, ... are not keywords).
 KEYWORDS = {w.lower() for w in Spark.Tokenizer.KEYWORDS} | {"matched", "source", "target", "null", "true"}
@@ -83,12 +84,21 @@ def clauses_of(group: str, ta: str, sa: str) -> st.SearchStrategy[list[MergeClau
     assignments = st.lists(
         st.tuples(names, expressions(seen)), min_size=1, max_size=3, unique_by=lambda p: p[0]
     )
+    # UPDATE may also assign struct fields (t.addr.city); one assignment per top-level column: no conflicts.
+    fields = st.tuples(column_names, names)
+    set_targets = names | fields.map(".".join) | fields.map(lambda f: f"{ta}.{f[0]}.{f[1]}")
+    updates = st.lists(
+        st.tuples(set_targets, expressions(seen)),
+        min_size=1,
+        max_size=3,
+        unique_by=lambda p: folded(strip_alias(split_column_path(p[0]) or (p[0],), ta))[0],
+    )
 
     if group == "matched":
         one = st.one_of(
             st.builds(
                 lambda sets, c: MatchedUpdate(set=sets, condition=c),
-                assignments,
+                updates,
                 condition,
             ),
             st.builds(
@@ -115,7 +125,7 @@ def clauses_of(group: str, ta: str, sa: str) -> st.SearchStrategy[list[MergeClau
         one = st.one_of(
             st.builds(
                 lambda s, c: NotMatchedBySourceUpdate(set=s, condition=c),
-                assignments,
+                updates,
                 condition,
             ),
             st.builds(lambda c: NotMatchedBySourceDelete(condition=c), condition),

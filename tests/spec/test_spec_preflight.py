@@ -245,3 +245,46 @@ def test_target_schema_of_nested_types(make_delta_table: Callable[..., str]) -> 
     columns = TableColumns.from_delta_schema(read_table_schema(make_delta_table("nested", schema)))
     assert columns.resolves(("tags", "k")) and columns.resolves(("attrs", "any_key"))
     assert not columns.resolves(("tags", "v")) and not columns.resolves(("id", "x"))
+
+
+def test_set_of_a_field_needs_a_struct_field_that_exists(make_delta_table: Callable[..., str]) -> None:
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("addr", pa.struct([("city", pa.string()), ("geo", pa.struct([("lat", pa.float64())]))])),
+            ("tags", pa.list_(pa.struct([("k", pa.string())]))),
+            ("attrs", pa.map_(pa.string(), pa.string())),
+        ]
+    )
+    target = TableColumns.from_delta_schema(read_table_schema(make_delta_table("nested", schema)))
+    spec = merge(
+        update({"t.addr.geo.lat": "1.5", "addr.city": "s.city"}),
+        update_by_source({"t.tags.k": "'x'", "attrs.a": "'y'", "id.x": "1", "t.addr.geo.lon": "2.0"}),
+    )
+    found = [(p.error_class, p.message) for p in preflight_problems(spec, target, SOURCE)]
+    non_struct = (
+        "Updating nested fields is only supported for StructType, but you are trying to update a field of"
+    )
+    assert found == [
+        (
+            "DELTA_UNSUPPORTED_FIELD_UPDATE_NON_STRUCT",
+            f"{non_struct} `tags`, which is of type: array. "
+            "(clause 2, WHEN NOT MATCHED BY SOURCE UPDATE) Assign `tags` as a whole instead.",
+        ),
+        (
+            "DELTA_UNSUPPORTED_FIELD_UPDATE_NON_STRUCT",
+            f"{non_struct} `attrs`, which is of type: map. "
+            "(clause 2, WHEN NOT MATCHED BY SOURCE UPDATE) Assign `attrs` as a whole instead.",
+        ),
+        (
+            "DELTA_UNSUPPORTED_FIELD_UPDATE_NON_STRUCT",
+            f"{non_struct} `id`, which is of type: long. "
+            "(clause 2, WHEN NOT MATCHED BY SOURCE UPDATE) Assign `id` as a whole instead.",
+        ),
+        (
+            "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+            "Cannot resolve addr.geo.lon in UPDATE clause given columns "
+            "t.id, t.addr, t.tags, t.attrs. (clause 2, WHEN NOT MATCHED BY SOURCE UPDATE) Did you mean "
+            "addr.geo.lat or addr.geo? UPDATE SET can only assign fields the struct already has.",
+        ),
+    ]

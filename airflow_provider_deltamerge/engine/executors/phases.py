@@ -66,17 +66,33 @@ def run_two_phases(
     with recorder.timed(m.SCAN_TIME_MS):
         touched, duplicate_matches = find_touched_files(plan, source, recorder, touches=touches)
     with recorder.timed(m.REWRITE_TIME_MS):
+        counted, second_scan = observe(source, F.count(F.lit(1)).alias("rows"))
         if not touched:
-            added = write_inserts(spark, plan, source, recorder)
+            added = write_inserts(spark, plan, counted, recorder)
         else:
-            added = rewrite_touched_files(spark, plan, source, touched, recorder)
+            added = rewrite_touched_files(spark, plan, counted, touched, recorder)
             # Several source rows deleting one target row count it once (Delta's correction).
             recorder.add(m.NUM_TARGET_ROWS_DELETED, -duplicate_matches)
             recorder.add(m.NUM_TARGET_ROWS_MATCHED_DELETED, -duplicate_matches)
+    if touched or has_inserts(plan.clauses):  # else phase 2 read nothing
+        _count_second_scan(recorder, observed_count(second_scan, "rows", fallback=source))
     recorder.set(m.NUM_TARGET_FILES_REMOVED, len(touched))
     recorder.set(m.NUM_TARGET_BYTES_REMOVED, sum(f.size for f in touched))
     recorder.set(m.NUM_TARGET_PARTITIONS_REMOVED_FROM, m.count_partitions(touched))
     return FileChanges(removed=touched, added=tuple(added))
+
+
+def _count_second_scan(recorder: MetricsRecorder, rows: int) -> None:
+    """Record the second read's source rows; a different count than the first read's means the source
+    changed in between (Delta only warns: it is not materialized, or ``materializeSource`` is ``none``)."""
+    recorder.set(m.NUM_SOURCE_ROWS_IN_SECOND_SCAN, rows)
+    if rows != recorder[m.NUM_SOURCE_ROWS]:
+        log.warning(
+            "Merge source has %d rows in initial scan but %d rows in second scan: it is not deterministic "
+            "(set spark.databricks.delta.merge.materializeSource to all to read it once)",
+            recorder[m.NUM_SOURCE_ROWS],
+            rows,
+        )
 
 
 def target_rows(spark: SparkSession, plan: MergePlan, files: tuple[DataFile, ...]) -> DataFrame:

@@ -1,0 +1,255 @@
+"""Materialize the merge source once when it might not give the same rows to every scan (Delta's
+``MergeIntoMaterializeSource``).
+
+The classic and matched-only executors read the source twice (find touched files, then rewrite), and
+pruning by source keys reads it once more. A source that changes between those reads makes a merge insert
+rows it should have updated (delta#527). ``spark.databricks.delta.merge.materializeSource`` decides, with
+Delta's values and rules:
+
+* ``all``: always materialize; ``none``: never; any other value: materialize (Delta's failsafe);
+* ``auto`` (default): not when the source is read once (the insert-only executor, and pruning reads no
+  source keys); else materialize when the source reads something other than a Delta table, has an operator
+  other than a deterministic project/filter/union/distinct, reads files while Spark is told to skip
+  unreadable ones, or calls a user-defined function.
+
+A source given as a Delta path counts as a Delta scan: it is read from one pinned snapshot's files. The
+rules look at the source as given, before ``deduplicate_source_by``, which is deterministic by construction.
+Materializing is Delta's: an eager ``localCheckpoint`` at ``...materializeSource.rddStorageLevel``
+(``DISK_ONLY``), released when the merge is done, also when it failed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+
+from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
+from airflow_provider_deltamerge.engine.planning import MergePlan
+from airflow_provider_deltamerge.engine.pruning import reads_source
+from airflow_provider_deltamerge.exceptions import MergeExecutionError
+from airflow_provider_deltamerge.spec import MergeSource, PathSource
+
+log = logging.getLogger(__name__)
+
+MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
+STORAGE_LEVEL = "spark.databricks.delta.merge.materializeSource.rddStorageLevel"
+FORCE_WITH_UNREADABLE_FILES = (
+    "spark.databricks.delta.merge.forceSourceMaterializationWithUnreadableFilesConfig"
+)
+IGNORE_UNREADABLE_FILES = ("spark.sql.files.ignoreMissingFiles", "spark.sql.files.ignoreCorruptFiles")
+_IGNORE_UNREADABLE_OPTIONS = ("ignoreMissingFiles", "ignoreCorruptFiles")
+# Plan nodes Delta lets through its determinism check (besides Delta scans and a one-row relation).
+_PASS_THROUGH_NODES = ("Distinct", "Project", "Filter", "Union", "SubqueryAlias")
+
+# Delta's MergeIntoMaterializeSourceReason values, logged with the decision.
+MATERIALIZE_ALL = "materializeAll"
+NOT_MATERIALIZED_NONE = "notMaterializedNone"
+NOT_MATERIALIZED_AUTO_INSERT_ONLY = "notMaterializedAutoInsertOnly"
+NON_DETERMINISTIC_SOURCE_NON_DELTA = "materializeNonDeterministicSourceNonDelta"
+NON_DETERMINISTIC_SOURCE_OPERATORS = "materializeNonDeterministicSourceOperators"
+IGNORE_UNREADABLE_FILES_CONFIGS_ARE_SET = "materializeIgnoreUnreadableFilesConfigsAreSet"
+NON_DETERMINISTIC_SOURCE_WITH_DETERMINISTIC_UDF = "materializeNonDeterministicSourceWithDeterministicUdf"
+NOT_MATERIALIZED_AUTO = "notMaterializedAuto"
+INVALID_CONFIG = "invalidConfigurationFailsafe"
+
+
+@dataclass(frozen=True)
+class SourceTraits:
+    """What Delta's ``auto`` rules ask of a source, answered once from its analyzed plan."""
+
+    reads_only_delta: bool  # every leaf is a Delta scan (or a one-row relation)
+    deterministic: bool  # only deterministic project/filter/union/distinct over those leaves
+    ignores_unreadable_files: bool  # Spark may silently skip a file between two reads
+    calls_udf: bool  # a user-defined function, which may be wrongly marked deterministic
+
+
+def should_materialize(mode: str, *, read_once: bool, traits: SourceTraits) -> tuple[bool, str]:
+    """Delta's ``shouldMaterializeSource``: whether to materialize, and Delta's reason for the answer.
+
+    Args:
+        mode: the value of ``spark.databricks.delta.merge.materializeSource`` (case-insensitive).
+        read_once: the merge reads the source only once.
+        traits: the source's traits.
+    """
+    match mode.strip().lower():
+        case "all":
+            return True, MATERIALIZE_ALL
+        case "none":
+            return False, NOT_MATERIALIZED_NONE
+        case "auto":
+            pass
+        case _:
+            return True, INVALID_CONFIG
+    if read_once:
+        return False, NOT_MATERIALIZED_AUTO_INSERT_ONLY
+    if not traits.reads_only_delta:
+        return True, NON_DETERMINISTIC_SOURCE_NON_DELTA
+    if not traits.deterministic:
+        return True, NON_DETERMINISTIC_SOURCE_OPERATORS
+    if traits.ignores_unreadable_files:
+        return True, IGNORE_UNREADABLE_FILES_CONFIGS_ARE_SET
+    if traits.calls_udf:
+        return True, NON_DETERMINISTIC_SOURCE_WITH_DETERMINISTIC_UDF
+    return False, NOT_MATERIALIZED_AUTO
+
+
+def source_traits(spark: SparkSession, source: MergeSource, rows: DataFrame) -> SourceTraits:
+    """The traits of ``rows``, the source as ``source`` describes it (before de-duplication)."""
+    plan = rows._jdf.queryExecution().analyzed()
+    ignores = any(_flag(spark, conf) for conf in IGNORE_UNREADABLE_FILES) and _flag(
+        spark, FORCE_WITH_UNREADABLE_FILES, default="true"
+    )
+    ignores = ignores or any(_relation_ignores_unreadable_files(node) for node in _nodes(plan))
+    if isinstance(source, PathSource) and source.format == "delta":
+        # Read from the exact files of one snapshot: Delta's own scan, whatever plan reads them.
+        return SourceTraits(True, True, ignores, calls_udf=False)
+    return SourceTraits(
+        reads_only_delta=not _has_non_delta_leaf(plan),
+        deterministic=_is_deterministic(spark, plan),
+        ignores_unreadable_files=ignores,
+        calls_udf=any(_calls_udf(spark, e) for node in _nodes(plan) for e in _seq(node.expressions())),
+    )
+
+
+def reads_source_once(spark: SparkSession, plan: MergePlan, source: DataFrame) -> bool:
+    """Delta's insert-only exemption: only the insert-only executor reads the source once, and only when
+    pruning needs no source keys (Delta has no such pruning; here it is one more read)."""
+    return plan.executor == "insert_only" and not reads_source(spark, plan, source)
+
+
+def prepare_merge_source(
+    spark: SparkSession, plan: MergePlan, loaded: DataFrame, rows: DataFrame, recorder: MetricsRecorder
+) -> PreparedSource:
+    """The source rows the executors read: ``rows`` (``loaded``, de-duplicated), materialized if need be.
+
+    Deciding and materializing are timed into ``materializeSourceTimeMs``. The caller releases the result.
+    """
+    with recorder.timed(m.MATERIALIZE_SOURCE_TIME_MS):
+        materialize, reason = should_materialize(
+            spark.conf.get(MATERIALIZE_SOURCE, None) or "auto",
+            read_once=reads_source_once(spark, plan, rows),
+            traits=source_traits(spark, plan.spec.source, loaded),
+        )
+        prepared = prepare_source(spark, rows, materialize=materialize)
+    log.info("Source %s (%s)", "materialized" if materialize else "not materialized", reason)
+    return prepared
+
+
+class PreparedSource:
+    """The source rows the merge reads; ``release`` frees what materializing them stored, if anything."""
+
+    def __init__(self, rows: DataFrame, checkpoint: Any = None) -> None:
+        self.rows = rows
+        self._checkpoint = checkpoint  # the JVM RDD holding the materialized rows
+
+    def release(self) -> None:
+        if self._checkpoint is not None:
+            self._checkpoint.unpersist(True)
+            self._checkpoint = None
+
+
+def prepare_source(spark: SparkSession, rows: DataFrame, *, materialize: bool) -> PreparedSource:
+    """``rows``, materialized once when ``materialize`` says so.
+
+    Raises:
+        MergeExecutionError: the storage level conf names no Spark storage level.
+    """
+    if not materialize:
+        return PreparedSource(rows)
+    # Eager: a lazy checkpoint is written after the first job that uses it, which could still see
+    # other rows than the checkpoint keeps.
+    checkpointed = rows.localCheckpoint(eager=True, storageLevel=_storage_level(spark))
+    return PreparedSource(checkpointed, checkpointed._jdf.queryExecution().analyzed().rdd())
+
+
+def _storage_level(spark: SparkSession) -> StorageLevel:
+    name = (spark.conf.get(STORAGE_LEVEL, None) or "DISK_ONLY").strip().upper()
+    level = getattr(StorageLevel, name, None)
+    if not isinstance(level, StorageLevel) or name == "NONE":
+        known = sorted(
+            n for n, v in vars(StorageLevel).items() if isinstance(v, StorageLevel) and n != "NONE"
+        )
+        raise MergeExecutionError(
+            f"{STORAGE_LEVEL} is {name!r}, which is not a Spark storage level. Set it to one of "
+            f"{', '.join(known)} (Delta's default is DISK_ONLY), or unset it."
+        )
+    return level
+
+
+# --- The analyzed source plan, read through py4j -----------------------------------------------------------
+
+
+def _seq(scala_seq: Any) -> list[Any]:
+    return [scala_seq.apply(i) for i in range(scala_seq.size())]
+
+
+def _kind(node: Any) -> str:
+    return str(node.getClass().getSimpleName())
+
+
+def _nodes(plan: Any) -> list[Any]:
+    """Every node of ``plan`` and of the plans of its subqueries."""
+    found = [plan]
+    for child in (*_seq(plan.children()), *_seq(plan.subqueries())):
+        found += _nodes(child)
+    return found
+
+
+def _is_delta_scan(node: Any) -> bool:
+    """A relation over a Delta log's file index (only in sessions that have Delta Lake's runtime)."""
+    if _kind(node) != "LogicalRelation" or _kind(node.relation()) != "HadoopFsRelation":
+        return False
+    return str(node.relation().location().getClass().getSimpleName()).startswith("Tahoe")
+
+
+def _has_non_delta_leaf(plan: Any) -> bool:
+    children = _seq(plan.children())
+    if not children and not (_is_delta_scan(plan) or _kind(plan) == "OneRowRelation"):
+        return True
+    return any(_has_non_delta_leaf(child) for child in (*children, *_seq(plan.subqueries())))
+
+
+def _is_deterministic(spark: SparkSession, plan: Any) -> bool:
+    """Delta's conservative check: deterministic projections and filters over Delta scans, nothing else."""
+    if _is_delta_scan(plan) or _kind(plan) == "OneRowRelation":
+        return True
+    if _kind(plan) not in _PASS_THROUGH_NODES:
+        return False
+    jvm: Any = spark._jvm
+    subquery = jvm.org.apache.spark.sql.catalyst.expressions.SubqueryExpression
+    expressions_ok = all(
+        e.deterministic() and not subquery.hasCorrelatedSubquery(e) for e in _seq(plan.expressions())
+    )
+    return (
+        expressions_ok
+        and all(_is_deterministic(spark, sub) for sub in _seq(plan.subqueries()))
+        and all(_is_deterministic(spark, child) for child in _seq(plan.children()))
+    )
+
+
+def _calls_udf(spark: SparkSession, expression: Any) -> bool:
+    jvm: Any = spark._jvm
+    udf = jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.expressions.UserDefinedExpression")
+    pending = [expression]
+    while pending:
+        current = pending.pop()
+        if udf.isInstance(current):
+            return True
+        pending += _seq(current.children())
+    return False
+
+
+def _relation_ignores_unreadable_files(node: Any) -> bool:
+    if _kind(node) != "LogicalRelation" or _kind(node.relation()) != "HadoopFsRelation":
+        return False
+    options = node.relation().options()
+    return any(str(options.get(key)) == "Some(true)" for key in _IGNORE_UNREADABLE_OPTIONS)
+
+
+def _flag(spark: SparkSession, conf: str, default: str = "false") -> bool:
+    return (spark.conf.get(conf, None) or default).strip().lower() == "true"

@@ -1,0 +1,127 @@
+"""UPDATE SET of struct fields (``SET t.addr.city = s.city``), rewritten as an assignment of the whole column.
+
+As Delta's ``UpdateExpressionsSupport.generateUpdateExpressions`` does, the struct is rebuilt field by
+field: an assigned field takes its expression, every other field keeps the row's value, at any depth. So a
+NULL struct becomes a struct with only the assigned fields set (Delta 4.4 does the same). The result is one
+``named_struct(...)`` expression per column, which the engine casts to the column's type like any other
+assignment; no Python runs on the executors. Only UPDATE clauses may name fields (the spec refuses them in
+INSERT), and a clause cannot assign a struct together with one of its fields (DELTA_CONFLICT_SET_COLUMN,
+also checked by the spec).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from pyspark.sql.types import DataType, StructType
+
+from airflow_provider_deltamerge.exceptions import ClauseResolutionError
+from airflow_provider_deltamerge.spec import MatchedUpdate, MergeClause, NotMatchedBySourceUpdate
+from airflow_provider_deltamerge.spec.clauses import describe_clause
+from airflow_provider_deltamerge.spec.delta_messages import delta_message
+from airflow_provider_deltamerge.spec.names import format_path, quote_part, split_column_path, strip_alias
+
+FieldUpdates = Sequence[tuple[tuple[str, ...], str]]  # (field path below the column, SQL expression)
+
+
+def assign_struct_fields(
+    clause: MergeClause, position: int, target: StructType, *, target_alias: str
+) -> MergeClause:
+    """``clause`` with its struct-field assignments folded into one assignment per struct column.
+
+    Assignments of whole columns, and names that are not a field path of a target column, are left as they
+    are (resolution reports unknown columns).
+
+    Raises:
+        ClauseResolutionError: a field that the struct does not have, or a field of a non-struct column.
+    """
+    if not isinstance(clause, MatchedUpdate | NotMatchedBySourceUpdate) or not clause.set:
+        return clause
+    columns = {f.name.lower(): f for f in target.fields}
+    fields: dict[str, list[tuple[tuple[str, ...], str]]] = {}
+    pairs: list[tuple[str, str | None]] = []  # None: the place of a struct whose fields are assigned
+    for written, expression in clause.set:
+        path = strip_alias(split_column_path(written) or (written,), target_alias)
+        column = columns.get(path[0].lower())
+        if len(path) == 1 or column is None:
+            pairs.append((written, expression))
+            continue
+        if column.name not in fields:
+            fields[column.name] = []
+            pairs.append((column.name, None))
+        fields[column.name].append((path[1:], expression))
+    if not fields:
+        return clause
+    where = describe_clause(position, clause)
+    rebuilt = tuple(
+        (name, expression)
+        if expression is not None
+        else (
+            name,
+            struct_with_fields(target_alias, name, columns[name.lower()].dataType, fields[name], where=where),
+        )
+        for name, expression in pairs
+    )
+    return dataclasses.replace(clause, set=rebuilt)
+
+
+def struct_with_fields(
+    target_alias: str, column: str, data_type: DataType, updates: FieldUpdates, *, where: str
+) -> str:
+    """The value of struct ``column`` with the fields at ``updates``' paths set, every other field kept."""
+    return _rebuild(f"{quote_part(target_alias)}.{quote_part(column)}", (column,), data_type, updates, where)
+
+
+def _rebuild(
+    current: str, at: tuple[str, ...], data_type: DataType, updates: FieldUpdates, where: str
+) -> str:
+    if not isinstance(data_type, StructType):
+        raise ClauseResolutionError(
+            f"{where}: "
+            + delta_message(
+                "DELTA_UNSUPPORTED_FIELD_UPDATE_NON_STRUCT",
+                columnName=f"`{format_path(at)}`",
+                dataType=data_type.simpleString(),
+            )
+            + f" Assign `{format_path(at)}` as a whole instead.",
+            error_class="DELTA_UNSUPPORTED_FIELD_UPDATE_NON_STRUCT",
+        )
+    known = {f.name.lower() for f in data_type.fields}
+    for path, _ in updates:
+        if path[0].lower() not in known:
+            raise _no_such_field((*at, path[0]), data_type, where)
+    values = []
+    for field in data_type.fields:
+        mine = [
+            (path[1:], expression) for path, expression in updates if path[0].lower() == field.name.lower()
+        ]
+        kept = f"{current}.{quote_part(field.name)}"
+        if not mine:
+            value = kept
+        elif not mine[0][0]:  # the field itself is assigned (the spec allows nothing else below it then)
+            value = f"({mine[0][1]})"
+        else:
+            value = _rebuild(kept, (*at, field.name), field.dataType, mine, where)
+        values.append(f"{_string_literal(field.name)}, {value}")
+    return f"named_struct({', '.join(values)})"
+
+
+def _no_such_field(path: tuple[str, ...], struct: StructType, where: str) -> ClauseResolutionError:
+    parent = format_path(path[:-1])
+    fields = ", ".join(f"{parent}.{quote_part(f.name)}" for f in struct.fields)
+    return ClauseResolutionError(
+        f"{where}: "
+        + delta_message(
+            "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+            sqlExpr=format_path(path),
+            clause="UPDATE clause",
+            cols=fields,
+        )
+        + f" `{parent}` has no field `{path[-1]}`; UPDATE SET can only assign fields the struct already has.",
+        error_class="DELTA_MERGE_UNRESOLVED_EXPRESSION",
+    )
+
+
+def _string_literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -1,0 +1,167 @@
+"""UPDATE SET of struct fields on real tables: the struct is rebuilt with its other fields kept (a NULL
+struct becomes one with only the assigned fields set), checked against deltalake's merge given the same
+rebuild written out as a whole-struct assignment (delta-rs has no field assignment of its own)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.exceptions import ClauseResolutionError
+from airflow_provider_deltamerge.spec import (
+    MergeSpec,
+    PathSource,
+    insert,
+    update,
+    update_by_source,
+)
+from tests.conftest import make_table, table_state
+from tests.oracle import merge_with_deltalake, sorted_rows
+
+GEO = pa.struct([("lat", pa.float64()), ("lon", pa.float64())])
+ADDR = pa.struct([("city", pa.string()), ("zip", pa.string()), ("geo", GEO)])
+TARGET = pa.table(
+    {
+        "id": pa.array([1, 2, 3, 4], pa.int64()),
+        "addr": pa.array(
+            [
+                {"city": "Oslo", "zip": "0150", "geo": {"lat": 59.9, "lon": 10.7}},
+                None,
+                {"city": "Rome", "zip": "00100", "geo": None},
+                {"city": "Lima", "zip": "15001", "geo": {"lat": -12.0, "lon": -77.0}},
+            ],
+            ADDR,
+        ),
+        "qty": pa.array([10, 20, 30, 40], pa.int32()),
+    }
+)
+SOURCE = pa.table(
+    {
+        "id": pa.array([1, 2, 3, 5], pa.int64()),
+        "city": pa.array(["Bergen", "Turin", None, "Quito"]),
+        "lat": pa.array([60, 45, 41, -0], pa.int32()),  # cast to the field's double
+    }
+)
+
+
+def source(tmp_path: Path) -> PathSource:
+    pq.write_table(SOURCE, tmp_path / "source.parquet")
+    return PathSource(str(tmp_path / "source.parquet"))
+
+
+def whole_struct(city: str, lat: str) -> str:
+    """The rebuild Delta documents for ``SET addr.city = <city>, addr.geo.lat = <lat>``, written out."""
+    return (
+        f"named_struct('city', {city}, 'zip', t.addr.zip, "
+        f"'geo', named_struct('lat', CAST({lat} AS DOUBLE), 'lon', t.addr.geo.lon))"
+    )
+
+
+@pytest.mark.parametrize("executor", ["matched_only", "classic"])
+def test_field_assignment_keeps_the_other_fields(spark, tmp_path, executor):
+    ours, oracle = make_table(tmp_path / "ours", TARGET), make_table(tmp_path / "oracle", TARGET)
+    spec = MergeSpec(
+        ours,
+        source(tmp_path),
+        "t.id = s.id",
+        (update({"t.addr.city": "s.city", "addr.geo.lat": "s.lat", "qty": "t.qty + 1"}),),
+    )
+    result = run_merge(spark, spec, executor=executor)
+    rewritten = MergeSpec(
+        oracle,
+        spec.source,
+        spec.condition,
+        (update({"addr": whole_struct("s.city", "s.lat"), "qty": "t.qty + 1"}),),
+    )
+    expected = merge_with_deltalake(oracle, rewritten, SOURCE)
+    assert sorted_rows(ours) == sorted_rows(oracle)
+    by_id = {row["id"]: row for row in sorted_rows(ours)}
+    assert by_id[1]["addr"] == {"city": "Bergen", "zip": "0150", "geo": {"lat": 60.0, "lon": 10.7}}
+    assert by_id[2]["addr"] == {"city": "Turin", "zip": None, "geo": {"lat": 45.0, "lon": None}}
+    assert by_id[3]["addr"] == {"city": None, "zip": "00100", "geo": {"lat": 41.0, "lon": None}}
+    assert by_id[4] == {"id": 4, "addr": TARGET["addr"][3].as_py(), "qty": 40}
+    assert result.metrics[m.NUM_TARGET_ROWS_UPDATED] == expected["num_target_rows_updated"] == 3
+
+
+def test_field_assignment_by_source_and_insert_beside_it(spark, tmp_path):
+    ours, oracle = make_table(tmp_path / "ours", TARGET), make_table(tmp_path / "oracle", TARGET)
+    inserted = "named_struct('city', s.city, 'zip', NULL, 'geo', NULL)"
+    spec = MergeSpec(
+        ours,
+        source(tmp_path),
+        "t.id = s.id",
+        (
+            update({"t.addr.geo.lat": "s.lat"}, condition="s.city IS NOT NULL"),
+            insert({"id": "s.id", "addr": inserted, "qty": "0"}),
+            update_by_source({"t.addr.zip": "'closed'"}),
+        ),
+    )
+    result = run_merge(spark, spec)
+    rewritten = MergeSpec(
+        oracle,
+        spec.source,
+        spec.condition,
+        (
+            update({"addr": whole_struct("t.addr.city", "s.lat")}, condition="s.city IS NOT NULL"),
+            insert({"id": "s.id", "addr": inserted, "qty": "0"}),
+            update_by_source(
+                {"addr": "named_struct('city', t.addr.city, 'zip', 'closed', 'geo', t.addr.geo)"}
+            ),
+        ),
+    )
+    expected = merge_with_deltalake(oracle, rewritten, SOURCE)
+    assert sorted_rows(ours) == sorted_rows(oracle)
+    by_id = {row["id"]: row for row in sorted_rows(ours)}
+    assert by_id[4]["addr"] == {"city": "Lima", "zip": "closed", "geo": {"lat": -12.0, "lon": -77.0}}
+    assert by_id[5]["addr"] == {"city": "Quito", "zip": None, "geo": None}
+    assert by_id[3]["addr"] == TARGET["addr"][2].as_py()  # its clause condition is false: unchanged
+    for ours_name, oracle_name in (
+        (m.NUM_TARGET_ROWS_UPDATED, "num_target_rows_updated"),
+        (m.NUM_TARGET_ROWS_INSERTED, "num_target_rows_inserted"),
+        (m.NUM_TARGET_ROWS_COPIED, "num_target_rows_copied"),
+    ):
+        assert result.metrics[ours_name] == expected[oracle_name]
+
+
+@pytest.mark.parametrize(
+    ("assignments", "error_class", "text"),
+    [
+        (
+            {"t.addr.town": "s.city"},
+            "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+            "Cannot resolve addr.town in UPDATE clause given columns addr.city, addr.zip, addr.geo.",
+        ),
+        (
+            {"t.addr.geo.alt": "s.lat"},
+            "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+            "Cannot resolve addr.geo.alt in UPDATE clause given columns addr.geo.lat, addr.geo.lon.",
+        ),
+        (
+            {"t.qty.high": "s.lat"},
+            "DELTA_UNSUPPORTED_FIELD_UPDATE_NON_STRUCT",
+            "trying to update a field of `qty`, which is of type: int.",
+        ),
+    ],
+    ids=["unknown-field", "unknown-deep-field", "non-struct"],
+)
+def test_bad_field_assignment_names_the_clause_and_changes_nothing(
+    spark, tmp_path, assignments, error_class, text
+):
+    target = make_table(tmp_path / "t", TARGET)
+    state = table_state(target)
+    spec = MergeSpec(
+        target,
+        source(tmp_path),
+        "t.id = s.id",
+        (update({"qty": "1"}, condition="s.lat > 0"), update(assignments)),
+    )
+    with pytest.raises(ClauseResolutionError, match="clause 2, WHEN MATCHED UPDATE") as raised:
+        run_merge(spark, spec)
+    assert raised.value.error_class == error_class
+    assert text in str(raised.value)
+    assert table_state(target) == state
