@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 _TEMPLATE_MARKERS = ("{{", "{%")
 BACKENDS = ("auto", "engine", "delta-spark")
 RERUN_POLICIES = ("skip_if_committed", "always")
+MATERIALIZE_SOURCE_MODES = ("auto", "all", "none")
+# Delta's conf; the job's engine reads it from its SparkSession as Delta's MERGE does.
+MATERIALIZE_SOURCE_CONF = "spark.databricks.delta.merge.materializeSource"
 
 
 def _is_templated(text: str) -> bool:
@@ -91,6 +94,11 @@ class DeltaMergeOperator(BaseOperator):
     :param source_options: Spark reader options of a string ``source``. (templated)
     :param target_alias: Alias of the target in conditions and expressions.
     :param source_alias: Alias of the source in conditions and expressions.
+    :param schema_evolution: Let the merge add the source columns its UPDATE and INSERT clauses assign (and
+        new struct fields), as Delta's ``WITH SCHEMA EVOLUTION`` does.
+    :param materialize_source: ``auto`` (default: as Delta decides), ``all`` or ``none``: whether the job
+        copies the source once so that both of the merge's reads see the same rows
+        (``spark.databricks.delta.merge.materializeSource``).
     :param deduplicate_source_by: Source key columns; keep only the latest source row per key.
     :param deduplicate_order_by: Source columns whose greatest values mark the latest row.
     :param backend: ``auto`` (default) runs this provider's engine unless the table needs a feature only
@@ -136,6 +144,8 @@ class DeltaMergeOperator(BaseOperator):
         source_options: Mapping[str, str] | None = None,
         target_alias: str = "t",
         source_alias: str = "s",
+        schema_evolution: bool = False,
+        materialize_source: Literal["auto", "all", "none"] | None = None,
         deduplicate_source_by: Sequence[str] = (),
         deduplicate_order_by: Sequence[str] = (),
         backend: Literal["auto", "engine", "delta-spark"] = "auto",
@@ -152,6 +162,7 @@ class DeltaMergeOperator(BaseOperator):
         self.clauses, self.merge_sql = tuple(clauses), merge_sql
         self.source_format, self.source_options = source_format, dict(source_options or {})
         self.target_alias, self.source_alias = target_alias, source_alias
+        self.schema_evolution, self.materialize_source = schema_evolution, materialize_source
         self.deduplicate_source_by = tuple(deduplicate_source_by)
         self.deduplicate_order_by = tuple(deduplicate_order_by)
         self.backend, self.rerun, self.preflight = backend, rerun, preflight
@@ -165,14 +176,15 @@ class DeltaMergeOperator(BaseOperator):
             self.outlets = [*self.outlets, target_asset(self.target)]
 
     def _check_structure(self) -> None:
-        if self.rerun not in RERUN_POLICIES:
-            raise AirflowException(
-                f"{self.task_id}: rerun must be one of {', '.join(RERUN_POLICIES)}, not {self.rerun!r}."
-            )
-        if self.backend not in BACKENDS:
-            raise AirflowException(
-                f"{self.task_id}: backend must be one of {', '.join(BACKENDS)}, not {self.backend!r}."
-            )
+        for name, allowed in (
+            ("rerun", RERUN_POLICIES),
+            ("backend", BACKENDS),
+            ("materialize_source", (None, *MATERIALIZE_SOURCE_MODES)),
+        ):
+            value = getattr(self, name)
+            if value not in allowed:
+                choices = ", ".join(a for a in allowed if a is not None)
+                raise AirflowException(f"{self.task_id}: {name} must be one of {choices}, not {value!r}.")
         python_form = self.target is not None or self.source is not None or self.condition is not None
         if self.merge_sql is not None:
             if python_form or self.clauses:
@@ -210,15 +222,22 @@ class DeltaMergeOperator(BaseOperator):
             clauses=self.clauses,
             target_alias=self.target_alias,
             source_alias=self.source_alias,
+            schema_evolution=self.schema_evolution,
             deduplicate_source_by=self.deduplicate_source_by,
             deduplicate_order_by=self.deduplicate_order_by,
         )
+
+    def job_conf(self) -> dict[str, Any]:
+        """The Spark conf of the merge job: ``conf`` plus what the operator's own arguments set."""
+        if self.materialize_source is None:
+            return self.conf
+        return {**self.conf, MATERIALIZE_SOURCE_CONF: self.materialize_source}
 
     def execute(self, context: Context) -> dict[str, Any]:
         spec = self._spec = self._rendered(self.build_spec(), context)
         self._hook = DeltaMergeHook(
             self.spark_conn_id,
-            conf=self.conf,
+            conf=self.job_conf(),
             spark_submit_kwargs=self.spark_submit_kwargs,
             storage_conn_id=self.storage_conn_id,
         )

@@ -39,7 +39,8 @@ def events(day: str, ids: range, value: float) -> pa.Table:
 
 def run_id(home: Path) -> str:
     with sqlite3.connect(home / "airflow.db") as db:
-        [(found,)] = db.execute("SELECT run_id FROM dag_run WHERE dag_id = 'deltamerge_daily_events'").fetchall()
+        query = "SELECT run_id FROM dag_run WHERE dag_id = 'deltamerge_daily_events'"
+        [(found,)] = db.execute(query).fetchall()
     return str(found)
 
 

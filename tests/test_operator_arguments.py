@@ -1,0 +1,29 @@
+"""Operator arguments that shape the merge or its job, checked where the operator turns them into both."""
+
+from __future__ import annotations
+
+import pytest
+from airflow.providers.common.compat.sdk import AirflowException
+
+from airflow_provider_deltamerge.operators.delta_merge import MATERIALIZE_SOURCE_CONF
+from tests.test_lineage import make_operator
+
+
+def test_schema_evolution_reaches_the_spec_and_its_hash():
+    evolving = make_operator(schema_evolution=True).build_spec()
+    assert evolving.schema_evolution
+    assert evolving.spec_hash != make_operator().build_spec().spec_hash
+
+
+def test_materialize_source_becomes_deltas_conf_of_the_job():
+    operator = make_operator(materialize_source="all", conf={"spark.sql.shuffle.partitions": "4"})
+    assert operator.job_conf() == {"spark.sql.shuffle.partitions": "4", MATERIALIZE_SOURCE_CONF: "all"}
+    assert make_operator().job_conf() == {}
+
+
+def test_unknown_materialize_mode_fails_at_parse_time():
+    with pytest.raises(
+        AirflowException,
+        match="materialize_source must be one of auto, all, none, not 'yes'",
+    ):
+        make_operator(materialize_source="yes")
