@@ -3,8 +3,8 @@
 The examples' first task, ``sample_data_task``, writes what is missing so that a DAG run on a laptop or in
 the docker compose setup has something to merge. It writes only into a local lake folder that is new or
 was made by this module (marked by a ``SAMPLE_LAKE`` file), so it never touches real data: drop the task
-when you adapt an example. ``make demo`` and the tests run this file as a script to reset the ``orders``
-sample of the upsert example.
+when you adapt an example. ``make demo`` and the tests run ``prepare`` (this file as a script) to
+reset the ``orders`` sample of the upsert, SQL and consumer examples.
 """
 
 from __future__ import annotations
@@ -219,8 +219,14 @@ def sample_data_task(lake: str, name: str) -> XComArg:
 
 
 def prepare(lake: Path, day: datetime.date) -> None:
-    """A fresh sample lake with the upsert example's data: orders 0-999 and the day's extract."""
-    shutil.rmtree(lake, ignore_errors=True)
+    """Reset the upsert example's data, orders 0-999 and the day's extract; the rest of the lake stays.
+
+    Asked for by name, so the folder becomes a sample lake even if it holds other data.
+    """
+    shutil.rmtree(lake / "orders", ignore_errors=True)
+    shutil.rmtree(extract_path(lake, "orders", day).parent, ignore_errors=True)
+    lake.mkdir(parents=True, exist_ok=True)
+    (lake / MARKER).touch()
     write_sample(lake, "orders", day)
 
 
