@@ -147,12 +147,14 @@ def test_failed_merge_fails_the_task_with_the_cause(airflow_env, run_airflow, tm
     # No staged extract for this date: the task fails naming the path; the table keeps its version.
     lake = Path(airflow_env["DELTAMERGE_LAKE"])
     prepare_lake(lake)
+    (lake / MARKER).unlink()  # a real lake: the example's sample_data task must not write the extract
 
     result = run_airflow("dags", "test", "deltamerge_upsert", "2024-03-01")
 
     output = result.stdout + result.stderr
     assert "Path does not exist" in output and "2024-03-01.parquet" in output
     assert "SourceError" in output
+    assert "is not a local sample lake; its data is left alone" in output
     assert DeltaTable(str(lake / "orders")).version() == 0
 
 
