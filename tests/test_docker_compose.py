@@ -104,3 +104,12 @@ def test_compose_names_only_files_that_exist(compose):
     assert not missing, f"docker-compose.yaml or its Dockerfile names missing files: {missing}"
     outside = sorted({str(path) for path in referenced if not path.is_relative_to(ROOT)})
     assert not outside, f"docker-compose.yaml reaches outside the repository: {outside}"
+
+
+def test_image_runs_the_airflow_version_the_tests_run():
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
+    [image_version] = re.findall(r"^ARG AIRFLOW_VERSION=(\S+)$", dockerfile, flags=re.MULTILINE)
+    [pinned] = re.findall(
+        r"^apache-airflow==(\S+)$", (ROOT / "constraints.txt").read_text(), flags=re.MULTILINE
+    )
+    assert image_version == pinned
