@@ -6,12 +6,12 @@ VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv java clean
+.PHONY: demo test venv java docker-compose clean
 
 demo: $(STAMP) java
 	$(BIN)/python scripts/demo.py
 
-test: $(STAMP) java
+test: $(STAMP) java docker-compose
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -33,6 +33,13 @@ java:
 	@command -v java >/dev/null 2>&1 || { \
 	  echo "Java is missing: Spark needs Java 17. Install it (e.g. 'apt-get install openjdk-17-jre-headless')" \
 	       "and make sure 'java' is on PATH."; exit 1; }
+
+# tests/test_docker_compose.py validates docker-compose.yaml with Debian's docker-compose (no Docker daemon).
+docker-compose:
+	@command -v docker-compose >/dev/null 2>&1 || { \
+	  echo "Installing Debian's docker-compose, which the tests use to validate docker-compose.yaml"; \
+	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker-compose >/dev/null; \
+	} || { echo "docker-compose is missing: install Debian's package ('apt-get install docker-compose')"; exit 1; }
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache

@@ -2,7 +2,8 @@
 
 Use it when the team already writes Spark/Databricks MERGE statements, or wants the merge reviewed as
 SQL. The statement is parsed into the same spec as the Python clauses, so it gets the same checks at
-DAG-parse time, the same pre-flight against the table's schema, and the same metrics.
+DAG-parse time, the same pre-flight against the table's schema, and the same metrics. The first task
+writes sample data when the lake is a local sample lake.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 from datetime import datetime
 
 from airflow.sdk import DAG
+from sample_lake import sample_data_task
 
 from airflow_provider_deltamerge.operators.delta_merge import DeltaMergeOperator
 
@@ -25,4 +27,6 @@ with DAG(
     tags=["deltamerge", "example"],
     doc_md=__doc__,
 ):
-    DeltaMergeOperator(task_id="merge_orders_sql", merge_sql="sql/merge_orders.sql")
+    sample_data_task(LAKE, "orders") >> DeltaMergeOperator(
+        task_id="merge_orders_sql", merge_sql="sql/merge_orders.sql"
+    )

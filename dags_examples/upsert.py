@@ -2,7 +2,8 @@
 
 Use it when each day's extract holds the latest state of some rows: rows whose key exists are
 overwritten, new keys are inserted, nothing is deleted. The downstream task reads the merge metrics
-from XCom. ``DELTAMERGE_LAKE`` points at the lake folder (``make demo`` prepares a sample one).
+from XCom. ``DELTAMERGE_LAKE`` points at the lake folder; the first task writes sample data when the lake
+is a local sample lake (``make demo`` prepares one).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow.sdk import DAG, task
+from sample_lake import sample_data_task
 
 from airflow_provider_deltamerge.operators.delta_merge import DeltaMergeOperator
 from airflow_provider_deltamerge.spec import insert_all, update_all
@@ -45,4 +47,5 @@ with DAG(
             f"in {metrics['executionTimeMs']} ms"
         )
 
+    sample_data_task(LAKE, "orders") >> merge_orders
     report(merge_orders.output)

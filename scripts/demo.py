@@ -50,7 +50,7 @@ def main() -> None:
     DEMO.mkdir(exist_ok=True)
     run(
         "Writing the sample lake",
-        [sys.executable, "scripts/sample_lake.py", str(LAKE), LOGICAL_DATE],
+        [sys.executable, "dags_examples/sample_lake.py", str(LAKE), LOGICAL_DATE],
         "lake.log",
     )
     run("Preparing Airflow's metadata database (SQLite)", ["airflow", "db", "migrate"], "db.log")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 from collections.abc import Callable
@@ -45,6 +46,25 @@ def run_airflow(airflow_env: dict[str, str]) -> Callable[..., subprocess.Complet
         )
 
     return run
+
+
+def start_dags_test(
+    airflow_env: dict[str, str], home: Path, dag_id: str, logical_date: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """Start ``airflow dags test`` in its own AIRFLOW_HOME, on a copy of the migrated metadata database.
+
+    Runs started side by side need their own databases: SQLite takes one writer at a time, and a second
+    ``airflow`` process fails with "database is locked" before any merge runs.
+    """
+    home.mkdir()
+    shutil.copy(Path(airflow_env["AIRFLOW_HOME"]) / "airflow.db", home / "airflow.db")
+    return subprocess.Popen(
+        ["airflow", "dags", "test", dag_id, logical_date],
+        env={**airflow_env, "AIRFLOW_HOME": str(home), **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def xcom_value(airflow_env: dict[str, str], dag_id: str, task_id: str) -> Any:

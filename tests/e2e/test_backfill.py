@@ -8,9 +8,7 @@ fails with "database is locked" before any merge runs; what is under test is the
 from __future__ import annotations
 
 import datetime as dt
-import shutil
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import pyarrow as pa
@@ -19,28 +17,19 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from airflow_provider_deltamerge.delta.history import provenance_of
-from tests.e2e.conftest import xcom_value
+from dags_examples.sample_lake import events, extract_path
+from tests.e2e.conftest import start_dags_test, xcom_value
 
 pytestmark = pytest.mark.slow
 
-DATES = ["2024-01-01", "2024-01-02", "2024-01-03"]
+DAG_ID = "deltamerge_daily_events"  # dags_examples/daily_partitioned.py
+DATES = [dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3)]
 EVENTS_PER_DAY = 50
-
-
-def events(day: str, ids: range, value: float) -> pa.Table:
-    return pa.table(
-        {
-            "day": pa.array([dt.date.fromisoformat(day)] * len(ids), pa.date32()),
-            "event_id": pa.array(list(ids), pa.int64()),
-            "value": pa.array([value] * len(ids), pa.float64()),
-        }
-    )
 
 
 def run_id(home: Path) -> str:
     with sqlite3.connect(home / "airflow.db") as db:
-        query = "SELECT run_id FROM dag_run WHERE dag_id = 'deltamerge_daily_events'"
-        [(found,)] = db.execute(query).fetchall()
+        [(found,)] = db.execute("SELECT run_id FROM dag_run WHERE dag_id = ?", (DAG_ID,)).fetchall()
     return str(found)
 
 
@@ -51,34 +40,20 @@ def test_concurrent_runs_of_several_dates_all_commit_their_own_day(airflow_env, 
         pa.concat_tables([events(day, range(EVENTS_PER_DAY), 1.0) for day in DATES]),
         partition_by=["day"],
     )
-    (lake / "staging" / "events").mkdir(parents=True)
     for day in DATES:  # each day's extract updates events 40-49 and adds events 50-59
-        pq.write_table(events(day, range(40, 60), 2.0), lake / "staging" / "events" / f"{day}.parquet")
+        extract_path(lake, "events", day).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(events(day, range(40, 60), 2.0), extract_path(lake, "events", day))
 
     homes = [tmp_path / f"airflow-{day}" for day in DATES]
-    runs = []
-    for day, home in zip(DATES, homes, strict=True):
-        home.mkdir()
-        shutil.copy(Path(airflow_env["AIRFLOW_HOME"]) / "airflow.db", home / "airflow.db")
-        env = {
-            **airflow_env,
-            "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(Path(__file__).parent / "dags"),
-            "DELTAMERGE_LAKE": str(lake),
-        }
-        runs.append(
-            subprocess.Popen(
-                ["airflow", "dags", "test", "deltamerge_daily_events", day],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
-        )
+    runs = [
+        start_dags_test(airflow_env, home, DAG_ID, str(day), env={"DELTAMERGE_LAKE": str(lake)})
+        for day, home in zip(DATES, homes, strict=True)
+    ]
     outputs = [run.communicate()[0] for run in runs]
 
     for run, output in zip(runs, outputs, strict=True):
         assert run.returncode == 0, output[-4000:]
+        assert "is not a local sample lake; its data is left alone" in output  # the example's sample_data
     table = DeltaTable(str(lake / "events"))
     assert table.version() == len(DATES)  # one commit per date, none lost
     rows = table.to_pyarrow_table().to_pylist()
@@ -87,7 +62,7 @@ def test_concurrent_runs_of_several_dates_all_commit_their_own_day(airflow_env, 
     committed_by = sorted(provenance_of(entry).get("runId", "") for entry in table.history()[: len(DATES)])
     assert committed_by == sorted(run_id(home) for home in homes)
     for day, home in zip(DATES, homes, strict=True):
-        metrics = xcom_value({"AIRFLOW_HOME": str(home)}, "deltamerge_daily_events", "merge_day")
+        metrics = xcom_value({"AIRFLOW_HOME": str(home)}, DAG_ID, "merge_day")
         assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsInserted"]) == (10, 10), day
         # Only the run's own day was read: the other days' files were skipped before the join.
         assert (metrics["numTargetFilesAfterSkipping"], metrics["numTargetPartitionsAfterSkipping"]) == (1, 1)

@@ -2,32 +2,31 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-import subprocess
-import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from deltalake import DeltaTable
 
 from airflow_provider_deltamerge.delta.commit import CRASH_ENV
-from tests.e2e.conftest import ROOT, asset_event_extras, xcom_value
+from dags_examples.sample_lake import MARKER, prepare
+from tests.e2e.conftest import asset_event_extras, start_dags_test, xcom_value
 
 pytestmark = pytest.mark.slow
 
 
 def prepare_lake(lake: Path) -> None:
     """The demo's sample lake: orders 0-999 and a 2024-01-02 extract (updates 900-999, adds 1000-1099)."""
-    subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "sample_lake.py"), str(lake), "2024-01-02"], check=True
-    )
+    prepare(lake, dt.date(2024, 1, 2))
 
 
 def test_upsert_example_merges_and_pushes_metrics(airflow_env, run_airflow):
     lake = Path(airflow_env["DELTAMERGE_LAKE"])
-    subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "sample_lake.py"), str(lake), "2024-01-02"], check=True
-    )
+    prepare_lake(lake)
 
     result = run_airflow("dags", "test", "deltamerge_upsert", "2024-01-02")
 
@@ -147,13 +146,141 @@ def test_retry_after_a_committed_merge_does_not_merge_twice(airflow_env, run_air
 def test_failed_merge_fails_the_task_with_the_cause(airflow_env, run_airflow, tmp_path):
     # No staged extract for this date: the task fails naming the path; the table keeps its version.
     lake = Path(airflow_env["DELTAMERGE_LAKE"])
-    subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "sample_lake.py"), str(lake), "2024-01-02"], check=True
-    )
+    prepare_lake(lake)
+    (lake / MARKER).unlink()  # a real lake: the example's sample_data task must not write the extract
 
     result = run_airflow("dags", "test", "deltamerge_upsert", "2024-03-01")
 
     output = result.stdout + result.stderr
     assert "Path does not exist" in output and "2024-03-01.parquet" in output
     assert "SourceError" in output
+    assert "is not a local sample lake; its data is left alone" in output
     assert DeltaTable(str(lake / "orders")).version() == 0
+
+
+# The examples that generate their own sample data, each run once (two at a time, each with its own metadata
+# database and its own fresh lake) by the ``example_runs`` fixture: dag_id -> the merge task's id.
+SELF_SEEDING_EXAMPLES = {
+    "deltamerge_cdc_apply": "apply_changes",
+    "deltamerge_scd2": "merge_history",
+    "deltamerge_event_dedup": "append_new_clicks",
+    "deltamerge_full_sync": "sync_products",
+}
+EXAMPLES_DATE = "2024-01-02"
+
+
+@dataclass(frozen=True)
+class ExampleRun:
+    """One ``airflow dags test`` of an example on an empty lake."""
+
+    dag_id: str
+    returncode: int
+    output: str
+    home: Path
+    lake: Path
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The merge task's XCom value, once the run is known to have passed."""
+        assert self.returncode == 0, self.output[-4000:]
+        return xcom_value({"AIRFLOW_HOME": str(self.home)}, self.dag_id, SELF_SEEDING_EXAMPLES[self.dag_id])
+
+    def rows(self, table: str, key: str) -> dict[Any, dict[str, Any]]:
+        """The table's rows by ``key`` (a key seen twice fails the test)."""
+        rows = DeltaTable(str(self.lake / table)).to_pyarrow_table().to_pylist()
+        by_key = {row[key]: row for row in rows}
+        assert len(by_key) == len(rows), f"duplicate {key} in {table}"
+        return by_key
+
+
+@pytest.fixture(scope="module")
+def example_runs(airflow_env, tmp_path_factory) -> dict[str, ExampleRun]:
+    root = tmp_path_factory.mktemp("examples")
+
+    def run(dag_id: str) -> ExampleRun:
+        home, lake = root / f"airflow-{dag_id}", root / f"lake-{dag_id}"  # the lake is created by the DAG
+        process = start_dags_test(
+            airflow_env, home, dag_id, EXAMPLES_DATE, env={"DELTAMERGE_LAKE": str(lake)}
+        )
+        output = process.communicate()[0]
+        return ExampleRun(dag_id, process.returncode, output, home, lake)
+
+    # Two at a time: each run is mostly one spark-submit JVM, and the CI machine has two cores.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return {run.dag_id: run for run in pool.map(run, SELF_SEEDING_EXAMPLES)}
+
+
+def test_cdc_example_deletes_and_applies_the_latest_change_per_key(example_runs):
+    run = example_runs["deltamerge_cdc_apply"]
+
+    # The feed changes keys 2, 3, 4, 11, 12 and 13; per key only the change with the highest lsn counts.
+    assert run.metrics["numSourceRows"] == 6
+    assert run.metrics["numTargetRowsDeleted"] == run.metrics["numTargetRowsMatchedDeleted"] == 2
+    assert run.metrics["numTargetRowsUpdated"] == 1
+    assert run.metrics["numTargetRowsInserted"] == 2
+    customers = run.rows("customers", "customer_id")
+    assert sorted(customers) == [1, 2, 5, 6, 7, 8, 9, 10, 11, 12]  # 3 and 4 deleted, 13 never landed
+    assert (customers[2]["name"], customers[2]["lsn"]) == ("Renamed 2", 102)
+    assert (customers[12]["name"], customers[12]["email"]) == ("Renamed 12", "renamed12@example.com")
+    assert customers[1] == {
+        "customer_id": 1,
+        "name": "Customer 1",
+        "email": "customer1@example.com",
+        "lsn": 1,
+    }
+    assert "op" not in customers[11]
+
+
+def test_scd2_example_closes_the_current_row_and_adds_the_new_version(example_runs):
+    run = example_runs["deltamerge_scd2"]
+
+    # Every change comes twice (keyed to close, NULL-keyed to insert): 3 changes, 6 source rows.
+    assert run.metrics["numSourceRows"] == 6
+    assert run.metrics["numTargetRowsUpdated"] == 2  # the current rows of customers 2 and 3, closed
+    assert run.metrics["numTargetRowsInserted"] == 3  # new versions of 2 and 3, and new customer 6
+    rows = DeltaTable(str(run.lake / "customer_history")).to_pyarrow_table().to_pylist()
+    day, since = dt.date.fromisoformat(EXAMPLES_DATE), dt.date.fromisoformat(EXAMPLES_DATE) - dt.timedelta(30)
+    versions = sorted(
+        (r["customer_id"], r["valid_from"], r["valid_to"], r["is_current"], r["address"]) for r in rows
+    )
+    assert versions == [
+        (1, since, None, True, "1 Old Street"),
+        (2, since, day, False, "2 Old Street"),
+        (2, day, None, True, "2 New Street"),
+        (3, since, day, False, "3 Old Street"),
+        (3, day, None, True, "3 New Street"),
+        (4, since, None, True, "4 Old Street"),
+        (5, since, None, True, "5 Old Street"),
+        (6, day, None, True, "6 First Street"),
+    ]
+
+
+def test_event_dedup_example_inserts_only_unseen_events_once(example_runs):
+    run = example_runs["deltamerge_event_dedup"]
+
+    # The batch: 91-120 and a second delivery of 101-105; 91-100 are already in the table.
+    assert run.metrics["numSourceRows"] == 30  # after dropping the batch's own duplicates
+    assert run.metrics["numTargetRowsInserted"] == 20
+    assert run.metrics["executor"] == "insert_only"
+    assert run.metrics["numTargetFilesRemoved"] == run.metrics["numTargetRowsCopied"] == 0
+    clicks = run.rows("clicks", "event_id")
+    assert sorted(clicks) == list(range(1, 121))
+    assert {clicks[i]["page"] for i in range(1, 101)} == {"/home"}  # redelivered events were skipped
+    assert {clicks[i]["page"] for i in range(101, 121)} == {"/redelivered"}
+
+
+def test_full_sync_example_mirrors_the_export(example_runs):
+    run = example_runs["deltamerge_full_sync"]
+
+    assert run.metrics["numTargetRowsNotMatchedBySourceDeleted"] == 2  # products 7 and 8 left the export
+    assert run.metrics["numTargetRowsUpdated"] == 2  # 2 and 3 repriced; unchanged rows are only copied
+    assert run.metrics["numTargetRowsInserted"] == 1
+    prices = {key: row["price"] for key, row in run.rows("products", "product_id").items()}
+    assert prices == {1: 10.0, 2: 25.0, 3: 35.0, 4: 40.0, 5: 50.0, 6: 60.0, 9: 90.0}
+
+
+def test_examples_write_sample_data_only_into_a_sample_lake(example_runs):
+    for dag_id, run in example_runs.items():
+        assert run.returncode == 0, run.output[-4000:]
+        assert (run.lake / MARKER).exists(), dag_id
+        assert "Sample data of" in run.output, dag_id
