@@ -39,3 +39,15 @@ def test_target_is_the_outlet_asset_unless_templated(tmp_path):
     assert make_operator().outlets == [target_asset("s3://lake/orders")]
     assert target_asset(str(tmp_path / "t")).uri == (tmp_path / "t").as_uri()
     assert make_operator(target="s3://lake/{{ params.table }}").outlets == []
+
+
+def test_a_catalog_table_target_is_named_as_spark_names_it():
+    operator = make_operator(target="shop.orders")
+    operator._metrics = {"numOutputRows": 3}
+
+    [target] = operator.get_openlineage_facets_on_complete(task_instance=None).outputs
+
+    assert (target.namespace, target.name) == ("spark", "shop.orders")
+    assert target.outputFacets["outputStatistics"].rowCount == 3
+    assert operator.outlets == [target_asset("shop.orders")]
+    assert target_asset("shop.orders").uri == "shop.orders"

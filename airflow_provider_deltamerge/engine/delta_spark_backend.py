@@ -31,6 +31,7 @@ from airflow_provider_deltamerge.engine.merge import MergeResult
 from airflow_provider_deltamerge.engine.metrics import METRIC_DESCRIPTIONS, MetricsRecorder
 from airflow_provider_deltamerge.engine.resolution import quote
 from airflow_provider_deltamerge.engine.source import merge_source
+from airflow_provider_deltamerge.engine.target_table import table_location
 from airflow_provider_deltamerge.exceptions import (
     ClauseResolutionError,
     DeltaMergeError,
@@ -171,7 +172,7 @@ def choose_backend(spark: SparkSession, spec: MergeSpec, requested: str) -> Back
         return "delta-spark"
     if requested != "auto":
         raise MergeSpecError(f"Unknown backend {requested!r}; choose one of {', '.join(BACKEND_REQUESTS)}.")
-    features = features_needing_delta_runtime(spec.target)
+    features = features_needing_delta_runtime(table_location(spark, spec.target))
     if not features:
         return "engine"
     missing = missing_delta_runtime(spark)
@@ -249,7 +250,7 @@ def run_with_delta_spark(
     info["executor"] = EXECUTOR_NAME
     source = merge_source(spark, spec)
     try:
-        table = DeltaTable.forPath(spark, spec.target)
+        table = DeltaTable.forPath(spark, table_location(spark, spec.target))
     except AnalysisException as err:
         raise TargetTableError(
             f"Delta's runtime cannot open {spec.target} as a Delta table: {err.getMessage()}",

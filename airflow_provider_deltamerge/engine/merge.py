@@ -33,6 +33,7 @@ from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.planning import ExecutorName, MergePlan, make_plan
 from airflow_provider_deltamerge.engine.pruning import prune_files
 from airflow_provider_deltamerge.engine.source import deduplicated, load_source
+from airflow_provider_deltamerge.engine.target_table import table_location
 from airflow_provider_deltamerge.exceptions import (
     ClauseResolutionError,
     DeltaMergeError,
@@ -82,7 +83,8 @@ def run_merge(
 ) -> MergeResult:
     """Resolve, plan, execute, commit.
 
-    1. Read the snapshot; refuse tables and merges the engine cannot do correctly; with
+    1. Find the table (a catalog name is looked up in the session's catalog) and read its snapshot; refuse
+       tables and merges the engine cannot do correctly; with
        ``rerun="skip_if_committed"``, return the recorded result if the log already holds this run's commit
        (same dag, task, run, map index and spec hash in ``provenance``).
     2. Resolve the clauses against the real target and source schemas.
@@ -97,9 +99,12 @@ def run_merge(
     """
     info = {"engineVersion": __version__, "specHash": spec.spec_hash, **(provenance or {})}
     info.setdefault(SUBMISSION_ID, uuid.uuid4().hex)
+    table = table_location(spark, spec.target)
+    if table != spec.target:
+        log.info("Target: the catalog's table %s is the Delta table at %s", spec.target, table)
     competing: list[str] = []
     for attempt in range(1, MAX_RERUNS + 2):
-        outcome = _attempt(spark, spec, executor, info, rerun)
+        outcome = _attempt(spark, spec, table, executor, info, rerun)
         if isinstance(outcome, MergeResult):
             return dataclasses.replace(outcome, attempts=attempt)
         log.warning("Concurrent commit %d %s: running the merge again", outcome.version, outcome.reason)
@@ -114,6 +119,7 @@ def run_merge(
 def _attempt(
     spark: SparkSession,
     spec: MergeSpec,
+    table: str,
     executor: ExecutorName | None,
     info: Mapping[str, Any],
     rerun: RerunPolicy,
@@ -121,10 +127,10 @@ def _attempt(
     """One run of the merge on a fresh snapshot: its result, or the conflict that calls for another run."""
     recorder = MetricsRecorder()
     with recorder.timed(m.EXECUTION_TIME_MS):
-        snapshot = read_snapshot(spec.target)
-        log.info("Snapshot: %s at version %d, %d files", spec.target, snapshot.version, len(snapshot.files))
+        snapshot = read_snapshot(table)
+        log.info("Snapshot: %s at version %d, %d files", table, snapshot.version, len(snapshot.files))
         check_writable(snapshot, modifies_rows=any(c.kind != "not_matched_insert" for c in spec.clauses))
-        earlier = find_committed_run(spec.target, info) if rerun == "skip_if_committed" else None
+        earlier = find_committed_run(table, info) if rerun == "skip_if_committed" else None
         if earlier is not None:
             return _already_committed(earlier)
         crash_point("after_snapshot")

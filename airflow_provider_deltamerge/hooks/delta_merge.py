@@ -22,6 +22,7 @@ from airflow_provider_deltamerge.engine.metrics import EXECUTOR, SPEC_HASH, TABL
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.hooks.storage_credentials import storage_environment
 from airflow_provider_deltamerge.spec import MergeSpec
+from airflow_provider_deltamerge.spec.sql_parse import is_path_like
 from airflow_provider_deltamerge.spec.transport import (
     REQUEST_ARG,
     JobRequest,
@@ -99,6 +100,12 @@ class DeltaMergeHook(BaseHook):
         """
         submission_id = uuid.uuid4().hex
         in_cluster = self._deploy_mode() == "cluster"
+        if in_cluster and not is_path_like(spec.target):
+            raise AirflowException(
+                f"The merge target {spec.target} is a catalog table name, which cluster deploy mode cannot "
+                "take: the task reads a cluster-mode job's answer from the table's folder, which only the "
+                "job can look up. Give the Delta table's path or URI as the target, or submit in client mode."
+            )
         request = JobRequest(
             spec, {**(provenance or {}), SUBMISSION_ID: submission_id}, executor, backend, rerun, in_cluster
         )
@@ -154,8 +161,11 @@ class DeltaMergeHook(BaseHook):
 
     def _result_from_log(self, spec: MergeSpec, submission_id: str) -> dict[str, Any]:
         """The job's metrics read back from its commit, for deploy modes where its output is not ours."""
-        commit = find_merge_commit(
-            spec.target, submission_id=submission_id, storage_options=self.storage_options()
+        options = self.storage_options()
+        commit = (
+            find_merge_commit(spec.target, submission_id=submission_id, storage_options=options)
+            if is_path_like(spec.target)
+            else None
         )
         if commit is None:
             raise AirflowException(

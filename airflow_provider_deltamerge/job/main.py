@@ -18,6 +18,7 @@ from airflow_provider_deltamerge.delta.writer import TableFiles
 from airflow_provider_deltamerge.engine import MergeResult, run_merge
 from airflow_provider_deltamerge.engine.delta_spark_backend import choose_backend, run_with_delta_spark
 from airflow_provider_deltamerge.engine.metrics import EXECUTOR, SPEC_HASH, TABLE_VERSION
+from airflow_provider_deltamerge.engine.target_table import table_location
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.spec.transport import (
     REQUEST_ARG,
@@ -71,7 +72,8 @@ def answer(spark: SparkSession, request: JobRequest) -> int:
     print(line, flush=True)
     submission_id = request.provenance.get(SUBMISSION_ID)
     if request.report_file and submission_id:
-        TableFiles(spark, request.spec.target).write_text(report_path(submission_id), line)
+        table = table_location(spark, request.spec.target)
+        TableFiles(spark, table).write_text(report_path(submission_id), line)
     return status
 
 

@@ -30,6 +30,7 @@ from airflow_provider_deltamerge.spec import (
 )
 from airflow_provider_deltamerge.spec.json_form import spec_from_dict, spec_to_dict
 from airflow_provider_deltamerge.spec.preflight import run_preflight
+from airflow_provider_deltamerge.spec.sql_parse import is_path_like
 from airflow_provider_deltamerge.spec.validation import check_clauses
 
 if TYPE_CHECKING:
@@ -50,8 +51,10 @@ def _is_templated(text: str) -> bool:
 
 
 def target_asset(target: str) -> Asset:
-    """The Airflow Asset of a Delta table: its URI, with a local path as a ``file://`` URI."""
-    return Asset(target if "://" in target else Path(target).absolute().as_uri())
+    """The Airflow Asset of a Delta table: its URI, a local path's ``file://`` URI, or a catalog name."""
+    if "://" in target or not is_path_like(target):
+        return Asset(target)
+    return Asset(Path(target).absolute().as_uri())
 
 
 def lineage_dataset(
@@ -64,8 +67,8 @@ def lineage_dataset(
     from airflow.providers.common.compat.openlineage.facet import OutputDataset
 
     match where:
-        case TableSource(name=name):
-            return OutputDataset(namespace="spark", name=name)
+        case TableSource(name=name) | str(name) if not is_path_like(name):
+            return OutputDataset(namespace="spark", name=name, outputFacets=dict(output_facets or {}))
         case QuerySource():
             return OutputDataset(namespace="spark", name="query")
         case PathSource(path=path) | str(path):
@@ -83,7 +86,8 @@ class DeltaMergeOperator(BaseOperator):
     Give the merge either as Python objects (``target``, ``source``, ``condition``, ``clauses``) or as one
     ``MERGE INTO`` statement (``merge_sql``, inline or a ``.sql`` file rendered as a template).
 
-    :param target: Delta table path or URI. (templated)
+    :param target: Delta table path or URI, or a table name in the Spark session's catalog (``shop.orders``),
+        which the job looks up. (templated)
     :param source: Path of the source files (read with ``source_format``), or a ``PathSource``,
         ``TableSource`` or ``QuerySource``. (templated)
     :param condition: The ON condition, Spark SQL over the aliases, e.g. ``t.id = s.id``. (templated)
@@ -241,7 +245,13 @@ class DeltaMergeOperator(BaseOperator):
             spark_submit_kwargs=self.spark_submit_kwargs,
             storage_conn_id=self.storage_conn_id,
         )
-        if self.preflight:
+        if self.preflight and not is_path_like(spec.target):
+            self.log.info(
+                "Pre-flight checks skipped: %s is a catalog table, whose place only the Spark job can look "
+                "up; the job checks the merge before it reads any data",
+                spec.target,
+            )
+        elif self.preflight:
             # Columns and clauses against the target's schema from the Delta log: no Spark job is paid for
             # a merge that cannot resolve.
             options = self._hook.storage_options() or None
@@ -259,7 +269,9 @@ class DeltaMergeOperator(BaseOperator):
             "mapIndex": ti.map_index,
             "tryNumber": ti.try_number,
         }
-        earlier = self._hook.committed_result(spec, provenance) if self.rerun == "skip_if_committed" else None
+        # A catalog table's log is found by the job, which makes the same check before merging.
+        checks_log = self.rerun == "skip_if_committed" and is_path_like(spec.target)
+        earlier = self._hook.committed_result(spec, provenance) if checks_log else None
         if earlier is not None:
             # A retry of a task whose merge was committed (e.g. the worker died after the commit).
             self.log.info(

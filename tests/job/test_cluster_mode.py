@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from airflow.providers.common.compat.sdk import AirflowException
 
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID
 from airflow_provider_deltamerge.delta.job_reports import report_path
@@ -153,3 +154,20 @@ def test_the_jobs_own_error_reaches_the_task_in_cluster_mode(
 
     assert failure.value.error_class == "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
     assert table_state(target) == before
+
+
+def test_a_catalog_name_is_refused_in_cluster_mode_before_submitting(mocker, yarn_cluster_connection):
+    # The task could not find a cluster-mode job's answer: it sits in the table's folder, which only the
+    # job can look up from the name.
+    popen = mocker.patch("airflow.providers.apache.spark.hooks.spark_submit.subprocess.Popen")
+    spec = MergeSpec(
+        target="shop.orders",
+        source=PathSource("/x.parquet"),
+        condition="t.id = s.id",
+        clauses=(insert_all(),),
+    )
+
+    with pytest.raises(AirflowException, match=r"shop\.orders is a catalog table name.*client mode"):
+        DeltaMergeHook(yarn_cluster_connection).run_merge(spec)
+
+    popen.assert_not_called()
