@@ -27,6 +27,7 @@ from airflow_provider_deltamerge.spec.sql_parse import is_path_like
 # prefix in a source's plan as a read of one pinned snapshot, like a Delta path source.
 VIEW_PREFIX = "__deltamerge_delta_"
 _NAME_TOKENS = (TokenType.VAR, TokenType.IDENTIFIER)
+_TEMPORAL_WORDS = ("VERSION", "SYSTEM_VERSION", "TIMESTAMP", "SYSTEM_TIME")
 
 
 @dataclass(frozen=True)
@@ -63,16 +64,23 @@ def delta_table_references(sql: str) -> list[DeltaTableReference]:
     ``\\``), which tells it from a column ``delta.`name``` of a relation aliased ``delta``. Names inside
     strings and comments, and longer dotted names (``cat.delta.`/x```, ``delta.`/x`.col``), are not
     references. SQL that sqlglot cannot tokenize has none: Spark then reports the syntax error itself.
+
+    Raises:
+        SourceError: a reference asks for an older version (``VERSION AS OF``, ``TIMESTAMP AS OF``).
     """
     try:
         tokens = Spark().tokenize(sql)
     except TokenError:
         return []
-    return [
-        DeltaTableReference(tokens[i + 2].text, tokens[i].start, tokens[i + 2].end + 1)
-        for i in range(len(tokens) - 2)
-        if _is_reference(tokens, i)
-    ]
+    found = [i for i in range(len(tokens) - 2) if _is_reference(tokens, i)]
+    for i in found:
+        if _time_travels(tokens, i + 3):
+            raise SourceError(
+                f"delta.`{tokens[i + 2].text}` in the source query asks for an older version of the table "
+                "(... AS OF), which the provider's reader does not read there: it reads the latest version. "
+                "Remove the AS OF clause."
+            )
+    return [DeltaTableReference(tokens[i + 2].text, tokens[i].start, tokens[i + 2].end + 1) for i in found]
 
 
 def _is_reference(tokens: Sequence[Token], i: int) -> bool:
@@ -86,6 +94,14 @@ def _is_reference(tokens: Sequence[Token], i: int) -> bool:
         and not _is_dot(tokens, i - 1)
         and not _is_dot(tokens, i + 3)
     )
+
+
+def _time_travels(tokens: Sequence[Token], i: int) -> bool:
+    """Whether Spark's temporal clause (``[FOR] VERSION|TIMESTAMP|SYSTEM_... AS OF``) starts at ``i``."""
+    words = [t.text.upper() for t in tokens[i : i + 4]]
+    if words[:1] == ["FOR"]:
+        words = words[1:]
+    return len(words) >= 3 and words[0] in _TEMPORAL_WORDS and words[1:3] == ["AS", "OF"]
 
 
 def _is_dot(tokens: Sequence[Token], i: int) -> bool:

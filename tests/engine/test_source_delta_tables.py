@@ -4,6 +4,8 @@ itself, for SCD type 2), checked against deltalake's own merge."""
 
 from __future__ import annotations
 
+import re
+
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -58,6 +60,14 @@ def test_references_are_replaced_by_view_names_keeping_every_other_character(sql
     names = {path: f"v{n}" for n, path in enumerate(dict.fromkeys(r.path for r in references))}
     assert replace_references(sql, references, names) == (expected or sql)
     assert bool(references) == (expected is not None)
+
+
+@pytest.mark.parametrize(
+    "temporal", ["VERSION AS OF 1", "FOR TIMESTAMP AS OF '2024-01-01'", "for system_version as of 2"]
+)
+def test_time_travel_on_a_delta_path_is_refused_naming_it(temporal):
+    with pytest.raises(SourceError, match=r"delta\.`/lake/a` .*Remove the AS OF clause"):
+        delta_table_references(f"SELECT * FROM delta.`/lake/b` JOIN delta.`/lake/a` {temporal} a USING (id)")
 
 
 CUSTOMERS = pa.table(
@@ -205,7 +215,9 @@ def test_a_delta_path_that_is_no_delta_table_fails_naming_it_and_changes_nothing
         clauses=(update({"qty": "s.qty"}),),
     )
     # When / Then: the error names the path and the fix; the table, and the session's views, are unchanged
-    with pytest.raises(SourceError, match=f"{plain}.*parquet.`{plain}`") as info:
+    with pytest.raises(
+        SourceError, match=f"{re.escape(str(plain))}.*parquet.`{re.escape(str(plain))}`"
+    ) as info:
         run_merge(spark, spec)
     assert info.value.error_class == "DELTA_TABLE_NOT_FOUND"
     assert table_state(target) == before
