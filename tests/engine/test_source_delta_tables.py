@@ -215,9 +215,8 @@ def test_a_delta_path_that_is_no_delta_table_fails_naming_it_and_changes_nothing
         clauses=(update({"qty": "s.qty"}),),
     )
     # When / Then: the error names the path and the fix; the table, and the session's views, are unchanged
-    with pytest.raises(
-        SourceError, match=f"{re.escape(str(plain))}.*parquet.`{re.escape(str(plain))}`"
-    ) as info:
+    named = re.escape(str(plain))
+    with pytest.raises(SourceError, match=f"{named}.*parquet.`{named}`") as info:
         run_merge(spark, spec)
     assert info.value.error_class == "DELTA_TABLE_NOT_FOUND"
     assert table_state(target) == before
