@@ -69,8 +69,8 @@ def customer_history(day: datetime.date) -> pa.Table:
 
 
 def address_changes(day: datetime.date) -> pa.Table:
-    """Customers 2 and 3 moved on ``day``; customer 6 is new."""
-    changes = {2: "2 New Street", 3: "3 New Street", 6: "6 First Street"}
+    """Customers 2 and 3 moved on ``day``; customer 4 is listed unchanged; customer 6 is new."""
+    changes = {2: "2 New Street", 3: "3 New Street", 4: "4 Old Street", 6: "6 First Street"}
     return pa.table(
         {
             "customer_id": pa.array(list(changes), pa.int64()),

@@ -24,6 +24,11 @@ def table_schema(snapshot: Snapshot) -> StructType:
     return StructType.fromJson(snapshot.schema)
 
 
+def read_table(spark: SparkSession, snapshot: Snapshot) -> DataFrame:
+    """Every row of ``snapshot`` with the table's columns only: what any reader of the table sees."""
+    return read_files(spark, snapshot, snapshot.files).drop(FILE_COLUMN, ROW_ID_COLUMN)
+
+
 def read_files(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile]) -> DataFrame:
     """The rows of exactly ``files`` in table column order, plus ``FILE_COLUMN`` (each row's file, as in the
     log) and ``ROW_ID_COLUMN`` (a stable identity per row, for touched-file tracking and match checks).

@@ -12,7 +12,8 @@ Delta's values and rules:
   other than a deterministic project/filter/union/distinct, reads files while Spark is told to skip
   unreadable ones, or calls a user-defined function.
 
-A source given as a Delta path counts as a Delta scan: it is read from one pinned snapshot's files. The
+A source given as a Delta path counts as a Delta scan: it is read from one pinned snapshot's files; so does
+a ``delta.`path``` table inside a source query, read the same way (``source_delta_tables.py``). The
 rules look at the source as given, before ``deduplicate_source_by``, which is deterministic by construction.
 Materializing is Delta's: an eager ``localCheckpoint`` at ``...materializeSource.rddStorageLevel``
 (``DISK_ONLY``), released when the merge is done, also when it failed.
@@ -31,6 +32,7 @@ from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.planning import MergePlan
 from airflow_provider_deltamerge.engine.pruning import reads_source
+from airflow_provider_deltamerge.engine.source_delta_tables import VIEW_PREFIX
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
 from airflow_provider_deltamerge.spec import MergeSource, PathSource
 
@@ -201,15 +203,21 @@ def _nodes(plan: Any) -> list[Any]:
 
 
 def _is_delta_scan(node: Any) -> bool:
-    """A relation over a Delta log's file index (only in sessions that have Delta Lake's runtime)."""
+    """A relation over a Delta log's file index (only in sessions that have Delta Lake's runtime), or the
+    view over our reader's rows of a query's ``delta.`path```: one pinned snapshot's files, whatever plan
+    (joins, local relations) reads them."""
+    if _kind(node) == "View":
+        return str(node.desc().identifier().table()).startswith(VIEW_PREFIX)
     if _kind(node) != "LogicalRelation" or _kind(node.relation()) != "HadoopFsRelation":
         return False
     return str(node.relation().location().getClass().getSimpleName()).startswith("Tahoe")
 
 
 def _has_non_delta_leaf(plan: Any) -> bool:
+    if _is_delta_scan(plan):
+        return False
     children = _seq(plan.children())
-    if not children and not (_is_delta_scan(plan) or _kind(plan) == "OneRowRelation"):
+    if not children and _kind(plan) != "OneRowRelation":
         return True
     return any(_has_non_delta_leaf(child) for child in (*children, *_seq(plan.subqueries())))
 

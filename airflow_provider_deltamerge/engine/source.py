@@ -8,8 +8,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, ROW_ID_COLUMN, read_files
-from airflow_provider_deltamerge.delta.snapshot import read_snapshot
+from airflow_provider_deltamerge.engine.source_delta_tables import read_delta_table, run_source_query
 from airflow_provider_deltamerge.exceptions import SourceError
 from airflow_provider_deltamerge.spec import MergeSource, MergeSpec, PathSource, QuerySource, TableSource
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
@@ -42,7 +41,8 @@ def keep_latest(rows: DataFrame, keys: Sequence[str], order_by: Sequence[str]) -
 
 
 def load_source(spark: SparkSession, source: MergeSource) -> DataFrame:
-    """The source rows; a Delta path is read through its log, so no Delta jars are needed.
+    """The source rows; a Delta path, also ``delta.`path``` in a query, is read through its log, so no Delta
+    jars are needed.
 
     Raises:
         SourceError: naming the path, table or query that cannot be read, with Spark's reason.
@@ -50,14 +50,13 @@ def load_source(spark: SparkSession, source: MergeSource) -> DataFrame:
     try:
         match source:
             case PathSource(format="delta"):
-                snapshot = read_snapshot(source.path)
-                return read_files(spark, snapshot, snapshot.files).drop(FILE_COLUMN, ROW_ID_COLUMN)
+                return read_delta_table(spark, source.path)
             case PathSource():
                 return spark.read.format(source.format).options(**dict(source.options)).load(source.path)
             case TableSource():
                 return spark.table(source.name)
             case QuerySource():
-                return spark.sql(source.sql)
+                return run_source_query(spark, source.sql)
     except AnalysisException as err:
         raise SourceError(_describe_failure(source, err), error_class=err.getCondition()) from err
     raise SourceError(f"Unknown source form {source!r}.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -234,7 +235,8 @@ def test_cdc_example_deletes_and_applies_the_latest_change_per_key(example_runs)
 def test_scd2_example_closes_the_current_row_and_adds_the_new_version(example_runs):
     run = example_runs["deltamerge_scd2"]
 
-    # Every change comes twice (keyed to close, NULL-keyed to insert): 3 changes, 6 source rows.
+    # 4 extract rows keyed, and NULL-keyed copies of the 2 moves (found by joining the target itself); the
+    # unchanged customer 4 gets no copy.
     assert run.metrics["numSourceRows"] == 6
     assert run.metrics["numTargetRowsUpdated"] == 2  # the current rows of customers 2 and 3, closed
     assert run.metrics["numTargetRowsInserted"] == 3  # new versions of 2 and 3, and new customer 6
@@ -253,6 +255,9 @@ def test_scd2_example_closes_the_current_row_and_adds_the_new_version(example_ru
         (5, since, None, True, "5 Old Street"),
         (6, day, None, True, "6 First Street"),
     ]
+    # Customer 4 came in the extract unchanged: still exactly one row, and every customer one current row.
+    current_rows = Counter(customer_id for customer_id, _, _, is_current, _ in versions if is_current)
+    assert current_rows == dict.fromkeys(range(1, 7), 1)
 
 
 def test_event_dedup_example_inserts_only_unseen_events_once(example_runs):

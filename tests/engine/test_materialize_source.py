@@ -106,6 +106,32 @@ def test_traits_of_real_sources(spark, tmp_path, udfs, source, reason):
     assert ms.should_materialize("auto", read_once=False, traits=traits)[1] == reason
 
 
+@pytest.mark.parametrize(
+    ("query", "reason"),
+    [
+        ("SELECT id, id * 2 AS twice FROM delta.`{a}` WHERE id > 0", ms.NOT_MATERIALIZED_AUTO),
+        ("SELECT id FROM delta.`{a}` x UNION SELECT id FROM DELTA.`{b}`", ms.NOT_MATERIALIZED_AUTO),
+        (
+            "SELECT x.id FROM delta.`{a}` x JOIN delta.`{b}` y ON x.id = y.id",
+            ms.NON_DETERMINISTIC_SOURCE_OPERATORS,
+        ),
+        ("SELECT id FROM delta.`{a}` WHERE rand() < 2", ms.NON_DETERMINISTIC_SOURCE_OPERATORS),
+        (
+            "SELECT id FROM delta.`{a}` UNION ALL SELECT id FROM parquet.`{a}/*.parquet`",
+            ms.NON_DETERMINISTIC_SOURCE_NON_DELTA,
+        ),
+    ],
+    ids=["filter", "union", "join", "rand", "with-parquet"],
+)
+def test_delta_paths_in_a_query_count_as_delta_scans(spark, tmp_path, query, reason):
+    # A delta.`path` read through our reader is a join of its files with the log's file table; like a Delta
+    # path source (and Delta's own scan) it counts as one deterministic Delta leaf.
+    a, b = make_table(tmp_path / "a"), make_table(tmp_path / "b")
+    source = QuerySource(query.format(a=a, b=b))
+    traits = ms.source_traits(spark, source, load_source(spark, source))
+    assert ms.should_materialize("auto", read_once=False, traits=traits)[1] == reason
+
+
 def test_delta_source_is_materialized_when_spark_skips_unreadable_files(spark, tmp_path, conf):
     source = PathSource(make_table(tmp_path / "src"), format="delta")
     apply(spark, conf, **{"spark.sql.files.ignoreMissingFiles": "true"})
