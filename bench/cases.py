@@ -165,8 +165,8 @@ def select_cases(names: Sequence[str] | None) -> tuple[Case, ...]:
 
 
 @dataclass(frozen=True)
-class Expected:
-    """The row counts every correct merge of the case reports, and the table's row count after it."""
+class Counts:
+    """What a merge did: rows inserted, updated and deleted, and the table's row count after it."""
 
     inserted: int
     updated: int
@@ -188,7 +188,7 @@ class CaseData:
     touched_files: tuple[str, ...]
     touched_bytes: int
     needed_bytes: int
-    expected: Expected
+    expected: Counts
 
 
 @dataclass
@@ -231,7 +231,7 @@ def prepare_source(case: Case, tables: TargetTables, folder: Path) -> CaseData:
     deleted = (draw.acted_on if "matched_delete" in kinds else 0) + (
         draw.vanished if "not_matched_by_source_delete" in kinds else 0
     )
-    expected = Expected(
+    expected = Counts(
         inserted=inserted,
         updated=draw.acted_on if "matched_update" in kinds else 0,
         deleted=deleted,
