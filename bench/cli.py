@@ -86,14 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             data_dir=args.data_dir,
             spark_startup_seconds=startup,
             progress=lambda line: print(line, flush=True),
-            after_repetition=lambda so_far: print(
-                f"Report so far: {write_results(so_far, args.results_dir)}"
-            ),
+            after_case=lambda so_far: write_results(so_far, args.results_dir),
         )
     finally:
         spark.stop()
-    report = write_results(result, args.results_dir)
-    print(f"Report: {report}")
+    print(f"Report: {write_results(result, args.results_dir)}")
     if result.disagreements:
         print(f"{len(result.disagreements)} disagreement(s): see the report", file=sys.stderr)
         return 1

@@ -117,11 +117,12 @@ def run_benchmark(
     data_dir: Path,
     spark_startup_seconds: float,
     progress: Callable[[str], None] = print,
-    after_repetition: Callable[[BenchResult], None] = lambda result: None,
+    after_case: Callable[[BenchResult], None] = lambda result: None,
 ) -> BenchResult:
     """Generate (or reuse) ``scale``'s tables under ``data_dir``, draw the sources, run, check each run.
 
-    ``after_repetition`` sees the result so far after each repetition (to keep a report of a long run).
+    ``after_case`` sees the result so far after each case of each repetition, so that a long run that is
+    stopped still leaves a report of what it finished.
     """
     result = BenchResult(
         scale=scale,
@@ -158,7 +159,7 @@ def run_benchmark(
                 found = disagreements(label, result.data[case.name].expected, reported)
                 announce(found)
                 result.disagreements.extend(found)
-            after_repetition(result)
+                after_case(result)
     return result
 
 

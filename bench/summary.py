@@ -47,6 +47,8 @@ class CaseSummary:
 def summarize(result: BenchResult) -> list[CaseSummary]:
     summaries = []
     for case in result.cases:
+        if not any(r.case == case.name for r in result.records):
+            continue  # not run yet: a report of a run still going
         runs = [r for r in result.records if r.case == case.name and r.seconds is not None]
         timings: dict[str, Timing] = {
             contender: timing
