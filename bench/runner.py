@@ -117,7 +117,7 @@ def run_benchmark(
     data_dir: Path,
     spark_startup_seconds: float,
     progress: Callable[[str], None] = print,
-    after_case: Callable[[BenchResult], None] = lambda result: None,
+    after_case: Callable[[BenchResult], object] = lambda result: None,
 ) -> BenchResult:
     """Generate (or reuse) ``scale``'s tables under ``data_dir``, draw the sources, run, check each run.
 
