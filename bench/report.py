@@ -68,10 +68,12 @@ def markdown(
     result: BenchResult, summaries: Sequence[CaseSummary], chart: str, other_peaks: dict[str, int]
 ) -> str:
     scale = result.scale
+    planned = result.repetitions * len(result.cases) * len(result.contenders)
     lines = [
         f"# Merge benchmark, scale {scale.name} ({scale.rows:,} rows)",
         "",
-        f"Started {result.started}; engine {__version__}; {result.repetitions} interleaved repetition(s); "
+        f"Started {result.started}; engine {__version__}; {result.repetitions} interleaved repetition(s), "
+        f"{len(result.records)} of {planned} runs done; "
         f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores. "
         f"SparkSession start-up (not in any figure): {result.spark_startup_seconds:.1f} s.",
         "",
