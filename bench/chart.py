@@ -31,14 +31,22 @@ def draw_ratios(summaries: Sequence[CaseSummary], path: Path, *, title: str) -> 
             label=f"engine ÷ {baseline}",
         )
     axes.axvline(1.0, color="black", linewidth=0.8)
-    axes.axvline(TARGET_OVER_FLOOR, color=COLOURS["floor"], linestyle="--", linewidth=0.8)
-    axes.text(TARGET_OVER_FLOOR, -0.9, " target vs floor", color=COLOURS["floor"], fontsize=8)
+    axes.axvline(
+        TARGET_OVER_FLOOR,
+        color=COLOURS["floor"],
+        linestyle="--",
+        linewidth=0.8,
+        label=f"target: engine ≤ {TARGET_OVER_FLOOR}x the floor",
+    )
     axes.set_xscale("log")
     axes.set_yticks(range(len(summaries)), [s.case for s in summaries], fontsize=7)
     axes.invert_yaxis()
     axes.set_xlabel("engine seconds ÷ baseline seconds (median; log scale, < 1: engine faster)")
-    axes.set_title(title)
-    axes.legend(loc="lower right", fontsize=8)
+    axes.set_title(title, pad=28)
+    # Above the bars, so that no bar hides under it.
+    axes.legend(
+        loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(BASELINES) + 1, fontsize=8, frameon=False
+    )
     axes.grid(axis="x", which="both", alpha=0.3)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
