@@ -15,7 +15,6 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import ParamSpec, TypeVar
 
 import pyarrow as pa
@@ -98,7 +97,7 @@ class Worker:
     def __enter__(self) -> Worker:
         return self
 
-    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._pool.shutdown()
 
 

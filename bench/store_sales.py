@@ -132,7 +132,11 @@ def store_sales_batch(first_row: int, count: int, *, total_rows: int) -> pa.Reco
     ticket = row // ITEMS_PER_TICKET + 1
     tickets = total_rows // ITEMS_PER_TICKET + 1
     # Ten distinct items per ticket: one from each tenth of the item range, shifted by the ticket.
-    item = (row % ITEMS_PER_TICKET) * (NUM_ITEMS // ITEMS_PER_TICKET) + ticket % (NUM_ITEMS // 10) + 1
+    item = (
+        (row % ITEMS_PER_TICKET) * (NUM_ITEMS // ITEMS_PER_TICKET)
+        + ticket % (NUM_ITEMS // ITEMS_PER_TICKET)
+        + 1
+    )
     quantity = rng.integers(1, 101, count)
     wholesale = rng.integers(100, 10_001, count)  # cents
     list_price = wholesale * rng.integers(100, 301, count) // 100
