@@ -2,13 +2,14 @@
 
 * ``engine``: this provider's ``run_merge`` in the warm SparkSession (source: the parquet path).
 * ``floor``: the same session reads exactly the files holding changed rows and writes them back, with the
-  rows to insert, as the engine's writer would size them; no join, no commit. No Spark merge beats it.
+  rows to insert, in files sized as the engine sizes them; no join, no commit. No Spark merge beats it.
 * ``deltalake-streamed`` / ``deltalake-non-streamed``: ``deltalake``'s own merge (``streamed_exec`` on, its
   default, or off) in a separate worker process, the source read into Arrow with pyarrow.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import resource
 import shutil
@@ -22,7 +23,6 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, ROW_ID_COLUMN, read_files
 from airflow_provider_deltamerge.delta.snapshot import read_snapshot
 from airflow_provider_deltamerge.delta.writer import max_records_per_file
 from airflow_provider_deltamerge.engine import metrics as m
@@ -77,14 +77,21 @@ def run_engine(spark: SparkSession, case: Case, data: CaseData, target: str) -> 
 
 
 def run_floor(spark: SparkSession, data: CaseData, target: str, output: Path) -> Run:
-    """Rewrite the files holding changed rows and write the inserted rows, into ``output`` (not the table)."""
+    """Rewrite the files holding changed rows and write the inserted rows, into ``output`` (not the table).
+
+    The files are read with Spark's plain parquet reader (partition values from the folder names), not
+    with the engine's reader, which also tags each row with its file and row id.
+    """
     snapshot = read_snapshot(target)
     touched = set(data.touched_files)
-    files = [f for f in snapshot.files if f.log_path in touched]
+    paths = [f"{snapshot.table_uri}/{f.relative_path}" for f in snapshot.files if f.log_path in touched]
     start = time.perf_counter()
-    rows = read_files(spark, snapshot, files).drop(FILE_COLUMN, ROW_ID_COLUMN)
+    parts = [spark.read.option("basePath", snapshot.table_uri).parquet(*paths)] if paths else []
     if data.inserts is not None:
-        rows = rows.unionByName(spark.read.parquet(data.inserts), allowMissingColumns=True)
+        parts.append(spark.read.parquet(data.inserts))
+    if not parts:
+        return Run(time.perf_counter() - start, None)
+    rows = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
     writer = rows.hint("rebalance", *snapshot.partition_columns).write.option("compression", "snappy")
     max_rows = max_records_per_file(snapshot)
     if max_rows is not None:
