@@ -42,11 +42,9 @@ def draw_ratios(summaries: Sequence[CaseSummary], path: Path, *, title: str) -> 
     axes.set_yticks(range(len(summaries)), [s.case for s in summaries], fontsize=7)
     axes.invert_yaxis()
     axes.set_xlabel("engine seconds ÷ baseline seconds (median; log scale, < 1: engine faster)")
-    axes.set_title(title, pad=28)
-    # Above the bars, so that no bar hides under it.
-    axes.legend(
-        loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(BASELINES) + 1, fontsize=8, frameon=False
-    )
+    axes.set_title(title, pad=40)
+    # Above the bars, so that no bar hides under it; two columns fit beside the long case names.
+    axes.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize=8, frameon=False)
     axes.grid(axis="x", which="both", alpha=0.3)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
