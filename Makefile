@@ -1,12 +1,15 @@
 # Two commands do all set-up on a fresh machine (Python 3.11+ and Java 17 needed):
 #   make demo   runs the example DAG end to end against a local Delta table
 #   make test   runs ruff, mypy and the test suite
+#   make bench  runs the merge benchmark (SCALE=S, M or L; BENCH_ARGS for more options)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv java docker-compose clean
+SCALE ?= S
+
+.PHONY: demo test bench venv java docker-compose clean
 
 demo: $(STAMP) java
 	$(BIN)/python scripts/demo.py
@@ -16,6 +19,9 @@ test: $(STAMP) java docker-compose
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP) java
+	$(BIN)/python -m bench --scale $(SCALE) $(BENCH_ARGS)
 
 venv: $(STAMP)
 
@@ -42,4 +48,4 @@ docker-compose:
 	} || { echo "docker-compose is missing: install Debian's package ('apt-get install docker-compose')"; exit 1; }
 
 clean:
-	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache bench/work

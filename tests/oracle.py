@@ -17,10 +17,13 @@ from airflow_provider_deltamerge.spec import (
 )
 
 
-def merge_with_deltalake(table_path: str, spec: MergeSpec, source: pa.Table) -> dict[str, Any]:
+def merge_with_deltalake(
+    table_path: str, spec: MergeSpec, source: pa.Table, *, streamed_exec: bool = True
+) -> dict[str, Any]:
     """Run ``spec``'s clauses with delta-rs on ``table_path``; returns delta-rs's metrics dict.
 
-    ``spec.schema_evolution`` becomes delta-rs's ``merge_schema``.
+    ``spec.schema_evolution`` becomes delta-rs's ``merge_schema``; ``streamed_exec`` is delta-rs's own
+    (its default streams the source; off, it collects the source's stats to prune target files first).
     """
     merger = DeltaTable(table_path).merge(
         source,
@@ -28,6 +31,7 @@ def merge_with_deltalake(table_path: str, spec: MergeSpec, source: pa.Table) -> 
         source_alias=spec.source_alias,
         target_alias=spec.target_alias,
         merge_schema=spec.schema_evolution,
+        streamed_exec=streamed_exec,
     )
     for clause in spec.clauses:
         match clause:

@@ -1,0 +1,97 @@
+"""``python -m bench``: start a SparkSession, run the benchmark at one scale, write the report."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import cast
+
+from pyspark.sql import SparkSession
+
+from bench.cases import select_cases
+from bench.contenders import CONTENDERS, ContenderName
+from bench.report import write_results
+from bench.runner import run_benchmark
+from bench.store_sales import SCALES
+
+HERE = Path(__file__).parent
+
+
+# In local mode the JVM is driver and executors at once: it gets half the machine's memory. Shuffles are
+# few and small next to the files read and written; adaptive execution coalesces them further.
+SESSION_CONF: dict[str, bool | float | int | str | None] = {
+    "spark.driver.memory": "12g",
+    "spark.sql.shuffle.partitions": "16",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",  # the benchmark prints its own progress lines
+}
+
+
+def bench_session() -> tuple[SparkSession, float]:
+    """A local SparkSession on every core, and the seconds it took to start (reported on its own)."""
+    start = time.perf_counter()
+    spark = SparkSession.builder.master("local[*]").appName("deltamerge-bench").config(map=SESSION_CONF)
+    session = spark.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    session.range(1).collect()
+    return session, time.perf_counter() - start
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--scale", choices=sorted(SCALES), default="S", help="S: 1M rows, M: 10M, L: 100M")
+    parser.add_argument("--repetitions", type=int, default=3, help="interleaved repetitions of every run")
+    parser.add_argument("--cases", default="", help="comma-separated case names (default: all 19)")
+    parser.add_argument(
+        "--contenders", default=",".join(CONTENDERS), help=f"comma-separated, of {', '.join(CONTENDERS)}"
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=HERE / "work",
+        help="where generated tables are cached and runs are copied (default: bench/work)",
+    )
+    parser.add_argument("--results-dir", type=Path, default=HERE / "results")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark; exit status 1 when any run disagreed or failed."""
+    args = parse_args(argv)
+    contenders = [c for c in args.contenders.split(",") if c]
+    unknown = sorted(set(contenders) - set(CONTENDERS))
+    if unknown:
+        sys.exit(f"Unknown contenders {unknown}; known: {list(CONTENDERS)}")
+    try:
+        cases = select_cases([c for c in args.cases.split(",") if c])
+    except ValueError as err:
+        sys.exit(str(err))
+    # The engine logs a line per phase; the progress lines are what a benchmark run should show.
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    print("Starting Spark ...", flush=True)
+    spark, startup = bench_session()
+    print(f"SparkSession started in {startup:.1f} s", flush=True)
+    try:
+        result = run_benchmark(
+            spark,
+            scale=SCALES[args.scale],
+            cases=cases,
+            contenders=cast(list[ContenderName], contenders),
+            repetitions=args.repetitions,
+            data_dir=args.data_dir,
+            spark_startup_seconds=startup,
+            progress=lambda line: print(line, flush=True),
+            after_case=lambda so_far: write_results(so_far, args.results_dir),
+        )
+    finally:
+        spark.stop()
+    print(f"Report: {write_results(result, args.results_dir)}")
+    if result.disagreements:
+        print(f"{len(result.disagreements)} disagreement(s): see the report", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,116 @@
+"""The contenders, each timed on its own fresh copy of the target, reading its source inside the timing.
+
+* ``engine``: this provider's ``run_merge`` in the warm SparkSession (source: the parquet path).
+* ``floor``: the same session reads exactly the files holding changed rows and writes them back, with the
+  rows to insert, in files sized as the engine sizes them; no join, no commit. No Spark merge beats it.
+* ``deltalake-streamed`` / ``deltalake-non-streamed``: ``deltalake``'s own merge (``streamed_exec`` on, its
+  default, or off) in a separate worker process, the source read into Arrow with pyarrow.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import resource
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+
+from airflow_provider_deltamerge.delta.snapshot import read_snapshot
+from airflow_provider_deltamerge.delta.writer import max_records_per_file
+from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine import run_merge
+from bench.cases import Case, CaseData, Counts
+from tests.oracle import merge_with_deltalake
+
+ContenderName = Literal["engine", "floor", "deltalake-streamed", "deltalake-non-streamed"]
+CONTENDERS: tuple[ContenderName, ...] = ("engine", "floor", "deltalake-streamed", "deltalake-non-streamed")
+MERGING_CONTENDERS: tuple[ContenderName, ...] = ("engine", "deltalake-streamed", "deltalake-non-streamed")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One timed run: seconds, what the contender reports it did (None for the floor), its metrics, and
+    for ``deltalake`` runs the worker process's peak resident set so far (bytes)."""
+
+    seconds: float
+    counts: Counts | None
+    metrics: dict[str, int] = field(default_factory=dict)
+    worker_peak_rss: int | None = None
+
+
+def fresh_copy(table: str, destination: Path) -> str:
+    """An identical copy of ``table`` at ``destination``.
+
+    Data files are hard links, since no writer changes a data file in place (merges add new files and
+    remove old ones in the log); the log is copied, since writers add to it.
+    """
+    shutil.copytree(table, destination, copy_function=os.link, ignore=shutil.ignore_patterns("_delta_log"))
+    shutil.copytree(Path(table) / "_delta_log", destination / "_delta_log")
+    return str(destination)
+
+
+def rows_in_table(path: str) -> int:
+    """The table's row count, from the log's per-file record counts (no data read)."""
+    return sum(pa.table(DeltaTable(path).get_add_actions(flatten=True)).column("num_records").to_pylist())
+
+
+def run_engine(spark: SparkSession, case: Case, data: CaseData, target: str) -> Run:
+    start = time.perf_counter()
+    result = run_merge(spark, case.spec(target, data.source))
+    seconds = time.perf_counter() - start
+    metrics = dict(result.metrics)
+    counts = Counts(
+        inserted=metrics[m.NUM_TARGET_ROWS_INSERTED],
+        updated=metrics[m.NUM_TARGET_ROWS_UPDATED],
+        deleted=metrics[m.NUM_TARGET_ROWS_DELETED],
+        rows_after=rows_in_table(target),
+    )
+    return Run(seconds, counts, metrics)
+
+
+def run_floor(spark: SparkSession, data: CaseData, target: str, output: Path) -> Run:
+    """Rewrite the files holding changed rows and write the inserted rows, into ``output`` (not the table).
+
+    The files are read with Spark's plain parquet reader (partition values from the folder names), not
+    with the engine's reader, which also tags each row with its file and row id.
+    """
+    snapshot = read_snapshot(target)
+    touched = set(data.touched_files)
+    paths = [f"{snapshot.table_uri}/{f.relative_path}" for f in snapshot.files if f.log_path in touched]
+    start = time.perf_counter()
+    parts = [spark.read.option("basePath", snapshot.table_uri).parquet(*paths)] if paths else []
+    if data.inserts is not None:
+        parts.append(spark.read.parquet(data.inserts))
+    if not parts:
+        return Run(time.perf_counter() - start, None)
+    rows = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+    writer = rows.hint("rebalance", *snapshot.partition_columns).write.option("compression", "snappy")
+    max_rows = max_records_per_file(snapshot)
+    if max_rows is not None:
+        writer = writer.option("maxRecordsPerFile", max_rows)
+    writer.partitionBy(*snapshot.partition_columns).parquet(str(output))
+    return Run(time.perf_counter() - start, None)
+
+
+def run_deltalake(case: Case, data: CaseData, target: str, *, streamed: bool) -> Run:
+    """``deltalake``'s merge of ``case``, run in the worker process."""
+    start = time.perf_counter()
+    source = pq.read_table(data.source)
+    metrics = merge_with_deltalake(target, case.spec(target, data.source), source, streamed_exec=streamed)
+    seconds = time.perf_counter() - start
+    counts = Counts(
+        inserted=metrics["num_target_rows_inserted"],
+        updated=metrics["num_target_rows_updated"],
+        deleted=metrics["num_target_rows_deleted"],
+        rows_after=rows_in_table(target),
+    )
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return Run(seconds, counts, {k: v for k, v in metrics.items() if isinstance(v, int)}, peak)

@@ -1,0 +1,205 @@
+"""The results of a run as files under ``bench/results/``: markdown report, raw JSON, PNG chart."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import shutil
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from airflow_provider_deltamerge import __version__
+from bench.chart import draw_ratios
+from bench.runner import BenchResult
+from bench.summary import BASELINES, PHASES, CaseSummary, summarize, summed_ratio
+
+MIB = 1024 * 1024
+# The issue's targets, checked here on every run and judged at scale M.
+FLOOR_TARGET = 1.5
+DELTALAKE_SUM_TARGET = 1.0
+BACKFILL_BYTES_TARGET = 1.1
+BACKFILL_CASE = "backfill_one_day_of_100"
+
+
+def write_results(result: BenchResult, results_dir: Path) -> Path:
+    """Write ``<scale>-<timestamp>.md/.json/.png`` and ``latest-<scale>.md/.json``; returns the report."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"{result.scale.name}-{result.started.replace(':', '').replace('-', '')}"
+    summaries = summarize(result)
+    chart = results_dir / f"{stem}.png"
+    draw_ratios(summaries, chart, title=f"Engine time over each baseline, scale {result.scale.name}")
+    previous = {p.stem.removeprefix("latest-"): p for p in results_dir.glob("latest-*.json")}
+    report = results_dir / f"{stem}.md"
+    report.write_text(markdown(result, summaries, chart.name, _peaks_of(previous.values())))
+    raw = results_dir / f"{stem}.json"
+    raw.write_text(json.dumps(dataclasses.asdict(result), indent=1, default=str))
+    shutil.copyfile(report, results_dir / f"latest-{result.scale.name}.md")
+    shutil.copyfile(raw, results_dir / f"latest-{result.scale.name}.json")
+    return report
+
+
+def _peaks_of(raw_files: Iterable[Path]) -> dict[str, int]:
+    """Driver Python peak RSS of the latest run of each scale, from their raw JSON files."""
+    peaks = {}
+    for path in raw_files:
+        raw = json.loads(path.read_text())
+        memories = [r["memory"]["python_peak_rss"] for r in raw["records"] if r.get("memory")]
+        if memories:
+            peaks[raw["scale"]["name"]] = max(memories)
+    return peaks
+
+
+def _seconds(summary: CaseSummary, contender: str) -> str:
+    timing = summary.timings.get(contender)
+    return "failed" if timing is None else f"{timing.median:.2f} ({timing.low:.2f}-{timing.high:.2f})"
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _mib(value: int | None) -> str:
+    return "-" if value is None else f"{value / MIB:,.1f}"
+
+
+def markdown(
+    result: BenchResult, summaries: Sequence[CaseSummary], chart: str, other_peaks: dict[str, int]
+) -> str:
+    scale = result.scale
+    planned = result.repetitions * len(result.cases) * len(result.contenders)
+    lines = [
+        f"# Merge benchmark, scale {scale.name} ({scale.rows:,} rows)",
+        "",
+        f"Started {result.started}; engine {__version__}; {result.repetitions} interleaved repetition(s), "
+        f"{len(result.records)} of {planned} runs done; "
+        f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores. "
+        f"SparkSession start-up (not in any figure): {result.spark_startup_seconds:.1f} s.",
+        "",
+        "Seconds are medians (min-max) over the repetitions, each run on a fresh copy of the target, its "
+        "source read inside the timed region by every contender. Ratios are the engine's median over the "
+        "baseline's: below 1 the engine is faster.",
+        "",
+        *_disagreement_lines(result),
+        "## Times",
+        "",
+        "| case | engine s | floor s | deltalake streamed s | deltalake non-streamed s "
+        "| ÷ floor | ÷ dl streamed | ÷ dl non-streamed |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for s in summaries:
+        lines.append(
+            f"| {s.case} | "
+            + " | ".join(_seconds(s, c) for c in ("engine", *BASELINES))
+            + " | "
+            + " | ".join(_ratio(s.ratios.get(b)) for b in BASELINES)
+            + " |"
+        )
+    sums: dict[str, float | None] = {b: summed_ratio(summaries, b) for b in BASELINES}
+    lines += [
+        "| **sum of Delta's 16 cases** | | | | | "
+        + " | ".join(f"**{_ratio(sums[b])}**" for b in BASELINES)
+        + " |",
+        "",
+        f"![ratios]({chart})",
+        "",
+        "## Engine phases (median seconds)",
+        "",
+        "`other` is snapshot, planning and pruning; `commit` is the wall time after `executionTimeMs`.",
+        "",
+        "| case | " + " | ".join(PHASES) + " | total |",
+        "|---|" + "---|" * (len(PHASES) + 1),
+    ]
+    for s in summaries:
+        if s.phases:
+            phases = " | ".join(f"{s.phases[p]:.2f}" for p in PHASES)
+            lines.append(f"| {s.case} | {phases} | {s.timings['engine'].median:.2f} |")
+    lines += [
+        "",
+        "## Bytes",
+        "",
+        "Target MiB the engine read after file skipping (`numTargetBytesAfterSkipping`) against the MiB of "
+        "the files holding rows the merge changes (for the backfill: of its one partition), and the files "
+        "it rewrote against the files holding changed rows.",
+        "",
+        "| case | MiB read | MiB needed | ratio | files rewritten | files needed |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in summaries:
+        ratio = s.bytes_read / s.bytes_needed if s.bytes_read is not None and s.bytes_needed else None
+        lines.append(
+            f"| {s.case} | {_mib(s.bytes_read)} | {_mib(s.bytes_needed)} | {_ratio(ratio)} | "
+            f"{'-' if s.files_removed is None else s.files_removed} | {s.files_needed} |"
+        )
+    lines += ["", *_memory_lines(result, other_peaks), "", *_target_lines(result, summaries, sums)]
+    return "\n".join(lines) + "\n"
+
+
+def _disagreement_lines(result: BenchResult) -> list[str]:
+    if not result.disagreements:
+        return [
+            "**Correctness:** every run's inserted, updated and deleted counts and the table's row count "
+            "after it agree with the source draw, across all contenders and repetitions.",
+            "",
+        ]
+    return [
+        f"## ⚠ {len(result.disagreements)} DISAGREEMENT(S)",
+        "",
+        *(f"- {message}" for message in result.disagreements),
+        "",
+    ]
+
+
+def _memory_lines(result: BenchResult, other_peaks: dict[str, int]) -> list[str]:
+    memories = [r.memory for r in result.records if r.memory is not None]
+    workers = [r.run.worker_peak_rss for r in result.records if r.run is not None and r.run.worker_peak_rss]
+    lines = ["## Memory (MiB)", ""]
+    if not memories:
+        return [*lines, "No engine run completed."]
+    peak = max(m.python_peak_rss for m in memories)
+    lines += [
+        "| driver Python RSS at start | driver Python peak RSS | JVM heap peak (driver and executors: "
+        "local mode) | deltalake worker peak RSS |",
+        "|---|---|---|---|",
+        f"| {_mib(result.python_rss_at_start)} | {_mib(peak)} | "
+        f"{_mib(max(m.jvm_heap_peak for m in memories))} | {_mib(max(workers, default=None))} |",
+    ]
+    others = {name: value for name, value in other_peaks.items() if name != result.scale.name}
+    if others:
+        compared = ", ".join(f"scale {name}: {_mib(value)}" for name, value in sorted(others.items()))
+        lines += ["", f"Driver Python peak RSS of the latest other runs: {compared}."]
+    return lines
+
+
+def _target_lines(
+    result: BenchResult, summaries: Sequence[CaseSummary], sums: dict[str, float | None]
+) -> list[str]:
+    lines = [f"## Targets (judged at scale M; this is scale {result.scale.name})", ""]
+    slow = [s for s in summaries if s.ratios.get("floor", 0) > FLOOR_TARGET]
+    lines.append(
+        f"- Engine ≤ {FLOOR_TARGET}x the floor on every case: "
+        + ("met." if not slow else f"missed on {len(slow)} of {len(summaries)} cases:")
+    )
+    for s in slow:
+        split = " + ".join(f"{p} {s.phases[p]:.2f}" for p in PHASES) if s.phases else "no phases"
+        floor = s.timings["floor"].median
+        lines.append(f"  - {s.case}: {s.ratios['floor']:.2f}x ({split} s, floor {floor:.2f} s)")
+    total = sums["deltalake-non-streamed"]
+    verdict = "not measured" if total is None else ("met" if total <= DELTALAKE_SUM_TARGET else "missed")
+    lines.append(
+        f"- Summed over Delta's 16 cases, engine ≤ {DELTALAKE_SUM_TARGET}x deltalake non-streamed: "
+        f"{_ratio(total)}, {verdict}."
+    )
+    backfill = next((s for s in summaries if s.case == BACKFILL_CASE), None)
+    if backfill is not None and backfill.bytes_read is not None:
+        ratio = backfill.bytes_read / backfill.bytes_needed
+        verdict = "met" if ratio <= BACKFILL_BYTES_TARGET else "missed"
+        lines.append(
+            f"- Backfill reads ≤ {BACKFILL_BYTES_TARGET}x its partition's bytes: {ratio:.2f}x, {verdict}."
+        )
+    lines.append(
+        "- The driver's memory stays flat from S to M: compare the driver Python peak RSS above with the "
+        "other scale's."
+    )
+    return lines

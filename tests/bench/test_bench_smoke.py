@@ -1,0 +1,73 @@
+"""The benchmark harness at a tiny scale: it runs every contender, checks every run and reports every case.
+
+Nothing is timed here: speed is what the benchmark itself measures.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from bench.cases import Counts, select_cases
+from bench.checks import disagreements
+from bench.contenders import CONTENDERS
+from bench.report import write_results
+from bench.runner import run_benchmark
+from bench.store_sales import Scale
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.slow
+
+TINY = Scale("tiny", 20_000, 128 * 1024)
+SMOKE_CASES = (
+    "single_insert_only_fileMatchedFraction_0.05_rowNotMatchedFraction_0.05",
+    "delete_only_fileMatchedFraction_0.05_rowMatchedFraction_0.05",
+    "upsert_fileMatchedFraction_0.05_rowMatchedFraction_0.1_rowNotMatchedFraction_0.01",
+)
+
+
+def test_harness_checks_every_run_and_reports_every_case(spark: SparkSession, tmp_path: Path) -> None:
+    # Given: a 20k-row target and three of Delta's cases (insert-only, delete-only, upsert)
+    cases = select_cases(SMOKE_CASES)
+    # When: every contender runs each case once
+    result = run_benchmark(
+        spark,
+        scale=TINY,
+        cases=cases,
+        contenders=CONTENDERS,
+        repetitions=1,
+        data_dir=tmp_path / "data",
+        spark_startup_seconds=0.0,
+        progress=lambda line: None,
+    )
+    report = write_results(result, tmp_path / "results").read_text()
+    # Then: every run completed and agreed with its source draw, which changed rows in each case
+    assert result.disagreements == []
+    assert [r.error for r in result.records] == [None] * len(cases) * len(CONTENDERS)
+    assert all(result.data[c].expected.inserted + result.data[c].expected.deleted > 0 for c in SMOKE_CASES)
+    # And: each case has a row of times with a ratio to each baseline, and the chart was drawn
+    for name in SMOKE_CASES:
+        times_row = next(line for line in report.splitlines() if line.startswith(f"| {name} | "))
+        assert times_row.count("x |") == 3
+    assert "DISAGREEMENT" not in report
+    assert list((tmp_path / "results").glob("tiny-*.png"))
+
+
+def test_disagreement_is_flagged_for_each_wrong_or_failed_run() -> None:
+    # Given: the counts a case's source draw implies
+    expected = Counts(inserted=5, updated=3, deleted=0, rows_after=105)
+    # When: one contender agrees, one reports one update too few, one failed
+    found = disagreements(
+        "upsert",
+        expected,
+        {"engine": expected, "deltalake-streamed": Counts(5, 2, 0, 105), "deltalake-non-streamed": None},
+    )
+    # Then: the two others are flagged, by name
+    assert len(found) == 2
+    assert "deltalake-streamed reports Counts(inserted=5, updated=2" in found[0]
+    assert "deltalake-non-streamed reports None" in found[1]
