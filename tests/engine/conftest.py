@@ -20,8 +20,8 @@ _SLOW_EXAMPLES = dict(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-# ci: each example runs 2-3 merges of ours and one of deltalake's, about 3 s on two busy cores: 60 examples
-# (some 140 generated merges of ours) keep tests/engine/test_differential.py near three minutes.
+# ci: each example runs 1-3 merges of ours (one per executor that can serve it) and one of deltalake's:
+# 60 examples keep tests/engine/test_differential.py between one and three minutes on two cores.
 settings.register_profile("engine-ci", max_examples=60, **_SLOW_EXAMPLES)
 settings.register_profile("engine-dev", max_examples=300, **_SLOW_EXAMPLES)
 ENGINE_SETTINGS = settings.get_profile("engine-" + os.environ.get("HYPOTHESIS_PROFILE", "ci"))
