@@ -30,6 +30,7 @@ with DAG(
 ):
     sample_data_task(LAKE, "customers") >> DeltaMergeOperator(
         task_id="apply_changes",
+        allowed_paths=[LAKE],
         target=f"{LAKE}/customers",
         source=LAKE + "/staging/customers/{{ ds }}.parquet",
         condition="t.customer_id = s.customer_id",

@@ -30,6 +30,7 @@ with DAG(
 ):
     sample_data_task(LAKE, "events") >> DeltaMergeOperator(
         task_id="merge_day",
+        allowed_paths=[LAKE],
         target=f"{LAKE}/events",
         source=LAKE + "/staging/events/{{ ds }}.parquet",
         condition="t.day = s.day AND t.event_id = s.event_id",

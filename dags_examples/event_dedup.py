@@ -30,6 +30,7 @@ with DAG(
 ):
     sample_data_task(LAKE, "clicks") >> DeltaMergeOperator(
         task_id="append_new_clicks",
+        allowed_paths=[LAKE],
         target=f"{LAKE}/clicks",
         source=LAKE + "/staging/clicks/{{ ds }}.parquet",
         condition="t.event_id = s.event_id",

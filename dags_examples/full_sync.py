@@ -31,6 +31,7 @@ with DAG(
 ):
     sample_data_task(LAKE, "products") >> DeltaMergeOperator(
         task_id="sync_products",
+        allowed_paths=[LAKE],
         target=f"{LAKE}/products",
         source=LAKE + "/staging/products/{{ ds }}.parquet",
         condition="t.product_id = s.product_id",

@@ -28,5 +28,8 @@ with DAG(
     doc_md=__doc__,
 ):
     sample_data_task(LAKE, "orders") >> DeltaMergeOperator(
-        task_id="merge_orders_sql", merge_sql="sql/merge_orders.sql"
+        task_id="merge_orders_sql",
+        merge_sql="sql/merge_orders.sql",
+        # params.lake can be overridden from the UI: every path the statement names must stay in the lake.
+        allowed_paths=[LAKE],
     )

@@ -38,6 +38,7 @@ with DAG(
 ):
     sample_data_task(LAKE, "customer_history") >> DeltaMergeOperator(
         task_id="merge_history",
+        allowed_paths=[LAKE],
         target=TARGET,
         source=QuerySource(
             f"SELECT u.customer_id AS merge_key, u.* FROM parquet.`{CHANGES}` u "

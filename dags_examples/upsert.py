@@ -30,6 +30,7 @@ with DAG(
 ):
     merge_orders = DeltaMergeOperator(
         task_id="merge_orders",
+        allowed_paths=[LAKE],
         target=f"{LAKE}/orders",
         source=LAKE + "/staging/orders/{{ ds }}.parquet",
         condition="t.order_id = s.order_id",

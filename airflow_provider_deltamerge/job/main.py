@@ -10,6 +10,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID
@@ -27,6 +28,7 @@ from airflow_provider_deltamerge.spec.transport import (
     error_line,
     result_line,
 )
+from airflow_provider_deltamerge.spec.validation import REFLECTION_FUNCTIONS
 
 log = logging.getLogger("airflow_provider_deltamerge")
 
@@ -44,10 +46,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     spark = SparkSession.builder.appName(f"deltamerge {request.spec.target}").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    drop_reflection_functions(spark)
     try:
         return answer(spark, request)
     finally:
         spark.stop()
+
+
+def drop_reflection_functions(spark: SparkSession) -> None:
+    """Take Spark's reflection functions out of the job's session, so no SQL the merge runs can call them.
+
+    The spec's validation refuses them by name already; this also covers what it cannot see, such as a view
+    or SQL function defined elsewhere. Spark 4.1+ keys built-ins as ``system.builtin.<name>``, 4.0 by name.
+    """
+    registry = spark._jsparkSession.sessionState().functionRegistry()
+    jvm = spark._jvm
+    assert jvm is not None  # a classic (non-Connect) session, as spark-submit gives the job
+    identifier = jvm.org.apache.spark.sql.catalyst.FunctionIdentifier
+    for name in REFLECTION_FUNCTIONS:
+        for key in (
+            identifier(name, jvm.scala.Some("builtin"), jvm.scala.Some("system")),
+            identifier.apply(name),
+        ):
+            try:
+                if registry.dropFunction(key):
+                    break
+            except Py4JJavaError:  # the registry of this Spark version keys built-ins the other way
+                continue
 
 
 def answer(spark: SparkSession, request: JobRequest) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -19,6 +19,8 @@ from airflow_provider_deltamerge.engine.metrics import (
     TABLE_VERSION,
 )
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
+from airflow_provider_deltamerge.operators.sql_templates import render_sql, with_sql_filters
+from airflow_provider_deltamerge.operators.templated_conf import check_templated_conf, templated_keys
 from airflow_provider_deltamerge.spec import (
     MergeClause,
     MergeSource,
@@ -29,11 +31,13 @@ from airflow_provider_deltamerge.spec import (
     parse_merge_sql,
 )
 from airflow_provider_deltamerge.spec.json_form import spec_from_dict, spec_to_dict
+from airflow_provider_deltamerge.spec.locations import check_spec_locations
 from airflow_provider_deltamerge.spec.preflight import run_preflight
 from airflow_provider_deltamerge.spec.sql_parse import is_path_like
 from airflow_provider_deltamerge.spec.validation import check_clauses
 
 if TYPE_CHECKING:
+    import jinja2
     from airflow.providers.common.compat.openlineage.facet import OutputDataset
     from airflow.providers.common.compat.sdk import Context
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -44,6 +48,8 @@ RERUN_POLICIES = ("skip_if_committed", "always")
 MATERIALIZE_SOURCE_MODES = ("auto", "all", "none")
 # Delta's conf; the job's engine reads it from its SparkSession as Delta's MERGE does.
 MATERIALIZE_SOURCE_CONF = "spark.databricks.delta.merge.materializeSource"
+# Fields holding SQL text: their template values are bound as data (operators/sql_templates.py).
+SQL_TEMPLATE_FIELDS = ("condition", "merge_sql")
 
 
 def _is_templated(text: str) -> bool:
@@ -117,13 +123,22 @@ class DeltaMergeOperator(BaseOperator):
     :param spark_conn_id: Spark connection used for spark-submit.
     :param storage_conn_id: Connection holding object-store credentials (``aws``, ``wasb``, or any type with
         an ``env`` extra); they reach the job as environment variables, never the spec or the log.
-    :param conf: Spark configuration of the merge job. (templated)
+    :param allowed_paths: Lake roots (paths or URIs) that the target, a path source and the files a source
+        query reads must lie under, checked after templating. Defaults to the ``[deltamerge] allowed_paths``
+        setting of Airflow's configuration (comma-separated); empty allows any path.
+    :param conf: Spark configuration of the merge job. (templated: only keys that tune the merge, such as
+        ``spark.sql.shuffle.partitions``, may take a templated value; see ``templated_conf.py``)
     :param spark_submit_kwargs: Further SparkSubmitHook arguments (executor_memory, packages, ...).
 
     Returns (as XCom ``return_value``) Delta's merge metrics (``numTargetRowsInserted``, ...) plus
     ``tableVersion``, ``executor`` and ``specHash``. When the target is known at parse time (not templated),
     it is declared as an outlet Asset and the asset event carries the same metrics as its ``extra``, so
     data-aware DAGs scheduled on the table see what changed.
+
+    Template values are data, never SQL: in ``condition``, ``merge_sql``, clause conditions and expressions
+    and a source query, a value printed inside quotes (``'{{ params.region }}'``) or backticks is escaped
+    for them, one printed elsewhere must be a number or go through ``| sql_literal`` or
+    ``| sql_identifier``. Paths and names are checked after rendering (``allowed_paths``).
     """
 
     template_fields: Sequence[str] = ("target", "source", "condition", "merge_sql", "source_options", "conf")
@@ -157,6 +172,7 @@ class DeltaMergeOperator(BaseOperator):
         preflight: bool = True,
         spark_conn_id: str = DeltaMergeHook.default_conn_name,
         storage_conn_id: str | None = None,
+        allowed_paths: Sequence[str] | None = None,
         conf: Mapping[str, Any] | None = None,
         spark_submit_kwargs: Mapping[str, Any] | None = None,
         **kwargs: Any,
@@ -172,6 +188,8 @@ class DeltaMergeOperator(BaseOperator):
         self.backend, self.rerun, self.preflight = backend, rerun, preflight
         self.spark_conn_id, self.storage_conn_id, self.conf = spark_conn_id, storage_conn_id, dict(conf or {})
         self.spark_submit_kwargs = dict(spark_submit_kwargs or {})
+        self.allowed_paths = None if allowed_paths is None else tuple(allowed_paths)
+        self._templated_conf_keys = templated_keys(self.conf)
         self._hook: DeltaMergeHook | None = None
         self._spec: MergeSpec | None = None
         self._metrics: dict[str, Any] = {}
@@ -237,8 +255,19 @@ class DeltaMergeOperator(BaseOperator):
             return self.conf
         return {**self.conf, MATERIALIZE_SOURCE_CONF: self.materialize_source}
 
+    def lake_roots(self) -> tuple[str, ...]:
+        """The roots every path of the merge must lie under: ``allowed_paths``, else Airflow's setting."""
+        if self.allowed_paths is not None:
+            return self.allowed_paths
+        from airflow.configuration import conf
+
+        setting = conf.get("deltamerge", "allowed_paths", fallback="") or ""
+        return tuple(root.strip() for root in setting.split(",") if root.strip())
+
     def execute(self, context: Context) -> dict[str, Any]:
+        check_templated_conf(self._templated_conf_keys)
         spec = self._spec = self._rendered(self.build_spec(), context)
+        check_spec_locations(spec, allowed_roots=self.lake_roots())
         self._hook = DeltaMergeHook(
             self.spark_conn_id,
             conf=self.job_conf(),
@@ -292,16 +321,55 @@ class DeltaMergeOperator(BaseOperator):
                 context["outlet_events"][outlet].extra = dict(metrics)
         return metrics
 
+    def _do_render_template_fields(
+        self,
+        parent: Any,
+        template_fields: Iterable[str],
+        context: Context,
+        jinja_env: jinja2.Environment,
+        seen_oids: set[int],
+    ) -> None:
+        """Render the SQL fields with their values bound as data, the others as Airflow does.
+
+        Airflow calls this for plain and for mapped tasks alike (``render_template_fields`` is bypassed for
+        the latter), so it is the one place that sees every render of this operator's fields.
+        """
+        fields = list(template_fields)
+        if parent is self:
+            for name in (f for f in fields if f in SQL_TEMPLATE_FIELDS):
+                value = getattr(self, name)
+                if isinstance(value, str) and value:
+                    setattr(self, name, render_sql(value, context, jinja_env, where=name))
+            fields = [f for f in fields if f not in SQL_TEMPLATE_FIELDS]
+        super()._do_render_template_fields(parent, fields, context, with_sql_filters(jinja_env), seen_oids)
+
     def _rendered(self, spec: MergeSpec, context: Context) -> MergeSpec:
         """Render Jinja in clause expressions and source objects too.
 
         Airflow renders the string arguments before ``execute``, but clauses and sources are frozen values
-        it cannot render in place; their JSON form is rendered instead.
+        it cannot render in place; their JSON form is rendered instead, SQL with its values bound as data.
         """
+        env = self.get_template_env()
+
+        def sql(text: str | None, where: str) -> str | None:
+            return text if text is None else render_sql(text, context, env, where=where)
+
         data = spec_to_dict(spec)
-        data["clauses"] = self.render_template(data["clauses"], context)
+        for position, clause in enumerate(data["clauses"], start=1):
+            where = f"clause {position}"
+            clause["condition"] = sql(clause["condition"], where)
+            for key in ("set", "values"):
+                if key in clause:
+                    clause[key] = [
+                        [self.render_template(column, context, env), sql(expression, where)]
+                        for column, expression in clause[key]
+                    ]
         if not isinstance(self.source, str):
-            data["source"] = self.render_template(data["source"], context)
+            source = data["source"]
+            if source["kind"] == "query":
+                source["sql"] = sql(source["sql"], "the source query")
+            else:
+                data["source"] = self.render_template(source, context, with_sql_filters(env))
         return spec_from_dict(data)
 
     def get_openlineage_facets_on_start(self) -> OperatorLineage:

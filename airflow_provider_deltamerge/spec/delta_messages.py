@@ -46,6 +46,7 @@ DELTA_MESSAGES: dict[str, str] = {
     "DELTAMERGE_INVALID_ALIAS": "<name> is not a valid alias.",
     "DELTAMERGE_SAME_ALIAS": "The target and the source both have the alias <alias>.",
     "DELTAMERGE_INVALID_DEDUPLICATION": "Source de-duplication needs <missing>.",
+    "DELTAMERGE_REFLECTION_REFUSED": "The function <function> calls Java methods and is refused in a merge.",
     "PARSE_SYNTAX_ERROR": "Syntax error at or near <error>.",
     "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE": (
         "Cannot perform Merge as multiple source rows matched and attempted to modify the same target row "

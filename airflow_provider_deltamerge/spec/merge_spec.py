@@ -75,6 +75,7 @@ def _problems(clauses: Sequence[MergeClause | Problem], fields: dict[str, Any]) 
     return merge_problems(
         clauses,
         condition=fields["condition"],
+        source=fields.get("source"),
         target_alias=fields["target_alias"],
         source_alias=fields["source_alias"],
         deduplicate_source_by=tuple(fields["deduplicate_source_by"]),

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
 
 
 @dataclass(frozen=True)
@@ -52,3 +55,19 @@ def column_references(sql: str) -> tuple[tuple[str, ...], ...] | ExpressionSynta
             parts.append(node.expression.name)
         found[tuple(parts)] = None
     return tuple(found)
+
+
+def called_functions(sql: str) -> set[str]:
+    """The lower-cased names called in ``sql`` (``f(`` with ``f`` plain, backquoted or qualified).
+
+    Read from tokens rather than a parse tree, so that text which does not parse is still searched.
+    """
+    try:
+        tokens = Spark().tokenizer().tokenize(sql)
+    except TokenError:
+        return set()
+    return {
+        name.text.lower()
+        for name, after in itertools.pairwise(tokens)
+        if name.token_type in (TokenType.VAR, TokenType.IDENTIFIER) and after.token_type == TokenType.L_PAREN
+    }

@@ -6,7 +6,7 @@ sees every mistake at once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from airflow_provider_deltamerge.exceptions import DeltaMergeError, MergeSpecError
@@ -21,6 +21,8 @@ from airflow_provider_deltamerge.spec.clauses import (
 )
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
 from airflow_provider_deltamerge.spec.names import folded, format_path, split_column_path, strip_alias
+from airflow_provider_deltamerge.spec.references import called_functions
+from airflow_provider_deltamerge.spec.source import MergeSource, QuerySource
 
 _NON_LAST_OMIT_CONDITION = {
     "matched": "DELTA_NON_LAST_MATCHED_CLAUSE_OMIT_CONDITION",
@@ -304,10 +306,50 @@ def _deduplication_problems(keys: Sequence[str], order_by: Sequence[str]) -> lis
     ]
 
 
+# Spark's functions that call any Java method: with them a template value or a clause runs JVM code with the
+# job's credentials (``java_method('java.lang.System', 'getenv', ...)`` reads its secrets).
+REFLECTION_FUNCTIONS = frozenset({"reflect", "java_method", "try_reflect"})
+
+
+def reflection_problems(texts: Iterable[tuple[str, str]]) -> list[Problem]:
+    """A problem for each call of a reflection function in the ``(where, sql)`` texts of a merge."""
+    return [
+        problem(
+            "DELTAMERGE_REFLECTION_REFUSED",
+            where,
+            "Reflection runs arbitrary JVM code in the job; compute the value with Spark SQL's built-in "
+            "functions, or upstream of the merge.",
+            function=name,
+        )
+        for where, sql in texts
+        for name in sorted(called_functions(sql) & REFLECTION_FUNCTIONS)
+    ]
+
+
+def _merge_texts(
+    condition: str, clauses: Sequence[MergeClause | Problem], source: MergeSource | None
+) -> Iterable[tuple[str, str]]:
+    """Every SQL text of a merge with where it stands: the ON condition, the clauses, the source query."""
+    yield "ON", condition
+    for position, clause in enumerate(clauses, start=1):
+        if isinstance(clause, Problem):
+            continue
+        where = describe_clause(position, clause)
+        if clause.condition:
+            yield where, clause.condition
+        if isinstance(clause, NotMatchedInsert):
+            yield from ((where, sql) for _, sql in clause.values)
+        elif isinstance(clause, MatchedUpdate | NotMatchedBySourceUpdate):
+            yield from ((where, sql) for _, sql in clause.set)
+    if isinstance(source, QuerySource):
+        yield "source query", source.sql
+
+
 def merge_problems(
     clauses: Sequence[MergeClause | Problem],
     *,
     condition: str,
+    source: MergeSource | None = None,
     target_alias: str,
     source_alias: str,
     deduplicate_source_by: Sequence[str],
@@ -326,7 +368,8 @@ def merge_problems(
         )
     problems += _alias_problems(target_alias, source_alias)
     problems += _deduplication_problems(deduplicate_source_by, deduplicate_order_by)
-    return problems + clause_problems(clauses, target_alias=target_alias)
+    problems += clause_problems(clauses, target_alias=target_alias)
+    return problems + reflection_problems(_merge_texts(condition, clauses, source))
 
 
 def check_clauses(clauses: Sequence[MergeClause], *, target_alias: str = "t") -> None:

@@ -289,3 +289,25 @@ def test_examples_write_sample_data_only_into_a_sample_lake(example_runs):
         assert run.returncode == 0, run.output[-4000:]
         assert (run.lake / MARKER).exists(), dag_id
         assert "Sample data of" in run.output, dag_id
+
+
+def test_run_conf_cannot_rewrite_the_sql_example(airflow_env, run_airflow):
+    # The attack seen from a UI user: a lake path in run conf that closes the backquoted target name and
+    # brings a source of its own choosing, which deleted every row before template values were bound.
+    lake = Path(airflow_env["DELTAMERGE_LAKE"])
+    prepare_lake(lake)
+    before = DeltaTable(str(lake / "orders")).to_pyarrow_table().num_rows
+    attack = (
+        f"{lake}/orders` AS t USING (SELECT order_id, -1 AS amount FROM delta.`{lake}/orders`) AS s "
+        "ON t.order_id = s.order_id WHEN MATCHED THEN DELETE -- "
+    )
+
+    result = run_airflow(
+        "dags", "test", "deltamerge_sql", "2024-01-02", "--conf", json.dumps({"lake": attack})
+    )
+
+    output = result.stdout + result.stderr
+    assert "DELTAMERGE_UNSAFE_PATH" in output, output[-3000:]
+    assert "spark-submit" not in output.lower()
+    table = DeltaTable(str(lake / "orders"))
+    assert (table.version(), table.to_pyarrow_table().num_rows) == (0, before)

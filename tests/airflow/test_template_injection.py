@@ -1,0 +1,185 @@
+"""A user who may only trigger the DAG sets params and run conf: each templated field must keep them data.
+
+The operator renders its fields with Airflow's own templating (the DAG's Jinja environment, as a task run
+does) and builds the spec; only the Spark submission is replaced, since these tests are about what would be
+submitted.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import sqlglot
+from airflow.sdk import DAG
+from sqlglot import exp
+
+from airflow_provider_deltamerge.exceptions import MergeSpecError
+from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
+from airflow_provider_deltamerge.operators.delta_merge import DeltaMergeOperator
+from airflow_provider_deltamerge.spec import (
+    MergeSpec,
+    PathSource,
+    QuerySource,
+    delete,
+    insert,
+    insert_all,
+    update,
+)
+
+EXAMPLES = Path(__file__).parents[2] / "dags_examples"
+# The attack seen: a lake path that closes the backquoted target and brings its own source and clauses.
+BACKTICK_ATTACK = (
+    "/lake/orders` AS t USING (SELECT order_id, -1 AS amount FROM delta.`/lake/orders`) AS s "
+    "ON t.order_id = s.order_id WHEN MATCHED THEN DELETE -- "
+)
+WIDENING = "eu' OR '1'='1"
+
+
+def submitted_spec(mocker, params: dict[str, Any], **arguments: Any) -> MergeSpec:
+    """Render ``arguments`` as a task run does with ``params`` (run conf overrides them); the spec built."""
+    with DAG("injection", params=params, template_searchpath=str(EXAMPLES), schedule=None):
+        operator = DeltaMergeOperator(task_id="merge", preflight=False, rerun="always", **arguments)
+    operator.resolve_template_files()
+    context: dict[str, Any] = {
+        "params": params,
+        "ds": "2024-01-02",
+        "ti": SimpleNamespace(dag_id="injection", task_id="merge", run_id="r", map_index=-1, try_number=1),
+        "outlet_events": defaultdict(lambda: SimpleNamespace(extra=None)),
+    }
+    submit = mocker.patch.object(DeltaMergeHook, "run_merge", return_value={"tableVersion": 1})
+    operator.render_template_fields(context)
+    operator.execute(context)
+    return submit.call_args.args[0]
+
+
+def python_merge(**fields: Any) -> dict[str, Any]:
+    return {
+        "target": "/lake/orders",
+        "source": "/lake/staging/orders.parquet",
+        "condition": "t.order_id = s.order_id",
+        "clauses": [insert_all()],
+        **fields,
+    }
+
+
+def test_the_shipped_sql_example_keeps_a_backtick_in_the_lake_path_a_path(mocker):
+    with pytest.raises(MergeSpecError, match=r"DELTAMERGE_UNSAFE_PATH.*holds '`'"):
+        submitted_spec(mocker, {"lake": BACKTICK_ATTACK}, merge_sql="sql/merge_orders.sql")
+
+
+def test_the_shipped_sql_example_still_merges_a_plain_lake(mocker):
+    spec = submitted_spec(mocker, {"lake": "/data/my lake"}, merge_sql="sql/merge_orders.sql")
+    assert spec.target == "/data/my lake/orders"
+    assert spec.source == PathSource("/data/my lake/staging/orders/2024-01-02.parquet")
+
+
+def test_a_quoted_value_in_the_condition_stays_one_string(mocker):
+    spec = submitted_spec(
+        mocker,
+        {"region": WIDENING},
+        **python_merge(condition="t.id = s.id AND t.region = '{{ params.region }}'"),
+    )
+    comparison = sqlglot.parse_one(spec.condition, read="spark").find_all(exp.EQ)
+    assert [c.expression.this for c in comparison if isinstance(c.expression, exp.Literal)] == [WIDENING]
+    assert spec.condition == "t.id = s.id AND t.region = 'eu\\' OR \\'1\\'=\\'1'"
+
+
+def test_an_unquoted_value_in_the_condition_is_refused(mocker):
+    with pytest.raises(MergeSpecError, match=r"stands outside quotes.*sql_literal"):
+        submitted_spec(
+            mocker, {"region": WIDENING}, **python_merge(condition="t.region = {{ params.region }}")
+        )
+
+
+def test_sql_literal_quotes_a_value_and_a_list_where_the_template_has_no_quotes(mocker):
+    spec = submitted_spec(
+        mocker,
+        {"regions": ["eu", WIDENING]},
+        **python_merge(condition="t.id = s.id AND t.region IN {{ params.regions | sql_literal }}"),
+    )
+    assert spec.condition == "t.id = s.id AND t.region IN ('eu', 'eu\\' OR \\'1\\'=\\'1')"
+
+
+def test_clause_conditions_and_expressions_bind_their_values(mocker):
+    spec = submitted_spec(
+        mocker,
+        {"region": WIDENING, "note": "x'), v = ('y"},
+        **python_merge(
+            clauses=[
+                delete(condition="t.region = '{{ params.region }}'"),
+                update({"note": "'{{ params.note }}'"}),
+                insert({"id": "s.id"}),
+            ]
+        ),
+    )
+    assert spec.clauses[0].condition == "t.region = 'eu\\' OR \\'1\\'=\\'1'"
+    assert spec.clauses[1].set == (("note", "'x\\'), v = (\\'y'"),)
+
+
+def test_a_value_that_would_be_an_expression_in_a_clause_is_refused(mocker):
+    with pytest.raises(MergeSpecError, match="stands outside quotes"):
+        submitted_spec(
+            mocker,
+            {"expr": "java_method('java.lang.System', 'getenv', 'AWS_SECRET_ACCESS_KEY')"},
+            **python_merge(clauses=[update({"note": "{{ params.expr }}"})]),
+        )
+
+
+def test_reflection_written_in_the_dag_is_refused_too(mocker):
+    with pytest.raises(MergeSpecError, match="DELTAMERGE_REFLECTION_REFUSED"):
+        submitted_spec(
+            mocker,
+            {},
+            **python_merge(clauses=[update({"note": "reflect('java.lang.System', 'getenv', 'HOME')"})]),
+        )
+
+
+def test_a_source_query_binds_values_and_checks_the_files_it_reads(mocker):
+    query = "SELECT * FROM parquet.`{{ params.lake }}/x` WHERE day = '{{ params.day }}'"
+    spec = submitted_spec(
+        mocker, {"lake": "/lake", "day": WIDENING}, **python_merge(source=QuerySource(query))
+    )
+    assert spec.source == QuerySource("SELECT * FROM parquet.`/lake/x` WHERE day = 'eu\\' OR \\'1\\'=\\'1'")
+    with pytest.raises(MergeSpecError, match="DELTAMERGE_UNSAFE_PATH"):
+        submitted_spec(
+            mocker, {"lake": BACKTICK_ATTACK, "day": "d"}, **python_merge(source=QuerySource(query))
+        )
+
+
+@pytest.mark.parametrize("field", ["target", "source"])
+def test_a_templated_path_must_be_a_path(mocker, field):
+    with pytest.raises(MergeSpecError, match=f"The {field} path .* holds"):
+        submitted_spec(mocker, {"p": "/lake/x'y"}, **python_merge(**{field: "{{ params.p }}"}))
+
+
+def test_the_lake_roots_keep_a_source_away_from_system_files(mocker):
+    arguments = python_merge(source=PathSource("{{ params.path }}", format="csv"), allowed_paths=["/lake"])
+    with pytest.raises(MergeSpecError, match=r"DELTAMERGE_PATH_NOT_ALLOWED.*'/etc/passwd'"):
+        submitted_spec(mocker, {"path": "/etc/passwd"}, **arguments)
+    assert submitted_spec(mocker, {"path": "/lake/in.csv"}, **arguments).source.path == "/lake/in.csv"
+
+
+def test_the_lake_roots_come_from_airflows_configuration(mocker, monkeypatch):
+    monkeypatch.setenv("AIRFLOW__DELTAMERGE__ALLOWED_PATHS", "/lake, s3://bucket/lake")
+    with pytest.raises(MergeSpecError, match="DELTAMERGE_PATH_NOT_ALLOWED"):
+        submitted_spec(mocker, {"t": "/elsewhere/t"}, **python_merge(target="{{ params.t }}"))
+    assert (
+        submitted_spec(mocker, {"t": "/lake/t"}, **python_merge(target="{{ params.t }}")).target == "/lake/t"
+    )
+
+
+def test_only_harmless_spark_conf_keys_take_templated_values(mocker):
+    with pytest.raises(
+        MergeSpecError, match=r"DELTAMERGE_TEMPLATED_CONF_REFUSED.*spark\.driver\.extraJavaOptions"
+    ):
+        submitted_spec(
+            mocker,
+            {"opts": "-javaagent:/tmp/evil.jar"},
+            **python_merge(conf={"spark.driver.extraJavaOptions": "{{ params.opts }}"}),
+        )
+    operator_conf = {"spark.sql.shuffle.partitions": "{{ params.n }}", "spark.jars": "/opt/fixed.jar"}
+    submitted_spec(mocker, {"n": "8"}, **python_merge(conf=operator_conf))
