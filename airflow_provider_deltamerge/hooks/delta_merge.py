@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 import tempfile
 import uuid
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,30 +25,20 @@ from airflow_provider_deltamerge.hooks.storage_credentials import storage_enviro
 from airflow_provider_deltamerge.spec import MergeSpec
 from airflow_provider_deltamerge.spec.sql_parse import is_path_like
 from airflow_provider_deltamerge.spec.transport import (
-    REQUEST_ARG,
+    ANSWER_FILE_ARG,
+    REQUEST_FILE_ARG,
     JobRequest,
     encode_request,
-    parse_error,
-    parse_result,
+    read_answer,
+    write_private,
 )
 
 JOB_MODULE = "airflow_provider_deltamerge.job.main"
 
 
-class _ReportingSparkSubmitHook(SparkSubmitHook):
-    """SparkSubmitHook that also picks the job's result or error line out of the output it logs."""
-
-    result: dict[str, Any] | None = None
-    error: DeltaMergeError | None = None
-
-    def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
-        super()._process_spark_submit_log(self._watch(itr))
-
-    def _watch(self, lines: Iterator[Any]) -> Iterator[Any]:
-        for line in lines:
-            self.result = parse_result(line) or self.result
-            self.error = parse_error(line) or self.error
-            yield line
+# Spark's own default for spark.redaction.regex, extended below by the names of the credentials we pass.
+SPARK_REDACTION_DEFAULT = "(?i)secret|password|token|access[.]?key"
+REDACTION_CONF = "spark.redaction.regex"
 
 
 class DeltaMergeHook(BaseHook):
@@ -109,9 +100,21 @@ class DeltaMergeHook(BaseHook):
         request = JobRequest(
             spec, {**(provenance or {}), SUBMISSION_ID: submission_id}, executor, backend, rerun, in_cluster
         )
+        # A private folder (mode 0700): the request may hold a source's options, the answer the metrics.
         with tempfile.TemporaryDirectory(prefix="deltamerge-") as scratch:
             kwargs = dict(self.spark_submit_kwargs)
             credentials = self.storage_options()
+            request_file = write_private(
+                Path(scratch) / f"deltamerge-request-{submission_id}.json", encode_request(request)
+            )
+            answer_file = Path(scratch) / "answer.json"
+            arguments = [REQUEST_FILE_ARG, str(request_file)]
+            if in_cluster:
+                # The driver cannot read this machine's files: spark-submit ships the request with it.
+                kwargs["files"] = ",".join(filter(None, [kwargs.get("files"), str(request_file)]))
+                arguments = [REQUEST_FILE_ARG, request_file.name]
+            else:
+                arguments += [ANSWER_FILE_ARG, str(answer_file)]
             if credentials and not self._is_local_master():
                 # Executors (and a cluster-mode driver) get them from a private properties file, which
                 # spark-submit reads locally; Spark's UI redacts such keys.
@@ -123,10 +126,10 @@ class DeltaMergeHook(BaseHook):
                 shipped = package_zip(Path(scratch))
                 kwargs["py_files"] = ",".join(filter(None, [kwargs.get("py_files"), str(shipped)]))
             kwargs.setdefault("name", f"deltamerge-{spec.target.rstrip('/').rsplit('/', 1)[-1]}")
-            submit = _ReportingSparkSubmitHook(
+            submit = SparkSubmitHook(
                 conn_id=self.spark_conn_id,
-                conf=self._job_conf(),
-                application_args=[REQUEST_ARG, encode_request(request)],
+                conf=self._job_conf(credentials),
+                application_args=arguments,
                 **kwargs,
             )
             self._submit = submit
@@ -134,17 +137,15 @@ class DeltaMergeHook(BaseHook):
                 # A client-mode driver reads the credentials from its own environment, never its arguments.
                 submit.submit(application=_job_path(), env={**os.environ, **credentials})
             except AirflowException as err:
-                if in_cluster:
-                    self._take_report(submit, spec, submission_id)
-                if submit.error is not None:
-                    raise submit.error from err
+                failed = self._answer(spec, submission_id, None if in_cluster else answer_file)
+                if isinstance(failed, DeltaMergeError):
+                    raise failed from err
                 raise
-        if in_cluster:
-            self._take_report(submit, spec, submission_id)
-        if submit.error is not None:
-            raise submit.error
-        if submit.result is not None:
-            return submit.result
+            answered = self._answer(spec, submission_id, None if in_cluster else answer_file)
+        if isinstance(answered, DeltaMergeError):
+            raise answered
+        if answered is not None:
+            return answered
         return self._result_from_log(spec, submission_id)
 
     def on_kill(self) -> None:
@@ -152,12 +153,16 @@ class DeltaMergeHook(BaseHook):
         if submit is not None:
             submit.on_kill()
 
-    def _take_report(self, submit: _ReportingSparkSubmitHook, spec: MergeSpec, submission_id: str) -> None:
-        """The answer a cluster-mode driver left beside the table (see ``delta/job_reports.py``)."""
-        line = take_report(spec.target, submission_id, self.storage_options())
-        if line is not None:
-            submit.result = parse_result(line)
-            submit.error = parse_error(line)
+    def _answer(
+        self, spec: MergeSpec, submission_id: str, answer_file: Path | None
+    ) -> dict[str, Any] | DeltaMergeError | None:
+        """The job's answer: from ``answer_file`` (client mode), else the report it left beside the table
+        (cluster mode, ``delta/job_reports.py``); None when the job gave none (it died, say)."""
+        if answer_file is not None:
+            text = answer_file.read_text(encoding="utf-8") if answer_file.is_file() else None
+        else:
+            text = take_report(spec.target, submission_id, self.storage_options())
+        return None if text is None else read_answer(text, submission_id)
 
     def _result_from_log(self, spec: MergeSpec, submission_id: str) -> dict[str, Any]:
         """The job's metrics read back from its commit, for deploy modes where its output is not ours."""
@@ -180,9 +185,16 @@ class DeltaMergeHook(BaseHook):
         commit = find_committed_run(spec.target, identity, storage_options=self.storage_options() or None)
         return commit_result(commit) if commit is not None else None
 
-    def _job_conf(self) -> dict[str, Any]:
-        """The job's Spark conf; on a local master the job runs with this worker's Python and packages."""
+    def _job_conf(self, credentials: Mapping[str, str]) -> dict[str, Any]:
+        """The job's Spark conf; on a local master the job runs with this worker's Python and packages.
+
+        Spark's UI and event log redact conf entries whose name matches ``spark.redaction.regex``; its
+        default misses names such as ``AZURE_STORAGE_ACCOUNT_KEY``, so every credential's name is added.
+        """
         conf = dict(self.conf)
+        if credentials:
+            names = "|".join(re.escape(name) for name in sorted(credentials))
+            conf[REDACTION_CONF] = f"(?:{conf.get(REDACTION_CONF) or SPARK_REDACTION_DEFAULT})|{names}"
         if self._is_local_master():
             conf.setdefault("spark.pyspark.python", sys.executable)
             conf.setdefault("spark.pyspark.driver.python", sys.executable)

@@ -18,7 +18,9 @@ _AWS_EXTRAS = {
     "region_name": "AWS_REGION",
     "endpoint_url": "AWS_ENDPOINT_URL",
 }
-_SECRET_VARIABLES = {"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AZURE_STORAGE_ACCOUNT_KEY"}
+# Where a store is and whose it is, not how to get in: every other value is registered as a secret, whatever
+# its name (an ``env`` extra may carry GCS_HMAC_KEY or any other).
+_PUBLIC_VARIABLES = {"AWS_REGION", "AWS_ENDPOINT_URL", "AZURE_STORAGE_ACCOUNT_NAME"}
 
 
 def storage_environment(connection: Any) -> dict[str, str]:
@@ -40,6 +42,6 @@ def storage_environment(connection: Any) -> dict[str, str]:
     env.update({str(k): str(v) for k, v in dict(extra.get("env") or {}).items()})
     env = {k: v for k, v in env.items() if v}
     for variable, value in env.items():
-        if variable in _SECRET_VARIABLES or connection.conn_type not in ("aws", "wasb"):
+        if variable not in _PUBLIC_VARIABLES:
             mask_secret(value, variable)
     return env

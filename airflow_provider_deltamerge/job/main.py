@@ -1,6 +1,8 @@
-"""The Spark job: read the merge request, run the merge in a SparkSession, report the result.
+"""The Spark job: read the merge request, run the merge in a SparkSession, answer how it ended.
 
-Submitted by ``DeltaMergeHook`` as ``spark-submit .../job/main.py --request <encoded request>``.
+Submitted by ``DeltaMergeHook`` as ``spark-submit .../job/main.py --request-file <path>``, in client mode
+with ``--answer-file <path>`` too (``spec/transport.py``). The request file is the hook's owner-only file
+(client mode) or one shipped with ``--files`` (cluster mode, where the answer goes beside the table).
 """
 
 from __future__ import annotations
@@ -9,8 +11,10 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from py4j.protocol import Py4JJavaError
+from pyspark import SparkFiles
 from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID
@@ -22,11 +26,11 @@ from airflow_provider_deltamerge.engine.metrics import EXECUTOR, SPEC_HASH, TABL
 from airflow_provider_deltamerge.engine.target_table import table_location
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.spec.transport import (
-    REQUEST_ARG,
+    ANSWER_FILE_ARG,
+    REQUEST_FILE_ARG,
     JobRequest,
+    answer_text,
     decode_request,
-    error_line,
-    result_line,
 )
 from airflow_provider_deltamerge.spec.validation import REFLECTION_FUNCTIONS
 
@@ -36,21 +40,32 @@ log = logging.getLogger("airflow_provider_deltamerge")
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one merge; exit status 0 when it succeeded (also when it changed nothing), 1 when it failed."""
     parser = argparse.ArgumentParser(prog="deltamerge-job", description=__doc__)
-    parser.add_argument(REQUEST_ARG, required=True, help="encoded merge request, as DeltaMergeHook writes it")
+    parser.add_argument(REQUEST_FILE_ARG, required=True, help="the merge request file DeltaMergeHook wrote")
+    parser.add_argument(ANSWER_FILE_ARG, help="where to write the answer (client mode)")
     args = parser.parse_args(argv)
     _log_to_stdout()
-    try:
-        request = decode_request(args.request)
-    except DeltaMergeError as err:
-        print(error_line(err), flush=True)
-        return 1
-    spark = SparkSession.builder.appName(f"deltamerge {request.spec.target}").getOrCreate()
+    # The app's name is spark-submit's --name, which the hook sets.
+    spark = SparkSession.builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     drop_reflection_functions(spark)
+    answer_file = Path(args.answer_file) if args.answer_file else None
     try:
-        return answer(spark, request)
+        request = decode_request(_request_text(args.request_file))
+    except (DeltaMergeError, OSError) as err:
+        log.error("The merge request cannot be read: %s", err)
+        return 1
+    try:
+        return answer(spark, request, answer_file=answer_file)
     finally:
         spark.stop()
+
+
+def _request_text(name: str) -> str:
+    """The request file: the hook's own path (client mode), or where the cluster put the shipped file."""
+    for candidate in (Path(name), Path(Path(name).name)):
+        if candidate.is_file():
+            return candidate.read_text(encoding="utf-8")
+    return Path(SparkFiles.get(Path(name).name)).read_text(encoding="utf-8")
 
 
 def drop_reflection_functions(spark: SparkSession) -> None:
@@ -75,17 +90,18 @@ def drop_reflection_functions(spark: SparkSession) -> None:
                 continue
 
 
-def answer(spark: SparkSession, request: JobRequest) -> int:
-    """Run the request's merge and report how it ended; the job's exit status.
+def answer(spark: SparkSession, request: JobRequest, *, answer_file: Path | None = None) -> int:
+    """Run the request's merge and answer how it ended; the job's exit status.
 
-    The answer is one line on stdout and, when the request asks for it, the same line in the report file
-    the Airflow side reads in cluster deploy mode.
+    The answer goes to ``answer_file`` (client mode) and, when the request asks for it, to the report file
+    beside the table that the Airflow side reads in cluster deploy mode. Standard output gets log lines only.
     """
+    submission_id = str(request.provenance.get(SUBMISSION_ID, ""))
     try:
         result = _run(spark, request)
     except DeltaMergeError as err:
         log.error("Merge failed: %s", err)
-        line, status = error_line(err), 1
+        text, status = answer_text(submission_id, error=err), 1
     else:
         report = {
             **result.metrics,
@@ -93,12 +109,12 @@ def answer(spark: SparkSession, request: JobRequest) -> int:
             EXECUTOR: result.executor,
             SPEC_HASH: request.spec.spec_hash,
         }
-        line, status = result_line(report), 0
-    print(line, flush=True)
-    submission_id = request.provenance.get(SUBMISSION_ID)
+        text, status = answer_text(submission_id, result=report), 0
+    if answer_file is not None:
+        answer_file.write_text(text, encoding="utf-8")
     if request.report_file and submission_id:
         table = table_location(spark, request.spec.target)
-        TableFiles(spark, table).write_text(report_path(submission_id), line)
+        TableFiles(spark, table).write_text(report_path(submission_id), text)
     return status
 
 

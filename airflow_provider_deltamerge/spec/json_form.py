@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import types
+import typing
 from typing import Any
 
 from airflow_provider_deltamerge.exceptions import MergeSpecError
@@ -63,17 +65,58 @@ def _reject_unknown_fields(cls: type[Any], data: dict[str, Any], where: str) -> 
         )
 
 
+def _conforms(value: Any, hint: Any) -> bool:
+    """Whether a JSON value (lists already tuples) has the field's declared type: str, bool, unions of
+    them, ``tuple[X, ...]`` and fixed tuples, as the spec's frozen values declare them."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_conforms(value, arg) for arg in args)
+    if origin is tuple:
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_conforms(v, args[0]) for v in value)
+        return len(value) == len(args) and all(_conforms(v, a) for v, a in zip(value, args, strict=True))
+    if hint is type(None):
+        return value is None
+    return isinstance(value, hint) if isinstance(hint, type) else True
+
+
+def _type_name(hint: Any) -> str:
+    return hint.__name__ if isinstance(hint, type) else str(hint)
+
+
+def _check_types(cls: type[Any], data: dict[str, Any], where: str) -> None:
+    hints = typing.get_type_hints(cls)
+    wrong = [name for name, value in data.items() if name in hints and not _conforms(value, hints[name])]
+    if wrong:
+        expected = ", ".join(
+            f"{name} must be {getattr(hints[name], '__name__', hints[name])}" for name in wrong
+        )
+        raise MergeSpecError(
+            f"Wrong value types in {where} of the merge spec JSON: {expected}. Write the spec with "
+            "MergeSpec.to_json() or the operator, or give each field the type shown."
+        )
+
+
 def _build(cls: type[Any], data: dict[str, Any], where: str) -> Any:
     _reject_unknown_fields(cls, data, where)
     frozen = {k: _from_json_value(v) for k, v in data.items()}
+    _check_types(cls, frozen, where)
     try:
         return cls(**frozen)
     except TypeError as err:
         raise MergeSpecError(f"Invalid {where} in the merge spec JSON: {err}") from err
 
 
+def _kind(data: Any) -> str | None:
+    """The ``kind`` tag of a tagged JSON object, or None where there is none (or it is not text)."""
+    kind = data.get("kind") if isinstance(data, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
 def _tagged(data: Any, types: dict[str, type[Any]], where: str) -> Any:
-    if not isinstance(data, dict) or data.get("kind") not in types:
+    if _kind(data) not in types:
         raise MergeSpecError(
             f"{where} of the merge spec JSON needs a 'kind' among {', '.join(sorted(types))}."
         )
@@ -84,11 +127,11 @@ def _tagged(data: Any, types: dict[str, type[Any]], where: str) -> Any:
 def _clause(data: Any, position: int) -> MergeClause | Problem:
     """One clause of the JSON form, or the problem standing in for a clause its WHEN group forbids."""
     where = f"clause {position}"
-    if isinstance(data, dict) and data.get("kind") not in CLAUSE_TYPES:
-        group, _, action = str(data.get("kind")).rpartition("_")
+    if isinstance(data, dict) and _kind(data) not in CLAUSE_TYPES:
+        group, _, action = str(_kind(data)).rpartition("_")
         if group in GROUP_SQL_NAMES and action in ("update", "delete", "insert"):
             return action_not_allowed(position, group, action.upper())
-    if isinstance(data, dict) and data.get("kind") == "not_matched_by_source_update" and data.get("star"):
+    if _kind(data) == "not_matched_by_source_update" and data.get("star"):
         return action_not_allowed(position, "not_matched_by_source", "UPDATE SET *")
     return _tagged(data, CLAUSE_TYPES, where)
 
@@ -99,6 +142,8 @@ def spec_from_dict(data: dict[str, Any]) -> MergeSpec:
     Raises:
         MergeSpecError: for an unknown ``spec_version``, an unknown field or kind, or an invalid MERGE.
     """
+    if not isinstance(data, dict):
+        raise MergeSpecError("The merge spec JSON must be an object.")
     version = data.get("spec_version")
     if version != SPEC_VERSION:
         raise MergeSpecError(
@@ -107,6 +152,7 @@ def spec_from_dict(data: dict[str, Any]) -> MergeSpec:
         )
     body = {k: _from_json_value(v) for k, v in data.items() if k not in ("spec_version", "clauses", "source")}
     _reject_unknown_fields(MergeSpec, body, "the spec")
+    _check_types(MergeSpec, body, "the spec")
     raw_clauses = data.get("clauses", [])
     if not isinstance(raw_clauses, list):
         raise MergeSpecError("'clauses' of the merge spec JSON must be a list.")
@@ -124,6 +170,4 @@ def spec_from_json(text: str) -> MergeSpec:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise MergeSpecError(f"The merge spec is not valid JSON: {err}") from err
-    if not isinstance(data, dict):
-        raise MergeSpecError("The merge spec JSON must be an object.")
     return spec_from_dict(data)

@@ -1,28 +1,28 @@
-"""How a merge travels to the Spark job and how the job's answer travels back.
+"""How a merge travels to the Spark job and how the job's answer travels back: both as files, never argv.
 
-The request rides as one command-line argument: compressed, URL-safe base64 JSON, so any spec length and
-any quoting survive spark-submit and cluster launchers. The job answers with one marked line on its
-standard output (a result or an error); where that output is out of reach (cluster deploy mode) the job
-also leaves that line in a report file beside the table (``delta/job_reports.py``), and the Airflow side
-falls back to the job's commit in the Delta log when neither arrives.
+The request (the spec, the run identity, how to run) is JSON in an owner-only file whose path is the job's
+only argument: no spec text or secret stands on a command line that ``ps`` shows, and no spec is too long
+for one. The job answers with one JSON document (a result or an error) carrying the submission's id: in a
+file the hook names (client mode) or beside the table (cluster mode, ``delta/job_reports.py``). The job's
+standard output is log only: nothing printed there, data included, can speak for the job. When no answer
+arrives the Airflow side falls back to the job's commit in the Delta log.
 """
 
 from __future__ import annotations
 
-import base64
 import json
-import zlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from airflow_provider_deltamerge.exceptions import ERRORS_BY_PHASE, DeltaMergeError, MergeSpecError
 from airflow_provider_deltamerge.spec.json_form import spec_from_dict, spec_to_dict
 from airflow_provider_deltamerge.spec.merge_spec import MergeSpec
 
-REQUEST_ARG = "--request"
-RESULT_MARK = "DELTAMERGE_RESULT "
-ERROR_MARK = "DELTAMERGE_ERROR "
+REQUEST_FILE_ARG = "--request-file"
+ANSWER_FILE_ARG = "--answer-file"
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class JobRequest:
 
 
 def encode_request(request: JobRequest) -> str:
+    """The request as the JSON text of its file."""
     body = {
         "spec": spec_to_dict(request.spec),
         "provenance": dict(request.provenance),
@@ -51,46 +52,66 @@ def encode_request(request: JobRequest) -> str:
         "rerun": request.rerun,
         "report_file": request.report_file,
     }
-    packed = zlib.compress(json.dumps(body, sort_keys=True).encode("utf-8"), 9)
-    return base64.urlsafe_b64encode(packed).decode("ascii")
+    return json.dumps(body, sort_keys=True)
 
 
 def decode_request(text: str) -> JobRequest:
+    """Read a request file's text.
+
+    Raises:
+        MergeSpecError: the text is not a merge request.
+    """
     try:
-        body = json.loads(zlib.decompress(base64.urlsafe_b64decode(text.encode("ascii"))))
-    except (ValueError, zlib.error) as err:
-        raise MergeSpecError(f"The merge job's {REQUEST_ARG} argument is not a merge request: {err}") from err
-    return JobRequest(
-        spec_from_dict(body["spec"]),
-        body.get("provenance", {}),
-        body.get("executor"),
-        body.get("backend", "auto"),
-        body.get("rerun", "skip_if_committed"),
-        body.get("report_file", False),
-    )
+        body = json.loads(text)
+        return JobRequest(
+            spec_from_dict(body["spec"]),
+            body.get("provenance", {}),
+            body.get("executor"),
+            body.get("backend", "auto"),
+            body.get("rerun", "skip_if_committed"),
+            body.get("report_file", False),
+        )
+    except (ValueError, KeyError, TypeError) as err:
+        raise MergeSpecError(f"The merge job's request file is not a merge request: {err!r}") from err
 
 
-def result_line(result: Mapping[str, Any]) -> str:
-    return RESULT_MARK + json.dumps(dict(result), sort_keys=True)
+def write_private(path: Path, text: str) -> Path:
+    """Write ``text`` to a new file only its owner can read (it may hold a source's options)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+        out.write(text)
+    return path
 
 
-def error_line(error: DeltaMergeError) -> str:
-    return ERROR_MARK + json.dumps(
-        {"phase": error.phase, "error_class": error.error_class, "message": error.message}
-    )
+def answer_text(
+    submission_id: str, *, result: Mapping[str, Any] | None = None, error: DeltaMergeError | None = None
+) -> str:
+    """The job's answer to one submission: its result, or its error's phase, class and message."""
+    if error is not None:
+        body: dict[str, Any] = {
+            "error": {"phase": error.phase, "error_class": error.error_class, "message": error.message}
+        }
+    else:
+        body = {"result": dict(result or {})}
+    return json.dumps({"submission": submission_id, **body}, sort_keys=True)
 
 
-def parse_result(line: str) -> dict[str, Any] | None:
-    """The result a job line carries, or None if the line is not a result line."""
-    text = line.strip()
-    return json.loads(text[len(RESULT_MARK) :]) if text.startswith(RESULT_MARK) else None
+def read_answer(text: str, submission_id: str) -> dict[str, Any] | DeltaMergeError:
+    """The result or the error (rebuilt as its own class) that ``text`` answers ``submission_id`` with.
 
-
-def parse_error(line: str) -> DeltaMergeError | None:
-    """The merge error a job line carries, rebuilt as its own class, or None."""
-    text = line.strip()
-    if not text.startswith(ERROR_MARK):
-        return None
-    body = json.loads(text[len(ERROR_MARK) :])
-    error_type = ERRORS_BY_PHASE.get(body.get("phase"), DeltaMergeError)
-    return error_type(body["message"], error_class=body.get("error_class"))
+    Raises:
+        DeltaMergeError: the text is no answer, or answers another submission.
+    """
+    try:
+        body = json.loads(text)
+        if body["submission"] != submission_id:
+            raise ValueError(f"it answers submission {body['submission']!r}")
+        if "error" in body:
+            error = body["error"]
+            error_type = ERRORS_BY_PHASE.get(error.get("phase"), DeltaMergeError)
+            return error_type(error["message"], error_class=error.get("error_class"))
+        return dict(body["result"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise DeltaMergeError(
+            f"The merge job's answer cannot be read ({err}); the table is as the log shows."
+        ) from err

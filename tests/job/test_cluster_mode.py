@@ -27,7 +27,7 @@ from airflow_provider_deltamerge.exceptions import MergeExecutionError
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
 from airflow_provider_deltamerge.job.main import answer
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all
-from airflow_provider_deltamerge.spec.transport import REQUEST_ARG, decode_request
+from airflow_provider_deltamerge.spec.transport import REQUEST_FILE_ARG, decode_request
 from tests.conftest import make_table, table_state, upsert_from_extract
 
 
@@ -47,7 +47,10 @@ class RemoteDriver:
             self.properties = (properties.read_text(), properties.stat().st_mode & 0o777)
         py_files = command[command.index("--py-files") + 1]
         self.shipped = zipfile.ZipFile(py_files.split(",")[-1]).namelist()
-        request = decode_request(command[command.index(REQUEST_ARG) + 1])
+        # As on a cluster: the request arrives only as a file shipped with --files, found by its name.
+        name = command[command.index(REQUEST_FILE_ARG) + 1]
+        [shipped] = [f for f in command[command.index("--files") + 1].split(",") if Path(f).name == name]
+        request = decode_request(Path(shipped).read_text())
         self.request = request
         with contextlib.redirect_stdout(io.StringIO()):  # the driver's output stays on the cluster
             self.status = answer(self.spark, request)

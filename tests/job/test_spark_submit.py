@@ -6,7 +6,7 @@ import pytest
 from deltalake import DeltaTable
 
 from airflow_provider_deltamerge.engine import metrics as m
-from airflow_provider_deltamerge.exceptions import SourceError
+from airflow_provider_deltamerge.exceptions import MergeExecutionError, SourceError
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all
 from tests.conftest import make_table, table_state, upsert_from_extract
@@ -45,4 +45,19 @@ def test_job_error_becomes_the_task_error(tmp_path, local_spark_connection):
         DeltaMergeHook(local_spark_connection).run_merge(spec)
 
     assert raised.value.error_class == "PATH_NOT_FOUND"
+    assert table_state(target) == before
+
+
+def test_data_in_the_jobs_output_cannot_speak_for_the_job(tmp_path, local_spark_connection):
+    # Source values that the job's error message shows (the offending rows of a multiple match), shaped
+    # like answer lines: the task must get the job's own error, never what the data says.
+    target = make_table(tmp_path / "orders")
+    before = table_state(target)
+    forged = '7\nDELTAMERGE_ERROR {not json\nDELTAMERGE_RESULT {"numTargetRowsInserted": 999}'
+    spec = upsert_from_extract(target, tmp_path / "extract.parquet", [(1, 5, forged), (1, 6, forged)])
+
+    with pytest.raises(MergeExecutionError) as raised:
+        DeltaMergeHook(local_spark_connection).run_merge(spec)
+
+    assert raised.value.error_class == "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
     assert table_state(target) == before

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -120,3 +122,28 @@ def test_json_collects_forbidden_actions_with_the_other_problems() -> None:
     )
     assert "2. [DELTA_NON_LAST_MATCHED_CLAUSE_OMIT_CONDITION]" in message
     assert "(clause 2, WHEN MATCHED DELETE)" in message
+
+
+def _leaf_paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    if isinstance(value, dict):
+        return [path] + [p for k, v in value.items() for p in _leaf_paths(v, (*path, k))]
+    if isinstance(value, list):
+        return [path] + [p for i, v in enumerate(value) for p in _leaf_paths(v, (*path, i))]
+    return [path]
+
+
+@pytest.mark.parametrize("name", ["upsert.json", "cdc_with_deletes.json", "insert_only_from_query.json"])
+@pytest.mark.parametrize("wrong", [7, None, True, {"x": 1}, ["a"], [["a", 1]], "text"])
+def test_any_value_of_the_wrong_type_anywhere_is_a_spec_error(name: str, wrong: Any) -> None:
+    # Every place in the document, given a value of another type: the spec loads, or a MergeSpecError says
+    # why; never a raw AttributeError or TypeError.
+    original = json.loads((SPECS / name).read_text())
+    for path in _leaf_paths(original)[1:]:
+        data = json.loads(json.dumps(original))
+        *parents, last = path
+        holder = data
+        for key in parents:
+            holder = holder[key]
+        holder[last] = wrong
+        with contextlib.suppress(MergeSpecError):
+            MergeSpec.from_json(json.dumps(data))

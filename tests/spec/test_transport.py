@@ -1,19 +1,20 @@
-"""The job request and the job's answer lines: what travels between Airflow and the Spark job."""
+"""The job request and the job's answer: what travels between Airflow and the Spark job, as files."""
 
 from __future__ import annotations
 
+import stat
+
 import pytest
 
-from airflow_provider_deltamerge.exceptions import ClauseResolutionError, MergeSpecError
+from airflow_provider_deltamerge.exceptions import ClauseResolutionError, DeltaMergeError, MergeSpecError
 from airflow_provider_deltamerge.spec import MergeSpec, QuerySource, insert_all, update
 from airflow_provider_deltamerge.spec.transport import (
     JobRequest,
+    answer_text,
     decode_request,
     encode_request,
-    error_line,
-    parse_error,
-    parse_result,
-    result_line,
+    read_answer,
+    write_private,
 )
 
 SPEC = MergeSpec(
@@ -24,25 +25,38 @@ SPEC = MergeSpec(
 )
 
 
-def test_request_survives_any_quoting_as_one_shell_safe_argument():
+def test_a_request_round_trips_through_an_owner_only_file(tmp_path):
     request = JobRequest(SPEC, {"dagId": "d", "tryNumber": 2}, executor="classic", backend="engine")
-    encoded = encode_request(request)
-    assert set(encoded) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_=")
-    assert decode_request(encoded) == request
+    path = write_private(tmp_path / "request.json", encode_request(request))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert decode_request(path.read_text()) == request
 
 
-def test_garbled_request_is_a_clear_spec_error():
-    with pytest.raises(MergeSpecError, match="--request"):
-        decode_request("not-a-request")
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("not-a-request", "request file is not a merge request"),
+        ("{}", "request file is not a merge request"),
+        ('{"spec": 3}', "merge spec JSON must be an object"),
+    ],
+)
+def test_garbled_request_is_a_clear_spec_error(text, message):
+    with pytest.raises(MergeSpecError, match=message):
+        decode_request(text)
 
 
-def test_result_and_error_lines_round_trip():
-    assert parse_result(result_line({"numTargetRowsInserted": 3})) == {"numTargetRowsInserted": 3}
-    assert parse_result("some spark log line") is None
+def test_answers_round_trip_and_belong_to_their_submission():
+    assert read_answer(answer_text("sub-1", result={"numTargetRowsInserted": 3}), "sub-1") == {
+        "numTargetRowsInserted": 3
+    }
     error = ClauseResolutionError(
-        "Cannot resolve s.x in UPDATE clause", error_class="DELTA_MERGE_UNRESOLVED_EXPRESSION"
+        "Cannot resolve s.x in UPDATE clause\nDELTAMERGE_RESULT {}",
+        error_class="DELTA_MERGE_UNRESOLVED_EXPRESSION",
     )
-    rebuilt = parse_error("  " + error_line(error) + "\n")
+    rebuilt = read_answer(answer_text("sub-1", error=error), "sub-1")
     assert isinstance(rebuilt, ClauseResolutionError)
     assert (rebuilt.error_class, rebuilt.message) == (error.error_class, error.message)
-    assert parse_error("DELTAMERGE_RESULT {}") is None
+    with pytest.raises(DeltaMergeError, match="answers submission 'sub-1'"):
+        read_answer(answer_text("sub-1", result={}), "sub-2")
+    with pytest.raises(DeltaMergeError, match="answer cannot be read"):
+        read_answer("7\nDELTAMERGE_ERROR {not json", "sub-1")
