@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.dataset as ds
 from deltalake import Schema
 
@@ -55,5 +56,12 @@ def read_path_schema(
         raise SourceError(
             f"Path does not exist: {path}. Check the source path (after templating).",
             error_class="PATH_NOT_FOUND",
+        ) from err
+    except pa.ArrowInvalid as err:
+        # Spark's words for the same file, so pre-flight and the job say one thing.
+        raise SourceError(
+            f"Encountered error while reading file {path}. Could not read footer: {err}. Check that the "
+            "source files are complete parquet files (a truncated upload, or another format?).",
+            error_class="FAILED_READ_FILE.CANNOT_READ_FILE_FOOTER",
         ) from err
     return json.loads(Schema.from_arrow(arrow_schema).to_json())

@@ -33,6 +33,7 @@ from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.planning import ExecutorName, MergePlan, make_plan
 from airflow_provider_deltamerge.engine.pruning import prune_files
 from airflow_provider_deltamerge.engine.source import deduplicated, load_source
+from airflow_provider_deltamerge.engine.spark_errors import summarize
 from airflow_provider_deltamerge.engine.target_table import table_location
 from airflow_provider_deltamerge.exceptions import (
     ClauseResolutionError,
@@ -202,17 +203,19 @@ def _execute(
     except DeltaMergeError:
         raise
     except AnalysisException as err:
+        failure = summarize(err)
         raise ClauseResolutionError(
-            f"The merge does not resolve against the target and source schemas: {err.getMessage()}",
-            error_class=err.getCondition(),
+            f"The merge does not resolve against the target and source schemas: {failure}",
+            error_class=failure.error_class,
         ) from err
     except (PySparkException, Py4JJavaError) as err:
         failed_cast = cast_failure(err)
         if failed_cast is not None:
             raise failed_cast from err
-        condition = err.getCondition() if isinstance(err, PySparkException) else None
+        failure = summarize(err)
         raise MergeExecutionError(
-            f"The merge failed while computing its files: {err}", error_class=condition
+            f"The merge failed while computing its files: {failure} Nothing was committed.",
+            error_class=failure.error_class,
         ) from err
 
 

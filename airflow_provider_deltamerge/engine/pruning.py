@@ -26,6 +26,7 @@ import sqlglot
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
+    ArrayType,
     DataType,
     DateType,
     DecimalType,
@@ -50,6 +51,8 @@ STRING_PREFIX_LENGTH = 32
 _ORDINAL = "__ordinal"
 _ROWS = "__rows"
 _COMPARISONS = {exp.EQ: "=", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
+# Up to this many values an IN list is tested value by value; a longer one by its range.
+_MAX_IN_TESTS = 32
 _FLIPPED = {"=": "=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
 # Nodes a constant side may be made of: literals and casts of literals, nothing evaluated at run time.
 _CONSTANT_NODES = (exp.Literal, exp.Cast, exp.DataType, exp.Neg, exp.Paren, exp.DataTypeParam, exp.Var)
@@ -278,6 +281,27 @@ def _constant_test(
                 return None
             return _range_test(index, _FLIPPED[op] if flipped else op, value)
         return None
+    if (
+        isinstance(conjunct, exp.In)
+        and not conjunct.args.get("query")
+        and len(conjunct.expressions) > _MAX_IN_TESTS
+    ):
+        index = target_column(conjunct.this)
+        if index is None or not _has_bounds(plan, index) or not all(map(is_constant, conjunct.expressions)):
+            return None
+        # One test of the list's range, typed once: a test per value would cost a Spark analysis each and
+        # an expression of ten thousand ORs for a long IN list.
+        array = "array(" + ", ".join(v.sql(dialect="spark") for v in conjunct.expressions) + ")"
+        array_type = spark.range(1).select(F.expr(array)).schema.fields[0].dataType
+        if not isinstance(array_type, ArrayType) or not _same_family(
+            schema.fields[index].dataType, array_type.elementType
+        ):
+            return None
+        below, above = (
+            _range_test(index, "<=", f"array_max({array})"),
+            _range_test(index, ">=", f"array_min({array})"),
+        )
+        return f"({below} AND {above})"
     if isinstance(conjunct, exp.In) and not conjunct.args.get("query"):
         index = target_column(conjunct.this)
         values = [constant_sql(index, v) for v in conjunct.expressions] if index is not None else [None]

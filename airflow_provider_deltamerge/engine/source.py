@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pyspark.errors import AnalysisException
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge.engine.source_delta_tables import read_delta_table, run_source_query
+from airflow_provider_deltamerge.engine.spark_errors import SparkFailure, summarize
 from airflow_provider_deltamerge.exceptions import SourceError
 from airflow_provider_deltamerge.spec import MergeSource, MergeSpec, PathSource, QuerySource, TableSource
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
@@ -33,11 +35,27 @@ def keep_latest(rows: DataFrame, keys: Sequence[str], order_by: Sequence[str]) -
 
     Ties are broken by the remaining columns, so both scans of a classic merge keep the same row.
     """
+    missing = [name for name in (*keys, *order_by) if not _has_column(rows, name)]
+    if missing:
+        raise SourceError(
+            f"The source has no column {', '.join(f'`{m}`' for m in missing)} to de-duplicate by; its "
+            f"columns are {', '.join(rows.columns)}. Fix deduplicate_source_by / deduplicate_order_by.",
+            error_class="UNRESOLVED_COLUMN",
+        )
     tie_breakers = [c for c in rows.columns if c not in order_by]
     ordering = [F.col(c).desc_nulls_last() for c in (*order_by, *tie_breakers)]
     latest_first = Window.partitionBy(*[F.col(k) for k in keys]).orderBy(*ordering)
     ranked = rows.withColumn(ROW_NUMBER_COLUMN, F.row_number().over(latest_first))
     return ranked.filter(F.col(ROW_NUMBER_COLUMN) == 1).drop(ROW_NUMBER_COLUMN)
+
+
+def _has_column(rows: DataFrame, name: str) -> bool:
+    """Whether ``name`` (a column, or a dotted path into structs) resolves against ``rows``."""
+    try:
+        rows.select(F.col(name)).schema  # noqa: B018 - resolving the column is the check
+    except AnalysisException:
+        return False
+    return True
 
 
 def load_source(spark: SparkSession, source: MergeSource) -> DataFrame:
@@ -57,20 +75,24 @@ def load_source(spark: SparkSession, source: MergeSource) -> DataFrame:
                 return spark.table(source.name)
             case QuerySource():
                 return run_source_query(spark, source.sql)
-    except AnalysisException as err:
-        raise SourceError(_describe_failure(source, err), error_class=err.getCondition()) from err
+    except (PySparkException, Py4JJavaError) as err:
+        failure = summarize(err)
+        raise SourceError(_describe_failure(source, failure), error_class=failure.error_class) from err
     raise SourceError(f"Unknown source form {source!r}.")
 
 
-def _describe_failure(source: MergeSource, err: AnalysisException) -> str:
+def _describe_failure(source: MergeSource, failure: SparkFailure) -> str:
     match source:
-        case PathSource() if err.getCondition() == "PATH_NOT_FOUND":
+        case PathSource() if failure.error_class == "PATH_NOT_FOUND":
             return delta_message("PATH_NOT_FOUND", path=source.path) + (
                 " Check the source path (is the upstream extract for this date written?)."
             )
         case PathSource():
-            return f"Cannot read the source {source.format} files at {source.path}: {err}"
+            return (
+                f"Cannot read the source {source.format} files at {source.path}: {failure} Check that the "
+                f"files are complete {source.format} files and the reader options fit them."
+            )
         case TableSource():
-            return f"Cannot read the source table {source.name}: {err}"
+            return f"Cannot read the source table {source.name}: {failure}"
         case _:
-            return f"Cannot run the source query: {err}"
+            return f"Cannot run the source query: {failure}"

@@ -47,6 +47,10 @@ DELTA_MESSAGES: dict[str, str] = {
     "DELTAMERGE_SAME_ALIAS": "The target and the source both have the alias <alias>.",
     "DELTAMERGE_INVALID_DEDUPLICATION": "Source de-duplication needs <missing>.",
     "DELTAMERGE_REFLECTION_REFUSED": "The function <function> calls Java methods and is refused in a merge.",
+    "MERGE_INSERT_VALUE_COUNT_MISMATCH": (
+        "The number of provided values (<actualCount>) must match the number of expected columns "
+        "(<expectedCount>) in the INSERT clause of MERGE."
+    ),
     "PARSE_SYNTAX_ERROR": "Syntax error at or near <error>.",
     "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE": (
         "Cannot perform Merge as multiple source rows matched and attempted to modify the same target row "

@@ -28,6 +28,7 @@ from airflow_provider_deltamerge.spec.clauses import (
     NotMatchedBySourceDelete,
     NotMatchedBySourceUpdate,
     NotMatchedInsert,
+    describe_action,
 )
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
 from airflow_provider_deltamerge.spec.merge_spec import MergeSpec, assemble_spec
@@ -42,6 +43,7 @@ from airflow_provider_deltamerge.spec.validation import (
     Problem,
     action_not_allowed,
     clause_problems,
+    problem,
     raise_problems,
 )
 
@@ -234,6 +236,14 @@ def _clause(position: int, when: exp.When, text: _ClauseText) -> MergeClause | P
         group = "not_matched_by_source" if when.args.get("source") else "not_matched"
     action = when.args["then"]
     star, except_columns = _star_except(action)
+    if len(text.columns) != len(text.expressions):
+        return problem(
+            "MERGE_INSERT_VALUE_COUNT_MISMATCH",
+            describe_action(position, group, "INSERT"),
+            "Give one value for each column the INSERT names.",
+            actualCount=len(text.expressions),
+            expectedCount=len(text.columns),
+        )
     pairs = tuple(zip(text.columns, text.expressions, strict=True))
     name = (
         "DELETE"
@@ -283,6 +293,11 @@ def parse_merge_sql(sql: str) -> MergeSpec:
     tokens = _Tokens(sql, _tokenize(sql))
     using = tokens.find(TokenType.USING, 0, len(tokens.tokens))
     on = tokens.find(TokenType.ON, using, len(tokens.tokens))
+    if on == len(tokens.tokens):
+        first_when = next(t for t in tokens.tokens if t.token_type == TokenType.WHEN)
+        raise _syntax_error(
+            sql, first_when.line, first_when.col - len(first_when.text) + 1, "WHEN", "no ON <condition>"
+        )
     starts = [i for i in range(on, len(tokens.tokens)) if tokens.tokens[i].token_type == TokenType.WHEN]
     starts = [i for i in starts if tokens.depth[i] == 0]
     bounds = [*starts, len(tokens.tokens)]

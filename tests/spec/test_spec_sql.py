@@ -220,3 +220,22 @@ def test_expressions_reach_the_spec_verbatim() -> None:
     )
     assert spec.condition == "t.id == s.id"
     assert spec.clauses == (update({"qty": "CAST(s.qty AS INT)  +1"}),)
+
+
+def test_a_merge_without_on_is_spark_s_syntax_error_at_when():
+    with pytest.raises(MergeSpecError, match=r"Syntax error at or near 'WHEN'.*line 2, column 1") as raised:
+        parse_merge_sql("MERGE INTO delta.`/x` AS t USING parquet.`/y` AS s\nWHEN MATCHED THEN DELETE")
+    assert raised.value.error_class == "PARSE_SYNTAX_ERROR"
+
+
+def test_an_insert_with_fewer_values_than_columns_is_sparks_count_mismatch():
+    with pytest.raises(MergeSpecError) as raised:
+        parse_merge_sql(
+            "MERGE INTO delta.`/x` t USING parquet.`/y` s ON t.a = s.a "
+            "WHEN NOT MATCHED THEN INSERT (a, b) VALUES (s.a)"
+        )
+    assert raised.value.error_class == "MERGE_INSERT_VALUE_COUNT_MISMATCH"
+    assert (
+        "The number of provided values (1) must match the number of expected columns (2) in the INSERT "
+        "clause of MERGE. (clause 1, WHEN NOT MATCHED INSERT)"
+    ) in str(raised.value)
