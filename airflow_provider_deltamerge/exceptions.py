@@ -82,3 +82,25 @@ ERRORS_BY_PHASE: dict[str, type[DeltaMergeError]] = {
         DeltaRuntimeError,
     )
 }
+
+
+# Errors that another try of the same task may not meet: the store or the cluster failed, a concurrent
+# writer kept winning, or what the merge reads is not there yet. Every other error (the spec, a column,
+# a multiple match, a cast, a constraint, a table feature) comes back on every try.
+_TRANSIENT_PHASES = frozenset({"merge", "commit"})
+_TRANSIENT_CLASSES = frozenset({"PATH_NOT_FOUND", "DELTA_TABLE_NOT_FOUND", "TABLE_OR_VIEW_NOT_FOUND"})
+_TRANSIENT_CLASS_PREFIXES = ("FAILED_READ_FILE",)
+
+
+def is_final(error: DeltaMergeError) -> bool:
+    """Whether ``error`` will come back on every retry, so the task should fail without retrying.
+
+    Transient: commit failures (``DELTA_CONCURRENT_MODIFICATION``, storage), a source or target that is not
+    there yet, a file that could not be read, and any execution failure Spark gave no class (a lost
+    executor, say). Final: everything else.
+    """
+    if error.phase in _TRANSIENT_PHASES or error.error_class in _TRANSIENT_CLASSES:
+        return False
+    if error.error_class is None:
+        return error.phase not in ("execution", "source")
+    return not error.error_class.startswith(_TRANSIENT_CLASS_PREFIXES)

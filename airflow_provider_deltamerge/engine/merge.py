@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import random
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -56,6 +58,9 @@ EXECUTORS: Mapping[ExecutorName, Executor] = {
 
 # How many times a merge is run again from a fresh snapshot after a conflicting concurrent commit.
 MAX_RERUNS = 3
+# The pause before a re-run: uniform in [0, min(cap, base * 2**attempt)] seconds.
+RERUN_BACKOFF_BASE_S = 0.5
+RERUN_BACKOFF_CAP_S = 10.0
 RerunPolicy = Literal["skip_if_committed", "always"]
 
 
@@ -108,8 +113,18 @@ def run_merge(
         outcome = _attempt(spark, spec, table, executor, info, rerun)
         if isinstance(outcome, MergeResult):
             return dataclasses.replace(outcome, attempts=attempt)
-        log.warning("Concurrent commit %d %s: running the merge again", outcome.version, outcome.reason)
         competing.append(f"{outcome.version} ({outcome.reason})")
+        if attempt > MAX_RERUNS:
+            break
+        # Full jitter: writers that collided once should not collide again by re-running in step.
+        pause = random.uniform(0, min(RERUN_BACKOFF_CAP_S, RERUN_BACKOFF_BASE_S * 2**attempt))
+        log.warning(
+            "Concurrent commit %d %s: running the merge again in %.1f s",
+            outcome.version,
+            outcome.reason,
+            pause,
+        )
+        time.sleep(pause)
     raise MergeCommitError(
         f"The merge into {spec.target} conflicted with concurrent commits {MAX_RERUNS + 1} times: versions "
         f"{'; '.join(competing)}. Nothing was changed; run the task again when the other writers are done.",

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import urlparse
 
-from airflow.providers.common.compat.sdk import AirflowException, BaseOperator
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseOperator
 from airflow.sdk import Asset
 
 from airflow_provider_deltamerge.delta.log_schema import read_path_schema, read_table_schema
@@ -18,6 +18,7 @@ from airflow_provider_deltamerge.engine.metrics import (
     NUM_TARGET_FILES_ADDED,
     TABLE_VERSION,
 )
+from airflow_provider_deltamerge.exceptions import DeltaMergeError, is_final
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
 from airflow_provider_deltamerge.operators.sql_templates import render_sql, with_sql_filters
 from airflow_provider_deltamerge.operators.templated_conf import check_templated_conf, templated_keys
@@ -50,6 +51,12 @@ MATERIALIZE_SOURCE_MODES = ("auto", "all", "none")
 MATERIALIZE_SOURCE_CONF = "spark.databricks.delta.merge.materializeSource"
 # Fields holding SQL text: their template values are bound as data (operators/sql_templates.py).
 SQL_TEMPLATE_FIELDS = ("condition", "merge_sql")
+
+
+def _for_airflow(error: DeltaMergeError) -> Exception:
+    """``error`` as the task raises it: a final one as Airflow's fail-fast exception, so no retry is spent
+    on it (its Delta class stays in the message); a transient one as it is, for Airflow's retries."""
+    return AirflowFailException(str(error)) if is_final(error) else error
 
 
 def _is_templated(text: str) -> bool:
@@ -265,6 +272,12 @@ class DeltaMergeOperator(BaseOperator):
         return tuple(root.strip() for root in setting.split(",") if root.strip())
 
     def execute(self, context: Context) -> dict[str, Any]:
+        try:
+            return self._merge(context)
+        except DeltaMergeError as err:
+            raise _for_airflow(err) from err
+
+    def _merge(self, context: Context) -> dict[str, Any]:
         check_templated_conf(self._templated_conf_keys)
         spec = self._spec = self._rendered(self.build_spec(), context)
         check_spec_locations(spec, allowed_roots=self.lake_roots())
@@ -339,7 +352,10 @@ class DeltaMergeOperator(BaseOperator):
             for name in (f for f in fields if f in SQL_TEMPLATE_FIELDS):
                 value = getattr(self, name)
                 if isinstance(value, str) and value:
-                    setattr(self, name, render_sql(value, context, jinja_env, where=name))
+                    try:
+                        setattr(self, name, render_sql(value, context, jinja_env, where=name))
+                    except DeltaMergeError as err:
+                        raise _for_airflow(err) from err
             fields = [f for f in fields if f not in SQL_TEMPLATE_FIELDS]
         super()._do_render_template_fields(parent, fields, context, with_sql_filters(jinja_env), seen_oids)
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 import sqlglot
+from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow.sdk import DAG
 from sqlglot import exp
 
-from airflow_provider_deltamerge.exceptions import MergeSpecError
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
 from airflow_provider_deltamerge.operators.delta_merge import DeltaMergeOperator
 from airflow_provider_deltamerge.spec import (
@@ -39,7 +39,9 @@ BACKTICK_ATTACK = (
 WIDENING = "eu' OR '1'='1"
 
 
-def submitted_spec(mocker, params: dict[str, Any], **arguments: Any) -> MergeSpec:
+def submitted_spec(
+    mocker, params: dict[str, Any], *, failure: Exception | None = None, **arguments: Any
+) -> MergeSpec:
     """Render ``arguments`` as a task run does with ``params`` (run conf overrides them); the spec built."""
     with DAG("injection", params=params, template_searchpath=str(EXAMPLES), schedule=None):
         operator = DeltaMergeOperator(task_id="merge", preflight=False, rerun="always", **arguments)
@@ -50,7 +52,9 @@ def submitted_spec(mocker, params: dict[str, Any], **arguments: Any) -> MergeSpe
         "ti": SimpleNamespace(dag_id="injection", task_id="merge", run_id="r", map_index=-1, try_number=1),
         "outlet_events": defaultdict(lambda: SimpleNamespace(extra=None)),
     }
-    submit = mocker.patch.object(DeltaMergeHook, "run_merge", return_value={"tableVersion": 1})
+    submit = mocker.patch.object(
+        DeltaMergeHook, "run_merge", return_value={"tableVersion": 1}, side_effect=failure
+    )
     operator.render_template_fields(context)
     operator.execute(context)
     return submit.call_args.args[0]
@@ -67,7 +71,7 @@ def python_merge(**fields: Any) -> dict[str, Any]:
 
 
 def test_the_shipped_sql_example_keeps_a_backtick_in_the_lake_path_a_path(mocker):
-    with pytest.raises(MergeSpecError, match=r"DELTAMERGE_UNSAFE_PATH.*holds '`'"):
+    with pytest.raises(AirflowFailException, match=r"DELTAMERGE_UNSAFE_PATH.*holds '`'"):
         submitted_spec(mocker, {"lake": BACKTICK_ATTACK}, merge_sql="sql/merge_orders.sql")
 
 
@@ -89,7 +93,7 @@ def test_a_quoted_value_in_the_condition_stays_one_string(mocker):
 
 
 def test_an_unquoted_value_in_the_condition_is_refused(mocker):
-    with pytest.raises(MergeSpecError, match=r"stands outside quotes.*sql_literal"):
+    with pytest.raises(AirflowFailException, match=r"stands outside quotes.*sql_literal"):
         submitted_spec(
             mocker, {"region": WIDENING}, **python_merge(condition="t.region = {{ params.region }}")
         )
@@ -121,7 +125,7 @@ def test_clause_conditions_and_expressions_bind_their_values(mocker):
 
 
 def test_a_value_that_would_be_an_expression_in_a_clause_is_refused(mocker):
-    with pytest.raises(MergeSpecError, match="stands outside quotes"):
+    with pytest.raises(AirflowFailException, match="stands outside quotes"):
         submitted_spec(
             mocker,
             {"expr": "java_method('java.lang.System', 'getenv', 'AWS_SECRET_ACCESS_KEY')"},
@@ -130,7 +134,7 @@ def test_a_value_that_would_be_an_expression_in_a_clause_is_refused(mocker):
 
 
 def test_reflection_written_in_the_dag_is_refused_too(mocker):
-    with pytest.raises(MergeSpecError, match="DELTAMERGE_REFLECTION_REFUSED"):
+    with pytest.raises(AirflowFailException, match="DELTAMERGE_REFLECTION_REFUSED"):
         submitted_spec(
             mocker,
             {},
@@ -144,7 +148,7 @@ def test_a_source_query_binds_values_and_checks_the_files_it_reads(mocker):
         mocker, {"lake": "/lake", "day": WIDENING}, **python_merge(source=QuerySource(query))
     )
     assert spec.source == QuerySource("SELECT * FROM parquet.`/lake/x` WHERE day = 'eu\\' OR \\'1\\'=\\'1'")
-    with pytest.raises(MergeSpecError, match="DELTAMERGE_UNSAFE_PATH"):
+    with pytest.raises(AirflowFailException, match="DELTAMERGE_UNSAFE_PATH"):
         submitted_spec(
             mocker, {"lake": BACKTICK_ATTACK, "day": "d"}, **python_merge(source=QuerySource(query))
         )
@@ -152,20 +156,20 @@ def test_a_source_query_binds_values_and_checks_the_files_it_reads(mocker):
 
 @pytest.mark.parametrize("field", ["target", "source"])
 def test_a_templated_path_must_be_a_path(mocker, field):
-    with pytest.raises(MergeSpecError, match=f"The {field} path .* holds"):
+    with pytest.raises(AirflowFailException, match=f"The {field} path .* holds"):
         submitted_spec(mocker, {"p": "/lake/x'y"}, **python_merge(**{field: "{{ params.p }}"}))
 
 
 def test_the_lake_roots_keep_a_source_away_from_system_files(mocker):
     arguments = python_merge(source=PathSource("{{ params.path }}", format="csv"), allowed_paths=["/lake"])
-    with pytest.raises(MergeSpecError, match=r"DELTAMERGE_PATH_NOT_ALLOWED.*'/etc/passwd'"):
+    with pytest.raises(AirflowFailException, match=r"DELTAMERGE_PATH_NOT_ALLOWED.*'/etc/passwd'"):
         submitted_spec(mocker, {"path": "/etc/passwd"}, **arguments)
     assert submitted_spec(mocker, {"path": "/lake/in.csv"}, **arguments).source.path == "/lake/in.csv"
 
 
 def test_the_lake_roots_come_from_airflows_configuration(mocker, monkeypatch):
     monkeypatch.setenv("AIRFLOW__DELTAMERGE__ALLOWED_PATHS", "/lake, s3://bucket/lake")
-    with pytest.raises(MergeSpecError, match="DELTAMERGE_PATH_NOT_ALLOWED"):
+    with pytest.raises(AirflowFailException, match="DELTAMERGE_PATH_NOT_ALLOWED"):
         submitted_spec(mocker, {"t": "/elsewhere/t"}, **python_merge(target="{{ params.t }}"))
     assert (
         submitted_spec(mocker, {"t": "/lake/t"}, **python_merge(target="{{ params.t }}")).target == "/lake/t"
@@ -174,7 +178,7 @@ def test_the_lake_roots_come_from_airflows_configuration(mocker, monkeypatch):
 
 def test_only_harmless_spark_conf_keys_take_templated_values(mocker):
     with pytest.raises(
-        MergeSpecError, match=r"DELTAMERGE_TEMPLATED_CONF_REFUSED.*spark\.driver\.extraJavaOptions"
+        AirflowFailException, match=r"DELTAMERGE_TEMPLATED_CONF_REFUSED.*spark\.driver\.extraJavaOptions"
     ):
         submitted_spec(
             mocker,

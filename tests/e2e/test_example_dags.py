@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sqlite3
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -90,6 +91,8 @@ def test_preflight_fails_a_wrong_column_before_spark(airflow_env, run_airflow):
     assert "Cannot resolve s.amout in UPDATE clause" in output
     assert "spark-submit" not in output.lower()
     assert DeltaTable(str(lake / "orders")).version() == 0
+    # The task has retries=3, but a wrong column is final: one try, failed, not up for retry.
+    assert task_tries(airflow_env, "deltamerge_unknown_column", "merge") == ("failed", 1)
 
 
 def test_storage_secret_reaches_neither_command_nor_log(airflow_env, run_airflow):
@@ -311,3 +314,14 @@ def test_run_conf_cannot_rewrite_the_sql_example(airflow_env, run_airflow):
     assert "spark-submit" not in output.lower()
     table = DeltaTable(str(lake / "orders"))
     assert (table.version(), table.to_pyarrow_table().num_rows) == (0, before)
+
+
+def task_tries(airflow_env: dict[str, str], dag_id: str, task_id: str) -> tuple[str, int]:
+    """State and try number of the task in the newest run of ``dag_id``, from the metadata database."""
+    with sqlite3.connect(Path(airflow_env["AIRFLOW_HOME"]) / "airflow.db") as db:
+        [(state, tries)] = db.execute(
+            "SELECT state, try_number FROM task_instance WHERE dag_id = ? AND task_id = ? AND run_id = "
+            "(SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1)",
+            (dag_id, task_id, dag_id),
+        ).fetchall()
+    return state, tries

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from airflow.sdk import DAG
 
@@ -19,4 +19,7 @@ with DAG(dag_id="deltamerge_unknown_column", schedule=None, start_date=datetime(
         source=LAKE + "/staging/orders/{{ ds }}.parquet",
         condition="t.order_id = s.order_id",
         clauses=[update({"amount": "s.amout"})],
+        # A wrong column fails on every try: the task must fail at once, not spend these.
+        retries=3,
+        retry_delay=timedelta(seconds=1),
     )
