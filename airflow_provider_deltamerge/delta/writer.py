@@ -32,7 +32,9 @@ from airflow_provider_deltamerge.delta.snapshot import Snapshot
 from airflow_provider_deltamerge.delta.stats import DEFAULT_NUM_INDEXED_COLS, footer_stats
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
 
-STAGING_PREFIX = "_deltamerge_staging_"
+# Not hidden (no leading "_" or "."): VACUUM, Delta's and deltalake's, skips hidden folders, so the files of
+# a job killed while Spark wrote them would stay forever; here VACUUM removes them as any unreferenced file.
+STAGING_PREFIX = "deltamerge-staging-"
 HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 NUM_INDEXED_COLS_KEY = "delta.dataSkippingNumIndexedCols"
 # Delta's table property for the size written files aim at, and its usual default (128 MiB).

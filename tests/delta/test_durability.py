@@ -12,11 +12,13 @@ import pytest
 from deltalake import DeltaTable
 
 from airflow_provider_deltamerge.delta.commit import CRASH_ENV
+from airflow_provider_deltamerge.delta.writer import STAGING_PREFIX
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update
 from tests.conftest import make_table, table_state
 from tests.delta import workers
+from tests.delta.helpers import files_on_disk_match_log
 from tests.oracle import sorted_rows
 
 CTX = multiprocessing.get_context("spawn")
@@ -92,6 +94,23 @@ def test_a_merge_killed_at_any_stage_leaves_a_consistent_table(spark, tmp_path):
             # Spark reads the log's files only: same rows as delta-rs.
             ids = sorted(r["id"] for r in spark.read.parquet(*_log_files(target)).collect())
             assert ids == sorted(r["id"] for r in sorted_rows(target))
+        # What a killed job wrote but never committed is reclaimed by VACUUM, like any unreferenced file.
+        DeltaTable(target).vacuum(
+            retention_hours=0, enforce_retention_duration=False, dry_run=False, full=True
+        )
+        assert files_on_disk_match_log(target), stage
+
+
+def test_vacuum_reclaims_what_a_job_killed_while_writing_leaves_in_staging(tmp_path):
+    # Spark's half-written output of a job killed during its write stays in the staging folder.
+    target = make_table(tmp_path / "t")
+    staging = Path(target) / f"{STAGING_PREFIX}0123abcd"
+    staging.mkdir()
+    pq.write_table(pa.table({"id": [1]}), staging / "part-00000-x.snappy.parquet")
+
+    DeltaTable(target).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False, full=True)
+
+    assert files_on_disk_match_log(target)
 
 
 def _log_files(table: str) -> list[str]:

@@ -11,6 +11,7 @@ import pytest
 from deltalake import DeltaTable
 
 from airflow_provider_deltamerge.delta.history import find_merge_commit
+from airflow_provider_deltamerge.delta.writer import STAGING_PREFIX
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import MergeExecutionError, SourceError
@@ -104,7 +105,7 @@ def test_added_files_carry_stats_and_leave_no_litter(spark, tmp_path):
     assert sum(a["num_records"] for a in adds) == 12
     assert all(a["min.id"] is not None and a["max.id"] >= a["min.id"] for a in adds)
     leftovers = [
-        p.name for p in Path(target).rglob("*") if p.name.startswith(("_deltamerge", ".part", "_SUCCESS"))
+        p.name for p in Path(target).rglob("*") if p.name.startswith((STAGING_PREFIX, ".part", "_SUCCESS"))
     ]
     assert leftovers == []
 
