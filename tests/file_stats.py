@@ -30,6 +30,7 @@ from deltalake.transaction import AddAction
 from airflow_provider_deltamerge.delta.snapshot import Snapshot
 from airflow_provider_deltamerge.delta.stats import truncate_max
 from airflow_provider_deltamerge.delta.stats_columns import (
+    STRING_PREFIX_LENGTH_CONF,
     Field,
     StatsSettings,
     has_bounds,
@@ -48,12 +49,18 @@ def check_actions(base: Snapshot, actions: Sequence[object], schema: str | None)
     """Check the add actions of a commit on ``base`` (``schema``: the table's new schema, if it changes)."""
     added = [(a.path, a.stats) for a in actions if isinstance(a, AddAction)]
     if added:
+        from pyspark.sql import SparkSession
+
+        # The session's string prefix applies where the table sets none, as the writer reads it.
+        session = SparkSession.getActiveSession()
+        session_prefix = session.conf.get(STRING_PREFIX_LENGTH_CONF, None) if session is not None else None
         check_added_files(
             base.table_uri,
             schema or base.schema_json,
             base.partition_columns,
             dict(base.configuration),
             added,
+            session_prefix=session_prefix,
         )
 
 
@@ -63,6 +70,8 @@ def check_added_files(
     partition_columns: Sequence[str],
     configuration: Mapping[str, str | None],
     added: Sequence[tuple[str, str | None]],
+    *,
+    session_prefix: str | None = None,
 ) -> None:
     """Check the stats of each added file ((decoded relative path, stats JSON)) against the file's rows.
 
@@ -70,26 +79,34 @@ def check_added_files(
         FileStatsMismatch: naming the file, the column, the stat, the written value and the value of the rows.
     """
     schema = json.loads(schema_json)
-    settings = StatsSettings.of(configuration)
+    settings = StatsSettings.of(configuration, session_prefix=session_prefix)
     indexed = indexed_columns(schema, partition_columns, settings)
     filesystem, root = _filesystem(table_uri)
     for relative_path, stats_text in added:
-        location = f"{root}/{relative_path}"
-        if stats_text is None:
-            continue  # no stats at all: readers skip nothing
-        with filesystem.open_input_file(location) as handle:
-            parquet = pq.ParquetFile(handle)
-            metadata = parquet.metadata
-            rows = parquet.read()
-        problems = list(
-            _compare(json.loads(stats_text, parse_float=decimal.Decimal), rows, metadata, indexed, settings)
+        if stats_text is not None:  # no stats at all: readers skip nothing
+            check_file(filesystem, f"{root}/{relative_path}", stats_text, indexed, settings)
+
+
+def check_file(
+    filesystem: pafs.FileSystem,
+    location: str,
+    stats_text: str,
+    indexed: Sequence[Field],
+    settings: StatsSettings,
+) -> None:
+    """Check one file's stats JSON against its rows (see ``check_added_files``)."""
+    with filesystem.open_input_file(location) as handle:
+        parquet = pq.ParquetFile(handle)
+        metadata = parquet.metadata
+        rows = parquet.read()
+    stats = json.loads(stats_text, parse_float=decimal.Decimal)
+    problems = list(_compare(stats, rows, metadata, indexed, settings))
+    if problems:
+        raise FileStatsMismatch(
+            f"Wrong stats for {location}:\n"
+            + "\n".join(f"  {p}" for p in problems)
+            + f"\nstats: {stats_text}"
         )
-        if problems:
-            raise FileStatsMismatch(
-                f"Wrong stats for {location}:\n"
-                + "\n".join(f"  {p}" for p in problems)
-                + f"\nstats: {stats_text}"
-            )
 
 
 def _compare(
