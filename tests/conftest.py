@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 # spark-submit and airflow come with the test interpreter's environment; subprocesses must find them.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# Merges in subprocesses (spark-submit jobs, Airflow tasks) check their commits' file stats as in-process
+# ones do: this folder's sitecustomize installs the check in every Python process started from here.
+_HOOK = str(Path(__file__).parent / "subprocess_hook")
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_HOOK, os.environ.get("PYTHONPATH")) if p)
 
 ORDERS = pa.table(
     {

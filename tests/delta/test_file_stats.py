@@ -13,6 +13,8 @@ import datetime
 import decimal
 import glob
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -278,3 +280,10 @@ def test_the_check_names_file_column_and_both_values(tmp_path: Path) -> None:
     assert "maxValues.name: missing, rows say 'cherry'" in message
     # And: the right stats pass
     check_file(LocalFileSystem(), str(tmp_path / "f.parquet"), FIRST_STATS, indexed, StatsSettings())
+
+
+def test_subprocesses_of_the_tests_check_their_commits_too() -> None:
+    # spark-submit jobs and Airflow tasks run merges in other processes, which inherit PYTHONPATH from here.
+    code = "from airflow_provider_deltamerge.delta import commit; print(commit._try_commit.__qualname__)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "_CheckedCommitLoader.exec_module.<locals>.checked"
