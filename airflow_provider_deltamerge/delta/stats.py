@@ -141,7 +141,11 @@ def leaf_columns(metadata: pq.FileMetaData) -> dict[Path, int]:
                 found[path] = next_index
             next_index += 1
 
-    for top in metadata.schema.to_arrow_schema():
+    try:
+        arrow_schema = metadata.schema.to_arrow_schema()
+    except (pa.ArrowException, ValueError):
+        return {}  # a parquet schema pyarrow cannot map: no statistics rather than guessed ones
+    for top in arrow_schema:
         walk(top, (top.name,), True)
     return found if next_index == metadata.num_columns else {}
 
@@ -160,8 +164,12 @@ def _leaf_stats(
     highs: list[Any] = []
     for rg, s in zip(chunks, statistics, strict=True):
         if s.has_min_max:
-            lows.append(s.min)
-            highs.append(s.max)
+            try:
+                lows.append(s.min)
+                highs.append(s.max)
+            except (pa.ArrowException, ValueError, OverflowError):
+                # A value Python cannot hold (nanoseconds, a year past 9999): no bounds rather than a crash.
+                return LeafStats(null_count)
         elif s.null_count != rg.num_rows:
             return LeafStats(null_count)  # values without bounds in the footer: nothing is proven
     if not lows:
