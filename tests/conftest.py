@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 # spark-submit and airflow come with the test interpreter's environment; subprocesses must find them.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# Merges in subprocesses (spark-submit jobs, Airflow tasks) check their commits' file stats as in-process
+# ones do: this folder's sitecustomize installs the check in every Python process started from here.
+_HOOK = str(Path(__file__).parent / "subprocess_hook")
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_HOOK, os.environ.get("PYTHONPATH")) if p)
 
 ORDERS = pa.table(
     {
@@ -30,6 +34,25 @@ ORDERS = pa.table(
         "region": pa.array(["eu", "us"] * 5),
     }
 )
+
+
+@pytest.fixture(autouse=True)
+def added_file_stats_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every commit a test makes through the engine checks each added file's stats against its rows.
+
+    ``_try_commit`` is the one call every merge commit goes through with its add actions; the real function
+    still commits, after the check (tests/file_stats.py) has passed.
+    """
+    from airflow_provider_deltamerge.delta import commit
+    from tests.file_stats import check_actions
+
+    real = commit._try_commit
+
+    def checked(base: Any, actions: Any, properties: Any, schema: str | None) -> bool:
+        check_actions(base, actions, schema)
+        return real(base, actions, properties, schema)
+
+    monkeypatch.setattr(commit, "_try_commit", checked)
 
 
 @pytest.fixture(scope="session")

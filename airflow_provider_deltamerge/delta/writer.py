@@ -29,14 +29,19 @@ from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge.delta.protocol import ConstraintCheck, constraint_checks, violation_message
 from airflow_provider_deltamerge.delta.snapshot import Snapshot
-from airflow_provider_deltamerge.delta.stats import DEFAULT_NUM_INDEXED_COLS, footer_stats
+from airflow_provider_deltamerge.delta.stats import footer_stats
+from airflow_provider_deltamerge.delta.stats_columns import (
+    STRING_PREFIX_LENGTH_CONF,
+    Field,
+    StatsSettings,
+    indexed_columns,
+)
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
 
 # Not hidden (no leading "_" or "."): VACUUM, Delta's and deltalake's, skips hidden folders, so the files of
 # a job killed while Spark wrote them would stay forever; here VACUUM removes them as any unreferenced file.
 STAGING_PREFIX = "deltamerge-staging-"
 HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
-NUM_INDEXED_COLS_KEY = "delta.dataSkippingNumIndexedCols"
 # Delta's table property for the size written files aim at, and its usual default (128 MiB).
 TARGET_FILE_SIZE_KEY = "delta.targetFileSize"
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
@@ -122,6 +127,12 @@ def write_files(spark: SparkSession, rows: DataFrame, snapshot: Snapshot) -> lis
         MergeExecutionError: a written row violates a constraint (Delta's error class and wording).
     """
     table = TableFiles(spark, snapshot.table_uri)
+    # The rows carry the schema the commit will have (evolved, if the merge evolves it): Delta collects
+    # statistics against that schema, not the one read.
+    settings = StatsSettings.of(
+        dict(snapshot.configuration), session_prefix=spark.conf.get(STRING_PREFIX_LENGTH_CONF, None)
+    )
+    indexed = indexed_columns(rows.schema.jsonValue(), snapshot.partition_columns, settings)
     staging_name = f"{STAGING_PREFIX}{uuid.uuid4().hex}"
     staging = f"{table.root}/{staging_name}"
     partition_columns = list(snapshot.partition_columns)
@@ -147,9 +158,8 @@ def write_files(spark: SparkSession, rows: DataFrame, snapshot: Snapshot) -> lis
         for relative, size, mtime in table.list_parquet(staging):
             table.move_into_table(staging, relative)
             moved.append((relative, size, mtime))
-        num_indexed = int(snapshot.setting(NUM_INDEXED_COLS_KEY) or DEFAULT_NUM_INDEXED_COLS)
         time_zone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
-        written = _describe(snapshot, moved, num_indexed, time_zone)
+        written = _describe(snapshot, moved, time_zone, indexed, settings.string_prefix_length)
         # Spark leaves one file with no rows when there is nothing to write; Delta never commits such files.
         for empty in (f for f in written if f.num_records == 0):
             table.delete(empty.relative_path)
@@ -218,7 +228,11 @@ def _violation(err: Exception, checks: Sequence[ConstraintCheck]) -> MergeExecut
 
 
 def _describe(
-    snapshot: Snapshot, moved: Sequence[tuple[str, int, int]], num_indexed: int, time_zone: str
+    snapshot: Snapshot,
+    moved: Sequence[tuple[str, int, int]],
+    time_zone: str,
+    indexed: Sequence[Field],
+    string_prefix_length: int,
 ) -> list[WrittenFile]:
     """Add-action descriptions of the moved files; footers are read in parallel since each is a round trip."""
     filesystem, root = _arrow_filesystem(snapshot.table_uri)
@@ -232,7 +246,7 @@ def _describe(
             size=size,
             partition_values=_partition_values(relative, snapshot, time_zone),
             modification_time=mtime,
-            stats=footer_stats(metadata, num_indexed_cols=num_indexed),
+            stats=footer_stats(metadata, indexed, string_prefix_length=string_prefix_length),
             num_records=metadata.num_rows,
         )
 
