@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, ROW_ID_COLUMN, read_files
+from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_by_uri, read_files
 from airflow_provider_deltamerge.delta.snapshot import DataFile
 from airflow_provider_deltamerge.delta.writer import WrittenFile, write_files
 from airflow_provider_deltamerge.engine import metrics as m
@@ -122,10 +122,10 @@ def find_touched_files(
         return (), 0
     spark = source.sparkSession
     alias = plan.spec.target_alias
-    target = target_rows(spark, plan, plan.candidate_files)  # carries ROW_ID_COLUMN, stable per row
+    target = target_rows(spark, plan, plan.candidate_files)  # carries each row's file and index in it
     counted_source, source_count = observe(_source_rows(plan, source), F.count(F.lit(1)).alias("rows"))
     joined = counted_source.join(target.alias(alias), F.expr(plan.condition), "inner")
-    per_row = joined.groupBy(FILE_COLUMN, ROW_ID_COLUMN).agg(
+    per_row = joined.groupBy(FILE_COLUMN, ROW_INDEX_COLUMN).agg(
         F.count(F.lit(1)).alias("matches"), F.max(F.coalesce(touches, F.lit(False))).alias("acting")
     )
     per_file = per_row.groupBy(FILE_COLUMN).agg(
@@ -140,9 +140,25 @@ def find_touched_files(
         raise _multiple_match_error(plan, joined, multiply_matched)
     if has_not_matched_by_source(plan.clauses):
         return plan.candidate_files, sum(row["surplus"] for row in files)
-    touched_paths = {row[FILE_COLUMN] for row in files if row["acting"]}
-    touched = tuple(f for f in plan.candidate_files if f.relative_path in touched_paths)
-    return touched, sum(row["surplus"] for row in files if row[FILE_COLUMN] in touched_paths)
+    touched_uris = {row[FILE_COLUMN] for row in files if row["acting"]}
+    touched = _log_files(plan, touched_uris)
+    return touched, sum(row["surplus"] for row in files if row[FILE_COLUMN] in touched_uris)
+
+
+def _log_files(plan: MergePlan, uris: set[str]) -> tuple[DataFile, ...]:
+    """The candidate files Spark named ``uris``, in the log's order.
+
+    Raises:
+        MergeExecutionError: Spark named a file the engine did not hand it (never expected: rather fail
+            than rewrite a file without its rows).
+    """
+    by_uri = files_by_uri(plan.snapshot, plan.candidate_files)
+    unknown = sorted(uris - by_uri.keys())
+    if unknown:
+        raise MergeExecutionError(
+            f"Spark read files the engine cannot find in the table's log: {unknown[:3]}"
+        )
+    return tuple(f for uri, f in by_uri.items() if uri in uris)
 
 
 def observed_count(observation: Observation, name: str, *, fallback: DataFrame) -> int:
@@ -155,7 +171,7 @@ def _multiple_match_error(plan: MergePlan, joined: DataFrame, multiply_matched: 
     columns = [f.name for f in plan.target_schema.fields]
     alias = plan.spec.target_alias
     examples = (
-        joined.groupBy(ROW_ID_COLUMN)
+        joined.groupBy(FILE_COLUMN, ROW_INDEX_COLUMN)
         .agg(
             F.count(F.lit(1)).alias("matches"), *[F.first(F.col(f"{alias}.`{c}`")).alias(c) for c in columns]
         )
