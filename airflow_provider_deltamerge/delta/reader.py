@@ -64,7 +64,9 @@ def read_files(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile
                 StructField(ROW_INDEX_COLUMN, LongType()),
             ]
         )
-        return spark.createDataFrame([], empty)
+        # limit(0) makes it a relation Spark's optimizer knows to be empty: a join with it is dropped (an
+        # anti join keeps the other side, an outer join pads it with NULLs), so no join, no shuffle.
+        return spark.createDataFrame([], empty).limit(0)
     raw = spark.read.schema(StructType(data_fields)).parquet(*[file_location(snapshot, f) for f in files])
     tagged = raw.select(
         "*",

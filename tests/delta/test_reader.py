@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import write_deltalake
+from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge.delta import reader
 from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_by_uri, read_files
@@ -136,3 +137,15 @@ def test_a_file_spark_names_differently_fails_the_merge_instead_of_losing_rows(
         snapshot = read_snapshot(table)
         with pytest.raises(Exception, match="cannot find in the log"):
             read_files(spark, snapshot, snapshot.files).collect()
+
+
+@pytest.mark.parametrize("how", ["left_anti", "full_outer"])
+def test_reading_no_file_is_a_relation_spark_knows_is_empty(spark, tmp_path, how):
+    # An insert-only merge with no candidate file joins the source with no target rows: Spark must drop
+    # that join (and its shuffles) and write the source rows straight from their scan.
+    snapshot = read_snapshot(special_table(tmp_path / "t", partitioned=True))
+    target = read_files(spark, snapshot, ()).alias("t")
+    joined = spark.range(3).alias("s").join(target, F.expr("s.id = t.id"), how)
+    plan = joined._jdf.queryExecution().executedPlan().toString()
+    assert "Join" not in plan and "Exchange" not in plan
+    assert joined.count() == 3

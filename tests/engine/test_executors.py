@@ -283,3 +283,37 @@ def test_merge_plans_evaluate_no_python(spark, tmp_path, clauses):
     run_merge(spark, spec)
     assert last_execution_id(spark) > since  # the merge's queries were recorded
     assert python_udf_plans(spark, since=since) == []
+
+
+# --- inserts with no candidate file ----------------------------------------------------------------------
+
+
+def write_plans(spark, since: int) -> list[str]:
+    """The physical plans Spark ran after execution ``since`` that wrote files."""
+    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
+    plans = [
+        executions.apply(i).physicalPlanDescription()
+        for i in range(executions.size())
+        if executions.apply(i).executionId() > since
+    ]
+    return [plan for plan in plans if "InsertIntoHadoopFsRelationCommand" in plan]
+
+
+@pytest.mark.parametrize(
+    ("executor", "clauses"), [("insert_only", (insert_all(),)), ("classic", (update_all(), insert_all()))]
+)
+def test_inserts_with_no_candidate_file_are_written_straight_from_the_source_scan(
+    spark, tmp_path, executor, clauses
+):
+    # Given: an unpartitioned table (ids 1-3) and a source whose keys rule out its only file
+    target = table_in_files(tmp_path / "t", rows([1, 2, 3]))
+    spec = MergeSpec(target, source_file(tmp_path, rows([100, 101])), "t.id = s.id", clauses)
+    since = last_execution_id(spark)
+    # When
+    result = run_merge(spark, spec, executor=executor)
+    # Then: the rows are inserted by one write with no join and no shuffle (not even a rebalance)
+    assert result.metrics[m.NUM_TARGET_FILES_AFTER_SKIPPING] == 0
+    assert result.metrics[m.NUM_TARGET_ROWS_INSERTED] == 2
+    assert sorted(r["id"] for r in sorted_rows(target)) == [1, 2, 3, 100, 101]
+    (plan,) = write_plans(spark, since)
+    assert "Join" not in plan and "Exchange" not in plan, plan

@@ -68,7 +68,7 @@ def run_two_phases(
     with recorder.timed(m.REWRITE_TIME_MS):
         counted, second_scan = observe(source, F.count(F.lit(1)).alias("rows"))
         if not touched:
-            added = write_inserts(spark, plan, counted, recorder)
+            added = write_inserts(spark, plan, counted, recorder, presized=True)
         else:
             added = rewrite_touched_files(spark, plan, counted, touched, recorder)
             # Several source rows deleting one target row count it once (Delta's correction).
@@ -197,34 +197,41 @@ def rewrite_touched_files(
     source: DataFrame,
     touched: tuple[DataFile, ...],
     recorder: MetricsRecorder,
+    *,
+    presized: bool = False,
 ) -> list[WrittenFile]:
     """Phase 2: rewrite the touched files with every clause applied, plus the inserted rows.
 
     The join keeps every target row of the touched files (they are rewritten whole); it keeps unmatched
-    source rows only when a NOT MATCHED clause may insert them.
+    source rows only when a NOT MATCHED clause may insert them. ``presized``: see ``write_files``.
     """
     join_type = "full_outer" if has_inserts(plan.clauses) else "right_outer"
     target = target_rows(spark, plan, touched).alias(plan.spec.target_alias)
     joined = _source_rows(plan, source).join(target, F.expr(plan.condition), join_type)
-    return _write_with_actions(spark, plan, joined, recorder)
+    return _write_with_actions(spark, plan, joined, recorder, presized=presized)
 
 
 def write_inserts(
-    spark: SparkSession, plan: MergePlan, source: DataFrame, recorder: MetricsRecorder
+    spark: SparkSession, plan: MergePlan, source: DataFrame, recorder: MetricsRecorder, *, presized: bool
 ) -> list[WrittenFile]:
-    """Nothing matched: every source row is unmatched, so only the NOT MATCHED clauses can act."""
+    """Nothing matched: every source row is unmatched, so only the NOT MATCHED clauses can act.
+
+    Args:
+        presized: ``source`` is a scan (no join or shuffle of the engine's), see ``write_files``.
+    """
     if not has_inserts(plan.clauses):
         return []
-    # Joining with no target files: Spark's optimizer drops the join, so this is a plain scan of the source.
-    return rewrite_touched_files(spark, plan, source, (), recorder)
+    # Joining with no target files: Spark's optimizer drops the join (``read_files`` of no file is a
+    # relation it knows to be empty), so this writes the source rows straight from their scan.
+    return rewrite_touched_files(spark, plan, source, (), recorder, presized=presized)
 
 
 def _write_with_actions(
-    spark: SparkSession, plan: MergePlan, joined: DataFrame, recorder: MetricsRecorder
+    spark: SparkSession, plan: MergePlan, joined: DataFrame, recorder: MetricsRecorder, *, presized: bool
 ) -> list[WrittenFile]:
     with_action = joined.withColumn(ACTION, action_column(plan))
     counted, counts = observe(with_action, *observed_counts(plan))
-    written = write_files(spark, rows_written(plan, counted), plan.snapshot)
+    written = write_files(spark, rows_written(plan, counted), plan.snapshot, presized=presized)
     values = observed(counts)
     if values is None:
         # Adaptive execution can drop the observed node from the plan it finally runs (seen when every
