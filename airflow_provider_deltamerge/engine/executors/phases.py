@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import AtomicType, BinaryType, StringType, StructType
 
 from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_by_uri, read_files
 from airflow_provider_deltamerge.delta.snapshot import DataFile
@@ -45,6 +46,10 @@ log = logging.getLogger(__name__)
 
 # How many offending target rows a multiple-match error shows.
 SHOWN_MULTIPLE_MATCHES = 5
+# The most source bytes (estimated) the rewrite broadcasts: every executor and the driver hold a copy.
+MAX_BROADCAST_BYTES = 64 * 1024 * 1024
+# What a string or binary value is guessed to take: generous, so a broadcast stays under its budget.
+_VARIABLE_WIDTH_BYTES = 128
 
 
 @dataclass(frozen=True)
@@ -203,12 +208,37 @@ def rewrite_touched_files(
     """Phase 2: rewrite the touched files with every clause applied, plus the inserted rows.
 
     The join keeps every target row of the touched files (they are rewritten whole); it keeps unmatched
-    source rows only when a NOT MATCHED clause may insert them. ``presized``: see ``write_files``.
+    source rows only when a NOT MATCHED clause may insert them. Without inserts, a source that fits in
+    memory is broadcast: the touched files stream through the join unshuffled, so their scan's splits
+    size the output and an unpartitioned table needs no rebalance (``presized``, see ``write_files``).
     """
     join_type = "full_outer" if has_inserts(plan.clauses) else "right_outer"
     target = target_rows(spark, plan, touched).alias(plan.spec.target_alias)
-    joined = _source_rows(plan, source).join(target, F.expr(plan.condition), join_type)
-    return _write_with_actions(spark, plan, joined, recorder, presized=presized)
+    source_rows = _source_rows(plan, source)
+    streamed = join_type == "right_outer" and fits_in_memory(source, recorder[m.NUM_SOURCE_ROWS])
+    if streamed:
+        source_rows = F.broadcast(source_rows)
+    joined = source_rows.join(target, F.expr(plan.condition), join_type)
+    return _write_with_actions(spark, plan, joined, recorder, presized=presized or streamed)
+
+
+def fits_in_memory(source: DataFrame, rows: int) -> bool:
+    """Whether ``rows`` rows of ``source`` stay under ``MAX_BROADCAST_BYTES`` by a generous estimate."""
+    row_bytes = _estimated_row_bytes(source.schema)
+    return row_bytes is not None and rows * row_bytes <= MAX_BROADCAST_BYTES
+
+
+def _estimated_row_bytes(schema: StructType) -> int | None:
+    """An upper guess of a row's size in Spark's memory; None for nested types (no useful guess)."""
+    total = 16  # row header
+    for field in schema.fields:
+        if isinstance(field.dataType, StringType | BinaryType):
+            total += _VARIABLE_WIDTH_BYTES
+        elif isinstance(field.dataType, AtomicType):
+            total += 16
+        else:
+            return None
+    return total
 
 
 def write_inserts(
