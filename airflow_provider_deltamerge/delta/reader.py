@@ -2,21 +2,37 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import unicodedata
+from collections.abc import Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import (
+    BooleanType,
+    DataType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
 
 # Hidden columns the engine carries next to the table's own; the prefix keeps them apart from user columns.
+# FILE_COLUMN is Spark's own URI of the row's file (``_metadata.file_path``, untouched: no per-row string
+# work) and ROW_INDEX_COLUMN the row's index in that file; together they identify a row however Spark
+# splits or re-runs the scan. ``files_by_uri`` maps the URIs back to the log's files, once per file.
 FILE_COLUMN = "__deltamerge_file"
-ROW_ID_COLUMN = "__deltamerge_row_id"
-_ORDINAL_COLUMN = "__deltamerge_file_ordinal"
-# A row's identity is (file ordinal << ROW_INDEX_BITS) | its index in the file: stable however Spark splits
-# or re-runs the scan, and unique up to 2**23 files and 2**40 rows per file.
-ROW_INDEX_BITS = 40
+ROW_INDEX_COLUMN = "__deltamerge_row_index"
+_KNOWN_FILE_COLUMN = "__deltamerge_known_file"
+
+# What java.net.URI leaves unquoted in a path (RFC 2396 unreserved, punct, '/' and '@'): Hadoop's Path, and
+# so Spark's file URIs, quote every other ASCII character.
+_URI_PATH_CHARACTERS = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.!~*'(),;:$&+=/@"
+)
 
 
 def table_schema(snapshot: Snapshot) -> StructType:
@@ -26,67 +42,111 @@ def table_schema(snapshot: Snapshot) -> StructType:
 
 def read_table(spark: SparkSession, snapshot: Snapshot) -> DataFrame:
     """Every row of ``snapshot`` with the table's columns only: what any reader of the table sees."""
-    return read_files(spark, snapshot, snapshot.files).drop(FILE_COLUMN, ROW_ID_COLUMN)
+    return read_files(spark, snapshot, snapshot.files).drop(FILE_COLUMN, ROW_INDEX_COLUMN)
 
 
 def read_files(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile]) -> DataFrame:
-    """The rows of exactly ``files`` in table column order, plus ``FILE_COLUMN`` (each row's file, as in the
-    log) and ``ROW_ID_COLUMN`` (a stable identity per row, for touched-file tracking and match checks).
+    """The rows of exactly ``files`` in table column order, plus ``FILE_COLUMN`` and ``ROW_INDEX_COLUMN``
+    (each row's file as Spark names it, and its index there: a row's identity for touched-file tracking
+    and match checks).
 
-    Partition values come from the log, not from folder names, as Delta readers do. Files written before a
-    column existed read that column as NULL.
+    Partition values come from the log, not from folder names, as Delta readers do: a broadcast table of
+    one row per file, keyed by Spark's URI of the file (a hash lookup per row); an unpartitioned table needs
+    no join at all. Files written before a column existed read that column as NULL.
     """
     schema = table_schema(snapshot)
     data_fields = [f for f in schema.fields if f.name not in snapshot.partition_columns]
     if not files:
         empty = StructType(
-            [*schema.fields, StructField(FILE_COLUMN, StringType()), StructField(ROW_ID_COLUMN, LongType())]
+            [
+                *schema.fields,
+                StructField(FILE_COLUMN, StringType()),
+                StructField(ROW_INDEX_COLUMN, LongType()),
+            ]
         )
-        return spark.createDataFrame([], empty)
-    root = snapshot.root_path.rstrip("/")
-    paths = [f"{snapshot.table_uri.rstrip('/')}/{f.relative_path}" for f in files]
-    raw = spark.read.schema(StructType(data_fields)).parquet(*paths)
-    with_file = raw.select(
+        # limit(0) makes it a relation Spark's optimizer knows to be empty: a join with it is dropped (an
+        # anti join keeps the other side, an outer join pads it with NULLs), so no join, no shuffle.
+        return spark.createDataFrame([], empty).limit(0)
+    raw = spark.read.schema(StructType(data_fields)).parquet(*[file_location(snapshot, f) for f in files])
+    tagged = raw.select(
         "*",
-        _relative_file_path(F.col("_metadata.file_path"), root).alias(FILE_COLUMN),
-        F.col("_metadata.row_index").alias("__deltamerge_row_index"),
+        F.col("_metadata.file_path").alias(FILE_COLUMN),
+        F.col("_metadata.row_index").alias(ROW_INDEX_COLUMN),
     )
-    with_file = with_file.join(F.broadcast(_file_table(spark, snapshot, files)), FILE_COLUMN)
-    row_id = F.shiftleft(F.col(_ORDINAL_COLUMN).cast("long"), ROW_INDEX_BITS) + F.col(
-        "__deltamerge_row_index"
-    )
-    return with_file.select(
+    if snapshot.partition_columns:
+        # A left join, so that a file whose URI we named differently from Spark fails loudly (see
+        # ``_column``) instead of losing its rows.
+        tagged = tagged.join(F.broadcast(_partition_values(spark, snapshot, files)), FILE_COLUMN, "left")
+    return tagged.select(
         *[_column(f.name, f.dataType, partition=f.name in snapshot.partition_columns) for f in schema.fields],
         FILE_COLUMN,
-        row_id.alias(ROW_ID_COLUMN),
+        ROW_INDEX_COLUMN,
     )
+
+
+def file_location(snapshot: Snapshot, file: DataFile) -> str:
+    """The location of ``file`` as the engine hands it to Spark's reader."""
+    return f"{snapshot.table_uri.rstrip('/')}/{file.relative_path}"
+
+
+def files_by_uri(snapshot: Snapshot, files: Sequence[DataFile]) -> Mapping[str, DataFile]:
+    """``files`` keyed by the URI Spark reports for each in ``FILE_COLUMN``."""
+    return {spark_file_uri(file_location(snapshot, f)): f for f in files}
+
+
+def spark_file_uri(location: str) -> str:
+    """The URI Spark reports as ``_metadata.file_path`` for a file read from ``location``.
+
+    Spark names a file by its Hadoop path's URI, ``Path.toUri().toString()``, as the file system lists it:
+    the scheme and authority, then the path with every character java.net.URI deems illegal quoted
+    (as UTF-8 bytes, upper-case hex). A local file lists as ``file:/path``, without the empty authority.
+    """
+    scheme, separator, rest = location.partition(":")
+    if not separator or "/" in scheme or len(scheme) == 1:  # no scheme (a Windows drive letter is none)
+        scheme, rest = "file", os.path.abspath(location)
+    if rest.startswith("//"):
+        authority, _, path = rest[2:].partition("/")
+        path = "/" + path
+    else:
+        authority, path = "", rest
+    prefix = f"{scheme}://{authority}" if authority else f"{scheme}:"
+    return prefix + "".join(_quote_uri_character(c) for c in path)
+
+
+def _quote_uri_character(character: str) -> str:
+    if character in _URI_PATH_CHARACTERS:
+        return character
+    # java.net.URI keeps other non-ASCII characters as they are, except space and control characters.
+    if ord(character) > 0x7F and unicodedata.category(character) not in ("Zs", "Zl", "Zp", "Cc"):
+        return character
+    return "".join(f"%{byte:02X}" for byte in character.encode("utf-8"))
 
 
 def _column(name: str, data_type: DataType, *, partition: bool) -> Column:
     value = F.col(f"`{name}`")
-    if partition and isinstance(data_type, TimestampType):
-        # The log keeps timestamp partition values in UTC, without a zone unless written in ISO form.
-        value = F.when(value.rlike(r"(Z|[+-]\d\d:?\d\d)$"), value).otherwise(F.concat(value, F.lit("Z")))
+    if partition:
+        if isinstance(data_type, TimestampType):
+            # The log keeps timestamp partition values in UTC, without a zone unless written in ISO form.
+            value = F.when(value.rlike(r"(Z|[+-]\d\d:?\d\d)$"), value).otherwise(F.concat(value, F.lit("Z")))
+        value = F.when(
+            F.col(_KNOWN_FILE_COLUMN).isNull(),
+            F.raise_error(
+                F.concat(F.lit("Spark read a file the engine cannot find in the log: "), F.col(FILE_COLUMN))
+            ),
+        ).otherwise(value)
     return value.cast(data_type).alias(name)
 
 
-def _relative_file_path(file_path: Column, root: str) -> Column:
-    """Spark's URI of a file turned back into its decoded path below the table root.
-
-    '+' is escaped first because ``url_decode`` follows form encoding, where '+' means a space.
-    """
-    path_only = F.regexp_replace(file_path, r"^[a-zA-Z][a-zA-Z0-9+.-]*:(//[^/]*)?", "")
-    decoded = F.url_decode(F.replace(path_only, F.lit("+"), F.lit("%2B")))
-    return F.substring(decoded, len(root) + 2, 1 << 30)
-
-
-def _file_table(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile]) -> DataFrame:
-    """A small (file, ordinal, partition values as text) table to join onto the scanned rows."""
-    rows = [(f.relative_path, n, *(value for _, value in f.partition_values)) for n, f in enumerate(files)]
+def _partition_values(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile]) -> DataFrame:
+    """A small (Spark's file URI, partition values as text) table to join onto the scanned rows."""
+    rows = [
+        (uri, True, *(value for _, value in f.partition_values))
+        for uri, f in files_by_uri(snapshot, files).items()
+    ]
     schema = StructType(
         [
             StructField(FILE_COLUMN, StringType()),
-            StructField(_ORDINAL_COLUMN, LongType()),
+            StructField(_KNOWN_FILE_COLUMN, BooleanType()),
             *[StructField(c, StringType()) for c in snapshot.partition_columns],
         ]
     )

@@ -107,7 +107,9 @@ class TableFiles:
             out.close()
 
 
-def write_files(spark: SparkSession, rows: DataFrame, snapshot: Snapshot) -> list[WrittenFile]:
+def write_files(
+    spark: SparkSession, rows: DataFrame, snapshot: Snapshot, *, presized: bool = False
+) -> list[WrittenFile]:
     """Write ``rows`` (the table's columns, in order) as new files of the table and describe them.
 
     Every row is checked against the table's NOT NULL columns, invariants and CHECK constraints while it is
@@ -119,6 +121,9 @@ def write_files(spark: SparkSession, rows: DataFrame, snapshot: Snapshot) -> lis
         spark: the session that computes ``rows``.
         rows: the output rows; partition columns are written as folders, not into the files.
         snapshot: the table being written, for its location, partitioning, constraints and settings.
+        presized: ``rows`` come straight from a scan, whose splits Spark sizes itself (up to
+            ``spark.sql.files.maxPartitionBytes``): an unpartitioned table then needs no rebalancing
+            shuffle. A partitioned one still does, or each split would write a file into every partition.
 
     Returns:
         The new files holding rows, already in their final place, not yet committed.
@@ -138,8 +143,9 @@ def write_files(spark: SparkSession, rows: DataFrame, snapshot: Snapshot) -> lis
     partition_columns = list(snapshot.partition_columns)
     checks = constraint_checks(snapshot)
     rows = _checked(rows, checks)
-    # One writer per table partition; adaptive execution coalesces or splits towards its advisory size.
-    rows = rows.hint("rebalance", *partition_columns)
+    if partition_columns or not presized:
+        # One writer per table partition; adaptive execution coalesces or splits towards its advisory size.
+        rows = rows.hint("rebalance", *partition_columns)
     writer = rows.write.mode("errorifexists").option("compression", "snappy")
     max_rows = max_records_per_file(snapshot)
     if max_rows is not None:

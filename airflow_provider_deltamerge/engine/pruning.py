@@ -4,11 +4,15 @@ Three sources of pruning, as in Delta and delta-rs (DESIGN.md "Pruning before jo
 
 (a) target-only conjuncts of the ON condition that compare a target column with a constant;
 (b) the distinct values the source has for partition columns that the condition equates with a source column;
-(c) the source's min/max of every equi-join key (``t.k = s.k``).
+(c) the source's distinct values of every equi-join key (``t.k = s.k``): a file is read only when one of
+    them lies within its [min, max]. Above ``MAX_SOURCE_KEYS`` distinct keys (or when the two sides' types
+    differ beyond integer widths), the source's global [min, max] of the key stands in.
 
-Every test runs in Spark over a small table of per-file stats, so comparisons coerce types exactly as the ON
-condition does. A file is skipped only when its stats prove that none of its rows can match; unknown stats
-keep the file. With a WHEN NOT MATCHED BY SOURCE clause every file is read (unmatched target rows act).
+Tests (a), (b) and the (c) fallback run in Spark over a small table of per-file stats, so comparisons coerce
+types exactly as the ON condition does; (c) bisects the sorted keys on the driver per file, on values put
+in one exactly comparable form on both sides (see ``_comparable``). A file is skipped only when its stats
+prove that none of its rows can match; unknown stats keep the file. With a WHEN NOT MATCHED BY SOURCE
+clause every file is read (unmatched target rows act).
 
 The resulting ``FileFilter`` is also the merge's read predicate: the conflict check asks it whether a file
 another writer added could have held rows this merge should have read.
@@ -16,6 +20,7 @@ another writer added could have held rows this merge should have read.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +51,9 @@ from airflow_provider_deltamerge.engine.planning import MergePlan, has_not_match
 
 # Above this many distinct source values of a partition column, (b) falls back to the values' range.
 MAX_PARTITION_VALUES = 10_000
+# Above this many distinct source values of an equi-join key, (c) falls back to the keys' global range: the
+# driver holds the sorted keys (a few MB at most) and tests each file in O(log keys).
+MAX_SOURCE_KEYS = 200_000
 # Delta keeps this many characters of a string bound; a longer (truncated) max is no bound at all here.
 STRING_PREFIX_LENGTH = 32
 _ORDINAL = "__ordinal"
@@ -69,6 +77,8 @@ class FileFilter:
     range_tests: tuple[tuple[int, str], ...] = ()  # (column index, bound-pair name) against source bounds
     source_bounds: tuple[Row, StructType] | None = None
     value_sets: tuple[tuple[int, list[Row], StructType], ...] = field(default=())
+    # (column index, the source's distinct keys in ``_comparable`` form, sorted)
+    key_sets: tuple[tuple[int, tuple[Any, ...]], ...] = field(default=(), repr=False)
 
     def select(
         self, spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile]
@@ -76,7 +86,7 @@ class FileFilter:
         """The files among ``files`` (entries of ``snapshot``) that may hold rows the merge needs."""
         if self.read_all or not files:
             return tuple(files)
-        if not (self.constant_tests or self.range_tests or self.value_sets):
+        if not (self.constant_tests or self.range_tests or self.value_sets or self.key_sets):
             return tuple(files)
         stats = _stats_table(spark, self, snapshot, files)
         for test in self.constant_tests:
@@ -92,8 +102,26 @@ class FileFilter:
         for index, rows, schema in self.value_sets:
             values = F.broadcast(spark.createDataFrame(rows, schema))
             stats = stats.join(values, F.col(f"min_{index}") == values["value"], "left_semi")
-        kept = {row[_ORDINAL] for row in stats.select(_ORDINAL).collect()}
+        bounds = [
+            _comparable(F.col(f"{side}_{index}"), self.target_schema.fields[index].dataType).alias(
+                f"{side}_{index}"
+            )
+            for index, _ in self.key_sets
+            for side in ("min", "max")
+        ]
+        kept = {
+            row[_ORDINAL]
+            for row in stats.select(_ORDINAL, *bounds).collect()
+            if all(_holds_a_key(keys, row[f"min_{i}"], row[f"max_{i}"]) for i, keys in self.key_sets)
+        }
         return tuple(f for n, f in enumerate(files) if n in kept)
+
+
+def _holds_a_key(keys: tuple[Any, ...], low: Any, high: Any) -> bool:
+    """Whether a file with bounds [low, high] may hold one of the sorted ``keys``; an unknown bound (NULL:
+    no stats, or a truncated string max) bounds nothing on its side."""
+    at = 0 if low is None else bisect_left(keys, low)
+    return at < len(keys) and (high is None or keys[at] <= high)
 
 
 @dataclass(frozen=True)
@@ -125,11 +153,9 @@ def prune_files(spark: SparkSession, plan: MergePlan, source: DataFrame) -> Prun
         return Pruning(snapshot.files, base)
     constant_tests, equalities = analysis
     aliased = source.alias(plan.spec.source_alias)
-    range_tests: list[tuple[int, str]] = []
-    bounds: list[Column] = []
+    ranged: list[tuple[int, str]] = []
     value_sets: list[tuple[int, list[Row], StructType]] = []
-    for n, (index, expression) in enumerate(equalities):
-        name = str(n)
+    for index, expression in equalities:
         column = plan.target_schema.fields[index].name
         if column in snapshot.partition_columns:
             values = aliased.select(F.expr(expression).alias("value")).where("value IS NOT NULL").distinct()
@@ -137,15 +163,8 @@ def prune_files(spark: SparkSession, plan: MergePlan, source: DataFrame) -> Prun
             if len(rows) <= MAX_PARTITION_VALUES:
                 value_sets.append((index, rows, values.schema))
                 continue
-        range_tests.append((index, name))
-        bounds += [
-            F.min(F.expr(expression)).alias(f"low_{name}"),
-            F.max(F.expr(expression)).alias(f"high_{name}"),
-        ]
-    source_bounds = None
-    if bounds:
-        aggregated = aliased.agg(*bounds)
-        source_bounds = (aggregated.collect()[0], aggregated.schema)
+        ranged.append((index, expression))
+    range_tests, source_bounds, key_sets = _source_key_tests(plan, aliased, ranged)
     file_filter = FileFilter(
         plan.target_schema,
         snapshot.partition_columns,
@@ -153,8 +172,68 @@ def prune_files(spark: SparkSession, plan: MergePlan, source: DataFrame) -> Prun
         range_tests=tuple(range_tests),
         source_bounds=source_bounds,
         value_sets=tuple(value_sets),
+        key_sets=tuple(key_sets),
     )
     return Pruning(file_filter.select(spark, snapshot, snapshot.files), file_filter)
+
+
+def _source_key_tests(
+    plan: MergePlan, aliased: DataFrame, keys: Sequence[tuple[int, str]]
+) -> tuple[list[tuple[int, str]], tuple[Row, StructType] | None, list[tuple[int, tuple[Any, ...]]]]:
+    """(range tests, the source's bounds for them, key sets) for the equi-join keys ``keys``.
+
+    One aggregation over the source gives every key's min, max and approximate distinct count; a key with
+    few enough distinct values (and an exactly comparable form) is then collected, sorted, for a per-file
+    test; the rest keep the global range test.
+    """
+    if not keys:
+        return [], None, []
+    target_types = [plan.target_schema.fields[index].dataType for index, _ in keys]
+    source_types = [aliased.select(F.expr(e)).schema.fields[0].dataType for _, e in keys]
+    aggregates: list[Column] = []
+    for n, (_, expression) in enumerate(keys):
+        aggregates += [
+            F.min(F.expr(expression)).alias(f"low_{n}"),
+            F.max(F.expr(expression)).alias(f"high_{n}"),
+        ]
+        # Approximate (one pass, fixed memory), so only a guide: the collect below is bounded exactly.
+        aggregates.append(F.approx_count_distinct(F.expr(expression)).alias(f"distinct_{n}"))
+    aggregated = aliased.agg(*aggregates)
+    summary = aggregated.collect()[0]
+    range_tests: list[tuple[int, str]] = []
+    key_sets: list[tuple[int, tuple[Any, ...]]] = []
+    for n, (index, expression) in enumerate(keys):
+        collected = None
+        comparable = _comparable_type(target_types[n], source_types[n])
+        if comparable and summary[f"distinct_{n}"] <= MAX_SOURCE_KEYS:
+            value = _comparable(F.expr(expression), source_types[n]).alias("value")
+            distinct = aliased.select(value).where("value IS NOT NULL").distinct()
+            collected = distinct.limit(MAX_SOURCE_KEYS + 1).toArrow()["value"].to_pylist()
+        if collected is not None and len(collected) <= MAX_SOURCE_KEYS:
+            key_sets.append((index, tuple(sorted(collected))))
+        else:
+            range_tests.append((index, str(n)))
+    return range_tests, (summary, aggregated.schema), key_sets
+
+
+def _comparable_type(target: DataType, source: DataType) -> bool:
+    """Whether keys of ``source`` type and bounds of ``target`` type have a driver-side form that orders
+    and equates exactly as the ON condition's comparison: the same type, or integers of any width (which
+    Spark widens losslessly). Other pairs (say decimal against double) coerce in ways left to Spark."""
+    if isinstance(target, IntegralType) and isinstance(source, IntegralType):
+        return True
+    return target == source and _family(target) is not None and not isinstance(target, FloatType | DoubleType)
+
+
+def _comparable(value: Column, data_type: DataType) -> Column:
+    """``value`` in a form Python compares as Spark does: integers as long; timestamps as microseconds since
+    the epoch (collected datetimes are local wall-clock times, whose order a DST change breaks); dates,
+    decimals, timestamps without zone and strings (UTF-8 byte order is code point order) as they are."""
+    if isinstance(data_type, IntegralType):
+        return value.cast("long")
+    if isinstance(data_type, TimestampType):
+        return F.unix_micros(value)
+    return value
 
 
 def reads_source(spark: SparkSession, plan: MergePlan, source: DataFrame) -> bool:

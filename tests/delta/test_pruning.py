@@ -3,7 +3,10 @@ skipping metrics tell the truth and the merged rows match deltalake's merge."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import decimal
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -12,7 +15,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from airflow_provider_deltamerge.engine import metrics as m
-from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.engine import pruning, run_merge
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, delete_by_source, insert_all, update_all
 from tests.oracle import merge_with_deltalake, sorted_rows
 
@@ -76,9 +79,9 @@ def test_one_day_backfill_reads_only_that_days_files(spark, tmp_path):
 
 
 def test_one_day_backfill_by_partition_values_alone(spark, tmp_path):
-    # Source keys spanning every file's id range: (b) alone picks the day's files.
+    # Source keys within every file's id range: (b) alone picks the day's files.
     target = daily_table(tmp_path / "t")
-    source = events(DAYS[1], range(0, 1000, 100))  # ids spanning every file's range
+    source = events(DAYS[1], range(0, 1000, 50))  # one id in every file's range
     day_files = len(files_of(target, DAYS[1]))
     spec = MergeSpec(
         target=target,
@@ -142,3 +145,116 @@ def test_not_matched_by_source_reads_every_file(spark, tmp_path):
     result = run_merge(spark, spec)
     assert result.metrics[m.NUM_TARGET_FILES_AFTER_SKIPPING] == 8
     assert result.metrics[m.NUM_TARGET_PARTITIONS_AFTER_SKIPPING] == 4
+
+
+def three_files(path: Path, keys: pa.Array, *, configuration: dict[str, str] | None = None) -> str:
+    """A table of three files, the ``keys`` split in thirds in order: (id, qty), one append each."""
+    third = len(keys) // 3
+    for n in range(3):
+        data = pa.table({"id": keys[n * third : (n + 1) * third], "qty": pa.array([1] * third, pa.int32())})
+        write_deltalake(str(path), data, mode="append", configuration=configuration)
+    return str(path)
+
+
+def upsert_of(target: str, tmp_path: Path, source: pa.Table) -> MergeSpec:
+    return MergeSpec(
+        target=target,
+        source=PathSource(write_source(tmp_path, source)),
+        condition="t.id = s.id",
+        clauses=(update_all(), insert_all()),
+    )
+
+
+def sizes(table: str, kept: list[int]) -> int:
+    adds = pa.table(DeltaTable(table).get_add_actions(flatten=True)).to_pylist()
+    return sum(a["size_bytes"] for a in sorted(adds, key=lambda a: a["min.id"]) if a["min.id"] in kept)
+
+
+def test_each_file_is_tested_against_the_source_keys_not_their_range(spark, tmp_path):
+    # Given: files holding ids 0-9, 100-109 and 200-209; source ids 5 and 205 (and a new one, 1000)
+    ids = pa.array([*range(10), *range(100, 110), *range(200, 210)], pa.int64())
+    ours, oracle = three_files(tmp_path / "ours", ids), three_files(tmp_path / "oracle", ids)
+    source = pa.table({"id": pa.array([5, 205, 1000], pa.int64()), "qty": pa.array([7, 7, 7], pa.int32())})
+    spec = upsert_of(ours, tmp_path, source)
+    # When
+    result = run_merge(spark, spec)
+    # Then: the middle file, inside the keys' global range but holding none of them, is skipped
+    assert result.metrics[m.NUM_TARGET_FILES_AFTER_SKIPPING] == 2
+    assert result.metrics[m.NUM_TARGET_BYTES_AFTER_SKIPPING] == sizes(oracle, [0, 200])  # not merged yet
+    assert result.metrics[m.NUM_TARGET_FILES_REMOVED] == 2
+    expected = merge_with_deltalake(oracle, spec, source)
+    assert sorted_rows(ours) == sorted_rows(oracle)
+    assert result.metrics[m.NUM_TARGET_ROWS_UPDATED] == expected["num_target_rows_updated"] == 2
+
+
+def test_more_source_keys_than_the_limit_fall_back_to_their_range(spark, tmp_path, monkeypatch):
+    ids = pa.array([*range(10), *range(100, 110), *range(200, 210)], pa.int64())
+    target = three_files(tmp_path / "t", ids)
+    source = pa.table({"id": pa.array([5, 205], pa.int64()), "qty": pa.array([7, 7], pa.int32())})
+    monkeypatch.setattr(pruning, "MAX_SOURCE_KEYS", 1)
+    result = run_merge(spark, upsert_of(target, tmp_path, source))
+    assert result.metrics[m.NUM_TARGET_FILES_AFTER_SKIPPING] == 3
+    assert result.metrics[m.NUM_TARGET_ROWS_UPDATED] == 2
+
+
+def test_keys_of_a_wider_integer_type_compare_as_the_join_does(spark, tmp_path):
+    # An int target key against bigint source keys, one beyond the int range: widened, not wrapped.
+    ids = pa.array([*range(10), *range(100, 110), *range(200, 210)], pa.int32())
+    target = three_files(tmp_path / "t", ids)
+    source = pa.table({"id": pa.array([105, 2**32 + 5], pa.int64()), "qty": pa.array([7, 7], pa.int32())})
+    spec = dataclasses.replace(upsert_of(target, tmp_path, source), clauses=(update_all(),))
+    result = run_merge(spark, spec)
+    assert result.metrics[m.NUM_TARGET_FILES_AFTER_SKIPPING] == 1
+    assert result.metrics[m.NUM_TARGET_ROWS_UPDATED] == 1
+
+
+def test_decimal_keys_against_double_source_keys_prune_as_spark_compares(spark, tmp_path):
+    # Spark compares decimal 0.10 and double 0.1 as doubles (equal); exactly, they differ. The file must stay.
+    keys = [decimal.Decimal(f"{n}.10") for n in (0, 1, 2)]
+    target = three_files(tmp_path / "t", pa.array(keys, pa.decimal128(10, 2)))
+    source = pa.table({"id": pa.array([0.1], pa.float64()), "qty": pa.array([7], pa.int32())})
+    result = run_merge(spark, upsert_of(target, tmp_path, source))
+    assert result.metrics[m.NUM_TARGET_ROWS_UPDATED] == 1
+    assert result.metrics[m.NUM_TARGET_ROWS_INSERTED] == 0
+
+
+def test_a_file_without_stats_is_kept(spark, tmp_path):
+    ids = pa.array([*range(10), *range(100, 110), *range(200, 210)], pa.int64())
+    target = three_files(tmp_path / "t", ids, configuration={"delta.dataSkippingNumIndexedCols": "0"})
+    source = pa.table({"id": pa.array([105], pa.int64()), "qty": pa.array([7], pa.int32())})
+    result = run_merge(spark, upsert_of(target, tmp_path, source))
+    assert result.metrics[m.NUM_TARGET_FILES_AFTER_SKIPPING] == 3
+    assert result.metrics[m.NUM_TARGET_ROWS_UPDATED] == 1
+
+
+def test_a_truncated_string_max_is_no_bound(spark, tmp_path):
+    # Given: string keys sharing a 40-character prefix; Delta (not delta-rs) truncates stats to 32
+    # characters, so the log's max of the first file is made a 32-character prefix, below its real keys
+    prefix = "p" * 40
+    keys = pa.array([f"{prefix}{c}" for c in "abcdefghi"])
+    ours, oracle = three_files(tmp_path / "ours", keys), three_files(tmp_path / "oracle", keys)
+    _truncate_max(Path(ours), "id", STRING_PREFIX)
+    source = pa.table({"id": pa.array([f"{prefix}b"]), "qty": pa.array([7], pa.int32())})
+    spec = upsert_of(ours, tmp_path, source)
+    # When
+    result = run_merge(spark, spec)
+    # Then: the first file is read (its max proves nothing), the others are skipped by their min
+    assert result.metrics[m.NUM_TARGET_FILES_AFTER_SKIPPING] == 1
+    assert result.metrics[m.NUM_TARGET_ROWS_UPDATED] == 1
+    merge_with_deltalake(oracle, spec, source)
+    assert sorted_rows(ours) == sorted_rows(oracle)
+
+
+STRING_PREFIX = pruning.STRING_PREFIX_LENGTH
+
+
+def _truncate_max(table: Path, column: str, length: int) -> None:
+    """Cut every string max of ``column`` in the log's stats to ``length`` characters, as Delta writes."""
+    for commit in (table / "_delta_log").glob("*.json"):
+        actions = [json.loads(line) for line in commit.read_text().splitlines()]
+        for action in actions:
+            if "add" in action and action["add"].get("stats"):
+                stats = json.loads(action["add"]["stats"])
+                stats["maxValues"][column] = stats["maxValues"][column][:length]
+                action["add"]["stats"] = json.dumps(stats)
+        commit.write_text("".join(json.dumps(a) + "\n" for a in actions))

@@ -10,12 +10,13 @@ insert-only) and ``*`` expansion (source and target have the same columns).
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import write_deltalake
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from airflow_provider_deltamerge.engine import metrics as m
@@ -128,14 +129,37 @@ def as_table(rows: list[tuple[Any, ...]]) -> pa.Table:
     return pa.Table.from_pylist([dict(zip(SCHEMA.names, r, strict=True)) for r in rows], SCHEMA)
 
 
+# Each conjunct of ON_CONDITIONS over a (source, target) pair of (id, v, name) rows, with SQL's NULLs.
+ON_CONJUNCTS: dict[str, Callable[[tuple[Any, ...], tuple[Any, ...]], bool]] = {
+    "t.id = s.id": lambda s, t: s[0] is not None and s[0] == t[0],
+    "t.v > 0": lambda s, t: t[1] is not None and t[1] > 0,
+    "s.v < 3": lambda s, t: s[1] is not None and s[1] < 3,
+    "t.name = s.name": lambda s, t: s[2] is not None and s[2] == t[2],
+}
+
+
 def has_matching_duplicates(case: dict[str, Any]) -> bool:
-    keys = [r[0] for r in case["source"] if r[0] is not None]
-    target_keys = {r[0] for f in case["files"] for r in f}
-    return any(keys.count(k) > 1 and k in target_keys for k in set(keys))
+    """Whether some target row satisfies the whole ON condition with more than one source row."""
+    conjuncts = [ON_CONJUNCTS[c] for c in case["condition"].split(" AND ")]
+    return any(
+        sum(all(holds(s, t) for holds in conjuncts) for s in case["source"]) > 1
+        for rows in case["files"]
+        for t in rows
+    )
 
 
 @ENGINE_SETTINGS
 @given(case=merges())
+# Duplicated source keys that the rest of the ON condition keeps from matching (NULL < 3): no multiple match.
+@example(
+    case={
+        "files": [[(1, None, "a")]],
+        "partition_by": None,
+        "source": [(1, None, "a"), (1, None, "a")],
+        "condition": "t.id = s.id AND s.v < 3",
+        "clauses": (insert_all(),),
+    }
+)
 def test_engine_agrees_with_deltalake(spark, tmp_path_factory, case):
     work = tmp_path_factory.mktemp("merge")
     original = str(work / "original")

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.engine.executors import phases
 from airflow_provider_deltamerge.exceptions import MergeExecutionError, MergeSpecError
 from airflow_provider_deltamerge.spec import (
     MergeSpec,
@@ -283,3 +284,70 @@ def test_merge_plans_evaluate_no_python(spark, tmp_path, clauses):
     run_merge(spark, spec)
     assert last_execution_id(spark) > since  # the merge's queries were recorded
     assert python_udf_plans(spark, since=since) == []
+
+
+# --- inserts with no candidate file ----------------------------------------------------------------------
+
+
+def write_plans(spark, since: int) -> list[str]:
+    """The physical plans Spark ran after execution ``since`` that wrote files."""
+    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
+    plans = [
+        executions.apply(i).physicalPlanDescription()
+        for i in range(executions.size())
+        if executions.apply(i).executionId() > since
+    ]
+    return [plan for plan in plans if "InsertIntoHadoopFsRelationCommand" in plan]
+
+
+@pytest.mark.parametrize(
+    ("executor", "clauses"), [("insert_only", (insert_all(),)), ("classic", (update_all(), insert_all()))]
+)
+def test_inserts_with_no_candidate_file_are_written_straight_from_the_source_scan(
+    spark, tmp_path, executor, clauses
+):
+    # Given: an unpartitioned table (ids 1-3) and a source whose keys rule out its only file
+    target = table_in_files(tmp_path / "t", rows([1, 2, 3]))
+    spec = MergeSpec(target, source_file(tmp_path, rows([100, 101])), "t.id = s.id", clauses)
+    since = last_execution_id(spark)
+    # When
+    result = run_merge(spark, spec, executor=executor)
+    # Then: the rows are inserted by one write with no join and no shuffle (not even a rebalance)
+    assert result.metrics[m.NUM_TARGET_FILES_AFTER_SKIPPING] == 0
+    assert result.metrics[m.NUM_TARGET_ROWS_INSERTED] == 2
+    assert sorted(r["id"] for r in sorted_rows(target)) == [1, 2, 3, 100, 101]
+    (plan,) = write_plans(spark, since)
+    assert "Join" not in plan and "Exchange" not in plan, plan
+
+
+# --- the rewrite -----------------------------------------------------------------------------------------
+
+
+def shuffles(plan: str) -> list[str]:
+    """The plan's exchanges that move rows between tasks (a broadcast only copies the small side)."""
+    return [line for line in plan.splitlines() if "Exchange" in line and "BroadcastExchange" not in line]
+
+
+@pytest.mark.parametrize("max_bytes", [None, 0])
+def test_a_rewrite_without_inserts_streams_the_touched_files_past_a_broadcast_source(
+    spark, tmp_path, monkeypatch, max_bytes
+):
+    # Given: two files (ids 1-3, 4-6) and a source deleting id 2; None: the default memory budget,
+    # 0: a budget no source fits in
+    if max_bytes is not None:
+        monkeypatch.setattr(phases, "MAX_BROADCAST_BYTES", max_bytes)
+    target = table_in_files(tmp_path / "t", rows([1, 2, 3]), rows([4, 5, 6]))
+    spec = MergeSpec(target, source_file(tmp_path, rows([2])), "t.id = s.id", (delete(),))
+    since = last_execution_id(spark)
+    # When
+    result = run_merge(spark, spec)
+    # Then: the same rows either way; within the budget the write shuffles nothing (no rebalance: the
+    # touched file's scan sizes the output), beyond it the rows are rebalanced before the write
+    assert sorted(r["id"] for r in sorted_rows(target)) == [1, 3, 4, 5, 6]
+    assert result.metrics[m.NUM_TARGET_ROWS_DELETED] == 1
+    assert result.metrics[m.NUM_TARGET_ROWS_COPIED] == 2
+    (plan,) = write_plans(spark, since)
+    if max_bytes is None:
+        assert "BroadcastHashJoin" in plan and shuffles(plan) == [], plan
+    else:
+        assert shuffles(plan) != [], plan

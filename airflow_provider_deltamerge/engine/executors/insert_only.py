@@ -32,6 +32,7 @@ def run_insert_only(
         counted, source_count = observe(source, F.count(F.lit(1)).alias("rows"))
         target = target_rows(spark, plan, plan.candidate_files).alias(plan.spec.target_alias)
         unmatched = counted.alias(plan.spec.source_alias).join(target, F.expr(plan.condition), "left_anti")
-        added = write_inserts(spark, plan, unmatched, recorder)
+        # With no candidate file the anti join is dropped: the source's own scan is written.
+        added = write_inserts(spark, plan, unmatched, recorder, presized=not plan.candidate_files)
         recorder.set(m.NUM_SOURCE_ROWS, observed_count(source_count, "rows", fallback=source))
     return FileChanges(removed=(), added=tuple(added))

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import AtomicType, BinaryType, StringType, StructType
 
-from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, ROW_ID_COLUMN, read_files
+from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_by_uri, read_files
 from airflow_provider_deltamerge.delta.snapshot import DataFile
 from airflow_provider_deltamerge.delta.writer import WrittenFile, write_files
 from airflow_provider_deltamerge.engine import metrics as m
@@ -45,6 +46,10 @@ log = logging.getLogger(__name__)
 
 # How many offending target rows a multiple-match error shows.
 SHOWN_MULTIPLE_MATCHES = 5
+# The most source bytes (estimated) the rewrite broadcasts: every executor and the driver hold a copy.
+MAX_BROADCAST_BYTES = 64 * 1024 * 1024
+# What a string or binary value is guessed to take: generous, so a broadcast stays under its budget.
+_VARIABLE_WIDTH_BYTES = 128
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,7 @@ def run_two_phases(
     with recorder.timed(m.REWRITE_TIME_MS):
         counted, second_scan = observe(source, F.count(F.lit(1)).alias("rows"))
         if not touched:
-            added = write_inserts(spark, plan, counted, recorder)
+            added = write_inserts(spark, plan, counted, recorder, presized=True)
         else:
             added = rewrite_touched_files(spark, plan, counted, touched, recorder)
             # Several source rows deleting one target row count it once (Delta's correction).
@@ -122,10 +127,10 @@ def find_touched_files(
         return (), 0
     spark = source.sparkSession
     alias = plan.spec.target_alias
-    target = target_rows(spark, plan, plan.candidate_files)  # carries ROW_ID_COLUMN, stable per row
+    target = target_rows(spark, plan, plan.candidate_files)  # carries each row's file and index in it
     counted_source, source_count = observe(_source_rows(plan, source), F.count(F.lit(1)).alias("rows"))
     joined = counted_source.join(target.alias(alias), F.expr(plan.condition), "inner")
-    per_row = joined.groupBy(FILE_COLUMN, ROW_ID_COLUMN).agg(
+    per_row = joined.groupBy(FILE_COLUMN, ROW_INDEX_COLUMN).agg(
         F.count(F.lit(1)).alias("matches"), F.max(F.coalesce(touches, F.lit(False))).alias("acting")
     )
     per_file = per_row.groupBy(FILE_COLUMN).agg(
@@ -140,9 +145,25 @@ def find_touched_files(
         raise _multiple_match_error(plan, joined, multiply_matched)
     if has_not_matched_by_source(plan.clauses):
         return plan.candidate_files, sum(row["surplus"] for row in files)
-    touched_paths = {row[FILE_COLUMN] for row in files if row["acting"]}
-    touched = tuple(f for f in plan.candidate_files if f.relative_path in touched_paths)
-    return touched, sum(row["surplus"] for row in files if row[FILE_COLUMN] in touched_paths)
+    touched_uris = {row[FILE_COLUMN] for row in files if row["acting"]}
+    touched = _log_files(plan, touched_uris)
+    return touched, sum(row["surplus"] for row in files if row[FILE_COLUMN] in touched_uris)
+
+
+def _log_files(plan: MergePlan, uris: set[str]) -> tuple[DataFile, ...]:
+    """The candidate files Spark named ``uris``, in the log's order.
+
+    Raises:
+        MergeExecutionError: Spark named a file the engine did not hand it (never expected: rather fail
+            than rewrite a file without its rows).
+    """
+    by_uri = files_by_uri(plan.snapshot, plan.candidate_files)
+    unknown = sorted(uris - by_uri.keys())
+    if unknown:
+        raise MergeExecutionError(
+            f"Spark read files the engine cannot find in the table's log: {unknown[:3]}"
+        )
+    return tuple(f for uri, f in by_uri.items() if uri in uris)
 
 
 def observed_count(observation: Observation, name: str, *, fallback: DataFrame) -> int:
@@ -155,7 +176,7 @@ def _multiple_match_error(plan: MergePlan, joined: DataFrame, multiply_matched: 
     columns = [f.name for f in plan.target_schema.fields]
     alias = plan.spec.target_alias
     examples = (
-        joined.groupBy(ROW_ID_COLUMN)
+        joined.groupBy(FILE_COLUMN, ROW_INDEX_COLUMN)
         .agg(
             F.count(F.lit(1)).alias("matches"), *[F.first(F.col(f"{alias}.`{c}`")).alias(c) for c in columns]
         )
@@ -181,34 +202,66 @@ def rewrite_touched_files(
     source: DataFrame,
     touched: tuple[DataFile, ...],
     recorder: MetricsRecorder,
+    *,
+    presized: bool = False,
 ) -> list[WrittenFile]:
     """Phase 2: rewrite the touched files with every clause applied, plus the inserted rows.
 
     The join keeps every target row of the touched files (they are rewritten whole); it keeps unmatched
-    source rows only when a NOT MATCHED clause may insert them.
+    source rows only when a NOT MATCHED clause may insert them. Without inserts, a source that fits in
+    memory is broadcast: the touched files stream through the join unshuffled, so their scan's splits
+    size the output and an unpartitioned table needs no rebalance (``presized``, see ``write_files``).
     """
     join_type = "full_outer" if has_inserts(plan.clauses) else "right_outer"
     target = target_rows(spark, plan, touched).alias(plan.spec.target_alias)
-    joined = _source_rows(plan, source).join(target, F.expr(plan.condition), join_type)
-    return _write_with_actions(spark, plan, joined, recorder)
+    source_rows = _source_rows(plan, source)
+    streamed = join_type == "right_outer" and fits_in_memory(source, recorder[m.NUM_SOURCE_ROWS])
+    if streamed:
+        source_rows = F.broadcast(source_rows)
+    joined = source_rows.join(target, F.expr(plan.condition), join_type)
+    return _write_with_actions(spark, plan, joined, recorder, presized=presized or streamed)
+
+
+def fits_in_memory(source: DataFrame, rows: int) -> bool:
+    """Whether ``rows`` rows of ``source`` stay under ``MAX_BROADCAST_BYTES`` by a generous estimate."""
+    row_bytes = _estimated_row_bytes(source.schema)
+    return row_bytes is not None and rows * row_bytes <= MAX_BROADCAST_BYTES
+
+
+def _estimated_row_bytes(schema: StructType) -> int | None:
+    """An upper guess of a row's size in Spark's memory; None for nested types (no useful guess)."""
+    total = 16  # row header
+    for field in schema.fields:
+        if isinstance(field.dataType, StringType | BinaryType):
+            total += _VARIABLE_WIDTH_BYTES
+        elif isinstance(field.dataType, AtomicType):
+            total += 16
+        else:
+            return None
+    return total
 
 
 def write_inserts(
-    spark: SparkSession, plan: MergePlan, source: DataFrame, recorder: MetricsRecorder
+    spark: SparkSession, plan: MergePlan, source: DataFrame, recorder: MetricsRecorder, *, presized: bool
 ) -> list[WrittenFile]:
-    """Nothing matched: every source row is unmatched, so only the NOT MATCHED clauses can act."""
+    """Nothing matched: every source row is unmatched, so only the NOT MATCHED clauses can act.
+
+    Args:
+        presized: ``source`` is a scan (no join or shuffle of the engine's), see ``write_files``.
+    """
     if not has_inserts(plan.clauses):
         return []
-    # Joining with no target files: Spark's optimizer drops the join, so this is a plain scan of the source.
-    return rewrite_touched_files(spark, plan, source, (), recorder)
+    # Joining with no target files: Spark's optimizer drops the join (``read_files`` of no file is a
+    # relation it knows to be empty), so this writes the source rows straight from their scan.
+    return rewrite_touched_files(spark, plan, source, (), recorder, presized=presized)
 
 
 def _write_with_actions(
-    spark: SparkSession, plan: MergePlan, joined: DataFrame, recorder: MetricsRecorder
+    spark: SparkSession, plan: MergePlan, joined: DataFrame, recorder: MetricsRecorder, *, presized: bool
 ) -> list[WrittenFile]:
     with_action = joined.withColumn(ACTION, action_column(plan))
     counted, counts = observe(with_action, *observed_counts(plan))
-    written = write_files(spark, rows_written(plan, counted), plan.snapshot)
+    written = write_files(spark, rows_written(plan, counted), plan.snapshot, presized=presized)
     values = observed(counts)
     if values is None:
         # Adaptive execution can drop the observed node from the plan it finally runs (seen when every

@@ -1,0 +1,151 @@
+"""Spark reads exactly the log's files, tagged with Spark's own file URI and row index: every row of every
+file maps back to its log entry, whatever characters the table root, partition values and file names
+hold."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from urllib.parse import quote, unquote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import write_deltalake
+from pyspark.sql import functions as F
+
+from airflow_provider_deltamerge.delta import reader
+from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_by_uri, read_files
+from airflow_provider_deltamerge.delta.snapshot import read_snapshot
+from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.exceptions import MergeExecutionError
+from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update_all
+from tests.conftest import table_state
+from tests.oracle import merge_with_deltalake, sorted_rows
+
+# Characters a URI must quote (space, %, #, ?), ones it keeps (=, +, @), non-ASCII letters (kept as they
+# are) and a non-ASCII space (quoted as UTF-8 bytes).
+SPECIAL = "a b%20=+@#?ü中\u00a0z"
+# deltalake takes a table location for a URI, so the root's '%' escapes nothing.
+ROOT = "root a b%=+@#?ü中\u00a0z"
+
+
+def special_table(path: Path, *, partitioned: bool) -> str:
+    """Two appends (two files per partition) whose partition values and file names hold ``SPECIAL``."""
+    for start in (0, 10):
+        data = pa.table(
+            {
+                "id": pa.array(range(start, start + 4), pa.int64()),
+                "p": pa.array([SPECIAL, "x+y=1", SPECIAL, None]),
+                "qty": pa.array([1, 2, 3, 4], pa.int32()),
+            }
+        )
+        write_deltalake(str(path), data, partition_by=["p"] if partitioned else None, mode="append")
+    _rename_files(path)
+    return str(path)
+
+
+def _rename_files(table: Path) -> None:
+    """Give every data file a name with ``SPECIAL`` in it, on disk and in the log (URI-encoded there)."""
+    for commit in sorted((table / "_delta_log").glob("*.json")):
+        actions = [json.loads(line) for line in commit.read_text().splitlines()]
+        for n, action in enumerate(actions):
+            if "add" in action:
+                old = Path(unquote(action["add"]["path"]))
+                new = old.with_name(f"{commit.stem[-2:]}-{n} {SPECIAL}.parquet")
+                (table / old).rename(table / new)
+                action["add"]["path"] = quote(new.as_posix(), safe="/")
+        commit.write_text("".join(json.dumps(a) + "\n" for a in actions))
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_rows_map_to_their_log_file_by_spark_uri(spark, tmp_path, partitioned):
+    # Given: a table below a root with special characters, special partition values and file names
+    table = special_table(tmp_path / ROOT, partitioned=partitioned)
+    snapshot = read_snapshot(table)
+    # When: Spark reads every file
+    rows = read_files(spark, snapshot, snapshot.files).collect()
+    # Then: each row names a log file as Spark does, with row indexes 0..n-1 per file, and the rows
+    # (partition values included) are what deltalake reads
+    by_uri = files_by_uri(snapshot, snapshot.files)
+    assert {r[FILE_COLUMN] for r in rows} == by_uri.keys()
+    for uri, file in by_uri.items():
+        indexes = sorted(r[ROW_INDEX_COLUMN] for r in rows if r[FILE_COLUMN] == uri)
+        assert indexes == list(range(file.num_records or 0))
+    ours = sorted((r["id"], r["p"], r["qty"]) for r in rows)
+    assert ours == sorted((r["id"], r["p"], r["qty"]) for r in sorted_rows(table))
+    if partitioned:
+        for r in rows:
+            assert dict(by_uri[r[FILE_COLUMN]].partition_values)["p"] == r["p"]
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_upsert_touches_only_the_file_with_the_key_like_oracle(spark, tmp_path, partitioned):
+    # Given: two identical special-character tables and a source updating id 11 and inserting id 99
+    ours = special_table(tmp_path / ROOT, partitioned=partitioned)
+    oracle = str(tmp_path / "oracle")
+    shutil.copytree(ours, oracle)
+    source = pa.table(
+        {
+            "id": pa.array([11, 99], pa.int64()),
+            "p": pa.array(["x+y=1", SPECIAL]),
+            "qty": pa.array([50, 60], pa.int32()),
+        }
+    )
+    pq.write_table(source, tmp_path / "source.parquet")
+    spec = MergeSpec(
+        target=ours,
+        source=PathSource(str(tmp_path / "source.parquet")),
+        condition="t.id = s.id AND t.p <=> s.p",
+        clauses=(update_all(), insert_all()),
+    )
+    # When: our engine and deltalake's merge run
+    metrics = run_merge(spark, spec).metrics
+    merge_with_deltalake(oracle, spec, source)
+    # Then: the same rows; only the one file holding id 11 was rewritten
+    assert sorted_rows(ours) == sorted_rows(oracle)
+    assert metrics[m.NUM_TARGET_ROWS_UPDATED] == 1
+    assert metrics[m.NUM_TARGET_ROWS_INSERTED] == 1
+    assert metrics[m.NUM_TARGET_FILES_REMOVED] == 1
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_a_file_spark_names_differently_fails_the_merge_instead_of_losing_rows(
+    spark, tmp_path, monkeypatch, partitioned
+):
+    # Given: a table, and file URIs that no longer match Spark's (a fault injected at the naming)
+    table = special_table(tmp_path / "t", partitioned=partitioned)
+    before = table_state(table)
+    source = pa.table(
+        {"id": pa.array([1], pa.int64()), "p": pa.array([SPECIAL]), "qty": pa.array([7], pa.int32())}
+    )
+    pq.write_table(source, tmp_path / "source.parquet")
+    spec = MergeSpec(
+        target=table,
+        source=PathSource(str(tmp_path / "source.parquet")),
+        condition="t.id = s.id",
+        clauses=(update_all(),),
+    )
+    monkeypatch.setattr(reader, "spark_file_uri", lambda location: f"wrong:{location}")
+    # When/Then: the merge fails, naming the file, and the table is unchanged
+    with pytest.raises(MergeExecutionError, match="cannot find in the table's log"):
+        run_merge(spark, spec)
+    assert table_state(table) == before
+    if partitioned:  # partition values come from a join on the URI: an unknown file fails the read
+        snapshot = read_snapshot(table)
+        with pytest.raises(Exception, match="cannot find in the log"):
+            read_files(spark, snapshot, snapshot.files).collect()
+
+
+@pytest.mark.parametrize("how", ["left_anti", "full_outer"])
+def test_reading_no_file_is_a_relation_spark_knows_is_empty(spark, tmp_path, how):
+    # An insert-only merge with no candidate file joins the source with no target rows: Spark must drop
+    # that join (and its shuffles) and write the source rows straight from their scan.
+    snapshot = read_snapshot(special_table(tmp_path / "t", partitioned=True))
+    target = read_files(spark, snapshot, ()).alias("t")
+    joined = spark.range(3).alias("s").join(target, F.expr("s.id = t.id"), how)
+    plan = joined._jdf.queryExecution().executedPlan().toString()
+    assert "Join" not in plan and "Exchange" not in plan
+    assert joined.count() == 3
