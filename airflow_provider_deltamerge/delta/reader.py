@@ -19,14 +19,15 @@ from pyspark.sql.types import (
 )
 
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
+from airflow_provider_deltamerge.spec.names import hidden_name, quote_part
 
 # Hidden columns the engine carries next to the table's own; the prefix keeps them apart from user columns.
 # FILE_COLUMN is Spark's own URI of the row's file (``_metadata.file_path``, untouched: no per-row string
 # work) and ROW_INDEX_COLUMN the row's index in that file; together they identify a row however Spark
 # splits or re-runs the scan. ``files_by_uri`` maps the URIs back to the log's files, once per file.
-FILE_COLUMN = "__deltamerge_file"
-ROW_INDEX_COLUMN = "__deltamerge_row_index"
-_KNOWN_FILE_COLUMN = "__deltamerge_known_file"
+FILE_COLUMN = hidden_name("file")
+ROW_INDEX_COLUMN = hidden_name("row_index")
+_KNOWN_FILE_COLUMN = hidden_name("known_file")
 
 # What java.net.URI leaves unquoted in a path (RFC 2396 unreserved, punct, '/' and '@'): Hadoop's Path, and
 # so Spark's file URIs, quote every other ASCII character.
@@ -68,10 +69,12 @@ def read_files(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile
         # anti join keeps the other side, an outer join pads it with NULLs), so no join, no shuffle.
         return spark.createDataFrame([], empty).limit(0)
     raw = spark.read.schema(StructType(data_fields)).parquet(*[file_location(snapshot, f) for f in files])
+    # metadataColumn, not col("_metadata"): a table may have a column of its own named _metadata.
+    metadata = raw.metadataColumn("_metadata")
     tagged = raw.select(
         "*",
-        F.col("_metadata.file_path").alias(FILE_COLUMN),
-        F.col("_metadata.row_index").alias(ROW_INDEX_COLUMN),
+        metadata.getField("file_path").alias(FILE_COLUMN),
+        metadata.getField("row_index").alias(ROW_INDEX_COLUMN),
     )
     if snapshot.partition_columns:
         # A left join, so that a file whose URI we named differently from Spark fails loudly (see
@@ -123,7 +126,7 @@ def _quote_uri_character(character: str) -> str:
 
 
 def _column(name: str, data_type: DataType, *, partition: bool) -> Column:
-    value = F.col(f"`{name}`")
+    value = F.col(quote_part(name))
     if partition:
         if isinstance(data_type, TimestampType):
             # The log keeps timestamp partition values in UTC, without a zone unless written in ISO form.

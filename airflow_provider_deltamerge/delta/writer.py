@@ -37,6 +37,7 @@ from airflow_provider_deltamerge.delta.stats_columns import (
     indexed_columns,
 )
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
+from airflow_provider_deltamerge.spec.names import quote_part
 
 # Not hidden (no leading "_" or "."): VACUUM, Delta's and deltalake's, skips hidden folders, so the files of
 # a job killed while Spark wrote them would stay forever; here VACUUM removes them as any unreferenced file.
@@ -208,7 +209,7 @@ def _checked(rows: DataFrame, checks: Sequence[ConstraintCheck]) -> DataFrame:
     """
     if not checks:
         return rows
-    row_json = F.to_json(F.struct(*[F.col(f"`{c}`") for c in rows.columns]))
+    row_json = F.to_json(F.struct(*[F.col(quote_part(c)) for c in rows.columns]))
     failure: Column | None = None
     for index, check in enumerate(checks):
         broken = F.coalesce(F.expr(check.expression), F.lit(False)) == F.lit(False)

@@ -17,10 +17,11 @@ from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.casting import conform
 from airflow_provider_deltamerge.engine.planning import MergePlan
 from airflow_provider_deltamerge.engine.resolution import ResolvedClause, quote
+from airflow_provider_deltamerge.spec.names import hidden_name
 
-SOURCE_PRESENT = "__deltamerge_source_present"
-TARGET_PRESENT = "__deltamerge_target_present"
-ACTION = "__deltamerge_action"
+SOURCE_PRESENT = hidden_name("source_present")
+TARGET_PRESENT = hidden_name("target_present")
+ACTION = hidden_name("action")
 COPY = 0  # a target row written back unchanged
 DROP = -1  # a source row no clause inserts
 

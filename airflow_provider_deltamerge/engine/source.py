@@ -14,8 +14,9 @@ from airflow_provider_deltamerge.engine.spark_errors import SparkFailure, summar
 from airflow_provider_deltamerge.exceptions import SourceError
 from airflow_provider_deltamerge.spec import MergeSource, MergeSpec, PathSource, QuerySource, TableSource
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
+from airflow_provider_deltamerge.spec.names import hidden_name, quote_part
 
-ROW_NUMBER_COLUMN = "__deltamerge_source_row_number"
+ROW_NUMBER_COLUMN = hidden_name("source_row_number")
 
 
 def merge_source(spark: SparkSession, spec: MergeSpec) -> DataFrame:
@@ -43,7 +44,9 @@ def keep_latest(rows: DataFrame, keys: Sequence[str], order_by: Sequence[str]) -
             error_class="UNRESOLVED_COLUMN",
         )
     tie_breakers = [c for c in rows.columns if c not in order_by]
-    ordering = [F.col(c).desc_nulls_last() for c in (*order_by, *tie_breakers)]
+    ordering = [F.col(c).desc_nulls_last() for c in order_by]
+    # The remaining columns are names, not paths: quoted, so a dot or backtick in one is part of the name.
+    ordering += [F.col(quote_part(c)).desc_nulls_last() for c in tie_breakers]
     latest_first = Window.partitionBy(*[F.col(k) for k in keys]).orderBy(*ordering)
     ranked = rows.withColumn(ROW_NUMBER_COLUMN, F.row_number().over(latest_first))
     return ranked.filter(F.col(ROW_NUMBER_COLUMN) == 1).drop(ROW_NUMBER_COLUMN)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import secrets
 
 # One name part: a backtick-quoted identifier (`` inside doubles a backtick) or a run of word characters.
 _PART = re.compile(r"`((?:[^`]|``)+)`|([A-Za-z0-9_]+)")
@@ -49,3 +50,13 @@ def strip_alias(parts: tuple[str, ...], alias: str) -> tuple[str, ...]:
 def folded(parts: tuple[str, ...]) -> tuple[str, ...]:
     """Case-folded parts: Spark's default analysis (``spark.sql.caseSensitive=false``) ignores case."""
     return tuple(p.lower() for p in parts)
+
+
+# A tag drawn once per process, so the engine's own columns cannot collide with a column of a user's table
+# (Delta merges a table with a column named __deltamerge_file; so must we).
+_HIDDEN_TAG = secrets.token_hex(4)
+
+
+def hidden_name(role: str) -> str:
+    """The name of an engine column carried next to the table's, e.g. ``__deltamerge_file_1a2b3c4d``."""
+    return f"__deltamerge_{role}_{_HIDDEN_TAG}"

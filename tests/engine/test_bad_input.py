@@ -101,3 +101,19 @@ def test_a_condition_with_ten_thousand_in_values_merges(spark, tmp_path):
     assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsInserted"]) == (1, 1)
     assert {"id": 1, "qty": 7, "region": "us"} in sorted_rows(target)
     assert {"id": 42, "qty": 8, "region": "eu"} in sorted_rows(target)
+
+
+@pytest.mark.parametrize("column", ["_metadata", "a`b", "my col.x", "__deltamerge_file", "__deltamerge_x"])
+def test_a_table_with_an_unusual_column_name_merges_as_delta_does(spark, tmp_path, column):
+    target = make_table(
+        tmp_path / "t", pa.table({"id": pa.array([1, 2], pa.int64()), column: pa.array([10, 20], pa.int64())})
+    )
+    extract = tmp_path / "extract.parquet"
+    pq.write_table(
+        pa.table({"id": pa.array([2, 3], pa.int64()), column: pa.array([5, 6], pa.int64())}), extract
+    )
+
+    metrics = run_merge(spark, upsert(target, PathSource(str(extract)))).metrics
+
+    assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsInserted"]) == (1, 1)
+    assert sorted_rows(target) == [{"id": 1, column: 10}, {"id": 2, column: 5}, {"id": 3, column: 6}]

@@ -41,6 +41,7 @@ from airflow_provider_deltamerge.engine.planning import (
 )
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
+from airflow_provider_deltamerge.spec.names import quote_part
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +179,8 @@ def _multiple_match_error(plan: MergePlan, joined: DataFrame, multiply_matched: 
     examples = (
         joined.groupBy(FILE_COLUMN, ROW_INDEX_COLUMN)
         .agg(
-            F.count(F.lit(1)).alias("matches"), *[F.first(F.col(f"{alias}.`{c}`")).alias(c) for c in columns]
+            F.count(F.lit(1)).alias("matches"),
+            *[F.first(F.col(f"{alias}.{quote_part(c)}")).alias(c) for c in columns],
         )
         .filter(F.col("matches") > 1)
         .limit(SHOWN_MULTIPLE_MATCHES)
