@@ -15,6 +15,7 @@ from pathlib import Path
 
 from py4j.protocol import Py4JJavaError
 from pyspark import SparkFiles
+from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID
@@ -137,6 +138,10 @@ def _log_to_stdout() -> None:
     handler.setFormatter(logging.Formatter("deltamerge %(levelname)s %(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.INFO)
+    # PySpark logs every analysis error it raises with the whole JVM stack; the merge reports the error in a
+    # line of its own (engine/spark_errors.py), and the stack belongs in the debug log only.
+    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
 if __name__ == "__main__":

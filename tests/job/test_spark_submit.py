@@ -61,3 +61,24 @@ def test_data_in_the_jobs_output_cannot_speak_for_the_job(tmp_path, local_spark_
 
     assert raised.value.error_class == "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
     assert table_state(target) == before
+
+
+def test_the_task_log_shows_the_error_not_the_jvm_stack(tmp_path, local_spark_connection, capfd):
+    # spark-submit's output is the task log: the job's error line, never PySpark's logged JVM stack.
+    target = make_table(tmp_path / "orders")
+    spec = upsert_from_extract(target, tmp_path / "extract.parquet", [(1, 5, "eu")])
+    spec = MergeSpec(
+        target=spec.target,
+        source=spec.source,
+        condition=spec.condition,
+        clauses=(insert_all(),),
+        deduplicate_source_by=("nope",),
+        deduplicate_order_by=("qty",),
+    )
+
+    with pytest.raises(SourceError, match="no column `nope`"):
+        DeltaMergeHook(local_spark_connection).run_merge(spec)
+
+    log = "".join(capfd.readouterr())
+    assert "Merge failed: [UNRESOLVED_COLUMN]" in log
+    assert "at org.apache.spark" not in log
