@@ -8,6 +8,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge.exceptions import TargetTableError
+from airflow_provider_deltamerge.spec.bound_values import quote_string
 from airflow_provider_deltamerge.spec.names import format_path, split_column_path
 from airflow_provider_deltamerge.spec.sql_parse import is_path_like
 
@@ -37,7 +38,7 @@ def table_location(spark: SparkSession, target: str) -> str:
         )
     *namespace, name = parts
     in_namespace = f" IN {format_path(tuple(namespace))}" if namespace else ""
-    pattern = name.replace("\\", "\\\\").replace("'", "\\'")
+    pattern = quote_string(name)
     try:
         rows = spark.sql(f"SHOW TABLE EXTENDED{in_namespace} LIKE '{pattern}'").collect()
     except AnalysisException as err:

@@ -23,6 +23,7 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
 
 from airflow_provider_deltamerge.exceptions import MergeSpecError
+from airflow_provider_deltamerge.spec.names import quote_name
 
 UNSAFE_TEMPLATE_VALUE = "DELTAMERGE_UNSAFE_TEMPLATE_VALUE"
 # A number or boolean keeps its meaning wherever it stands and cannot start a new expression.
@@ -37,11 +38,6 @@ class SqlText(str):
 def quote_string(value: str, quote: str = "'") -> str:
     """``value`` as the content of a Spark SQL string in ``quote``, backslash-escaped as Spark reads it."""
     return value.replace("\\", "\\\\").replace(quote, "\\" + quote)
-
-
-def quote_name(value: str) -> str:
-    """``value`` as the content of a backquoted Spark SQL name (a backtick is written twice)."""
-    return value.replace("`", "``")
 
 
 def sql_literal(value: Any) -> SqlText:

@@ -30,9 +30,14 @@ def split_column_path(text: str) -> tuple[str, ...] | None:
         rest = rest[1:]
 
 
+def quote_name(value: str) -> str:
+    """``value`` as the content of a backquoted Spark SQL name (a backtick is written twice)."""
+    return value.replace("`", "``")
+
+
 def quote_part(name: str) -> str:
     """``name`` as a Spark SQL identifier, backtick-quoted only when it has to be."""
-    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else "`" + name.replace("`", "``") + "`"
+    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else f"`{quote_name(name)}`"
 
 
 def format_path(parts: tuple[str, ...]) -> str:
