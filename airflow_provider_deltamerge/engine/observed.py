@@ -34,3 +34,9 @@ def observed(observation: Observation) -> dict[str, Any] | None:
         time.sleep(0.01)
     # A query that finished without running the observed node completes it with no values.
     return observation.get if not handle.getAsJava().isEmpty() else None
+
+
+def observed_count(observation: Observation, name: str, *, fallback: DataFrame) -> int:
+    """An observed count; when Spark pruned the observed branch (e.g. no target rows), count directly."""
+    values = observed(observation)
+    return int(values[name]) if values is not None else fallback.count()

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
-from airflow_provider_deltamerge.engine.executors import phases
+from airflow_provider_deltamerge.engine.executors import joins
 from airflow_provider_deltamerge.exceptions import MergeExecutionError, MergeSpecError
 from airflow_provider_deltamerge.spec import (
     MergeSpec,
@@ -335,7 +335,7 @@ def test_a_rewrite_without_inserts_streams_the_touched_files_past_a_broadcast_so
     # Given: two files (ids 1-3, 4-6) and a source deleting id 2; None: the default memory budget,
     # 0: a budget no source fits in
     if max_bytes is not None:
-        monkeypatch.setattr(phases, "MAX_BROADCAST_BYTES", max_bytes)
+        monkeypatch.setattr(joins, "MAX_BROADCAST_BYTES", max_bytes)
     target = table_in_files(tmp_path / "t", rows([1, 2, 3]), rows([4, 5, 6]))
     spec = MergeSpec(target, source_file(tmp_path, rows([2])), "t.id = s.id", (delete(),))
     since = last_execution_id(spark)
@@ -351,3 +351,82 @@ def test_a_rewrite_without_inserts_streams_the_touched_files_past_a_broadcast_so
         assert "BroadcastHashJoin" in plan and shuffles(plan) == [], plan
     else:
         assert shuffles(plan) != [], plan
+
+
+@pytest.mark.parametrize("max_bytes", [None, 0])
+def test_an_upsert_streams_the_touched_files_and_finds_inserts_without_shuffling_them(
+    spark, tmp_path, monkeypatch, max_bytes
+):
+    # Given: two files (ids 1-3, 4-6); the source updates 2, and brings 7 twice (matching nothing) and a
+    # NULL key; None: the default memory budget, 0: a budget no source fits in
+    if max_bytes is not None:
+        monkeypatch.setattr(joins, "MAX_BROADCAST_BYTES", max_bytes)
+    target = table_in_files(tmp_path / "t", rows([1, 2, 3]), rows([4, 5, 6]))
+    source = source_file(tmp_path, rows([2, 7, 7, None], [99, 70, 71, 5]))
+    spec = MergeSpec(target, source, "t.id = s.id", (update_all(), insert_all()))
+    since = last_execution_id(spark)
+    # When
+    result = run_merge(spark, spec)
+    # Then: the same rows and counts either way; within the budget the rewrite and the inserts come from
+    # broadcast joins and nothing is shuffled, beyond it one full outer join shuffles both sides
+    assert sorted((r["id"] or -1, r["value"]) for r in sorted_rows(target)) == [
+        (-1, 5),
+        (1, 10),
+        (2, 99),
+        (3, 30),
+        (4, 40),
+        (5, 50),
+        (6, 60),
+        (7, 70),
+        (7, 71),
+    ]
+    counts = (
+        m.NUM_SOURCE_ROWS,
+        m.NUM_SOURCE_ROWS_IN_SECOND_SCAN,
+        m.NUM_TARGET_ROWS_UPDATED,
+        m.NUM_TARGET_ROWS_INSERTED,
+        m.NUM_TARGET_ROWS_COPIED,
+        m.NUM_TARGET_FILES_REMOVED,
+    )
+    assert tuple(result.metrics[name] for name in counts) == (4, 4, 1, 3, 2, 1)
+    (plan,) = write_plans(spark, since)
+    if max_bytes is None:
+        assert "SortMergeJoin" not in plan and shuffles(plan) == [], plan
+    else:
+        assert "SortMergeJoin" in plan, plan
+
+
+@pytest.mark.parametrize("max_bytes", [None, 0])
+def test_a_full_sync_rewrites_only_the_files_a_clause_acts_on(spark, tmp_path, monkeypatch, max_bytes):
+    # Given: three files; the export has file 1's rows with id 2 changed, file 2's rows unchanged, file 3's
+    # rows without id 8, and a new id 10; the default memory budget or one no source fits in
+    if max_bytes is not None:
+        monkeypatch.setattr(joins, "MAX_BROADCAST_BYTES", max_bytes)
+    target = table_in_files(tmp_path / "t", rows([1, 2, 3]), rows([4, 5, 6]), rows([7, 8, 9]))
+    export = rows([1, 2, 3, 4, 5, 6, 7, 9, 10], [10, 21, 30, 40, 50, 60, 70, 90, 100])
+    clauses = (update_all(condition="s.value <> t.value"), insert_all(), delete_by_source())
+    spec = MergeSpec(target, source_file(tmp_path, export), "t.id = s.id", clauses)
+    # When
+    result = run_merge(spark, spec)
+    # Then: the table mirrors the export; file 2 is neither rewritten nor copied (Delta would rewrite all
+    # three), and its matched rows are not inserted again
+    assert sorted((r["id"], r["value"]) for r in sorted_rows(target)) == [
+        (1, 10),
+        (2, 21),
+        (3, 30),
+        (4, 40),
+        (5, 50),
+        (6, 60),
+        (7, 70),
+        (9, 90),
+        (10, 100),
+    ]
+    counts = (
+        m.NUM_TARGET_ROWS_UPDATED,
+        m.NUM_TARGET_ROWS_INSERTED,
+        m.NUM_TARGET_ROWS_DELETED,
+        m.NUM_TARGET_ROWS_COPIED,
+        m.NUM_TARGET_FILES_REMOVED,
+    )
+    assert tuple(result.metrics[name] for name in counts) == (1, 1, 1, 4, 2)
+    assert result.metrics[m.NUM_TARGET_ROWS_NOT_MATCHED_BY_SOURCE_DELETED] == 1

@@ -3,10 +3,10 @@
 Applies when neither the insert-only nor the matched-only executor can: any NOT MATCHED BY SOURCE clause,
 or MATCHED together with NOT MATCHED clauses (or when forced). Phases, from ``phases``:
 
-* ``find_touched_files``: every file with a match is touched (every candidate file with a NOT MATCHED BY
-  SOURCE clause), after the multiple-match check;
-* ``rewrite_touched_files``: full outer join when a NOT MATCHED clause may insert, else right outer;
-* ``write_inserts`` when nothing is touched.
+* ``find_touched_files``: as in Delta, every file with a match is touched, whatever the clause conditions
+  say. With a NOT MATCHED BY SOURCE clause, only files some clause acts on are touched, where Delta
+  rewrites every candidate file (a deliberate difference: a full sync rewrites what changed, not the table);
+* ``rewrite_touched_files``: the touched files joined with the source, and the unmatched source rows.
 """
 
 from __future__ import annotations
@@ -15,12 +15,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge.engine.executors.phases import FileChanges, run_two_phases
+from airflow_provider_deltamerge.engine.executors.touched_files import some_clause_acts
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
-from airflow_provider_deltamerge.engine.planning import MergePlan
+from airflow_provider_deltamerge.engine.planning import MergePlan, has_not_matched_by_source
 
 
 def run_classic(
     spark: SparkSession, plan: MergePlan, source: DataFrame, recorder: MetricsRecorder
 ) -> FileChanges:
-    """Run the merge in ``plan``; any match touches its file, whatever the clause conditions say."""
-    return run_two_phases(spark, plan, source, recorder, touches=F.lit(True))
+    """Run the merge in ``plan``."""
+    by_source = has_not_matched_by_source(plan.clauses)
+    touches = some_clause_acts(plan, "matched") if by_source else F.lit(True)
+    return run_two_phases(spark, plan, source, recorder, touches=touches)

@@ -13,14 +13,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge.engine import metrics as m
-from airflow_provider_deltamerge.engine.executors.phases import (
-    FileChanges,
-    observed_count,
-    target_rows,
-    write_inserts,
-)
+from airflow_provider_deltamerge.engine.executors.joins import target_rows
+from airflow_provider_deltamerge.engine.executors.phases import FileChanges
+from airflow_provider_deltamerge.engine.executors.rewrite import write_inserts
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
-from airflow_provider_deltamerge.engine.observed import observe
+from airflow_provider_deltamerge.engine.observed import observe, observed_count
 from airflow_provider_deltamerge.engine.planning import MergePlan
 
 
@@ -30,7 +27,7 @@ def run_insert_only(
     """Append the source rows that match no candidate target row and that a NOT MATCHED clause inserts."""
     with recorder.timed(m.REWRITE_TIME_MS):
         counted, source_count = observe(source, F.count(F.lit(1)).alias("rows"))
-        target = target_rows(spark, plan, plan.candidate_files).alias(plan.spec.target_alias)
+        target = target_rows(spark, plan, plan.candidate_files)
         unmatched = counted.alias(plan.spec.source_alias).join(target, F.expr(plan.condition), "left_anti")
         # With no candidate file the anti join is dropped: the source's own scan is written.
         added = write_inserts(spark, plan, unmatched, recorder, presized=not plan.candidate_files)

@@ -11,10 +11,10 @@ needed. Phases, from ``phases``:
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession
 
 from airflow_provider_deltamerge.engine.executors.phases import FileChanges, run_two_phases
+from airflow_provider_deltamerge.engine.executors.touched_files import some_clause_acts
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.planning import MergePlan
 
@@ -23,13 +23,4 @@ def run_matched_only(
     spark: SparkSession, plan: MergePlan, source: DataFrame, recorder: MetricsRecorder
 ) -> FileChanges:
     """Run the matched-only merge in ``plan``."""
-    return run_two_phases(spark, plan, source, recorder, touches=some_clause_acts(plan))
-
-
-def some_clause_acts(plan: MergePlan) -> Column:
-    """Over a matched pair: whether any MATCHED clause's condition holds (an unconditional clause always)."""
-    holds = [F.expr(c.condition) if c.condition else F.lit(True) for c in plan.of_group("matched")]
-    acts = holds[0]
-    for condition in holds[1:]:
-        acts = acts | condition
-    return acts
+    return run_two_phases(spark, plan, source, recorder, touches=some_clause_acts(plan, "matched"))

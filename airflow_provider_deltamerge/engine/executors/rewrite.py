@@ -1,0 +1,174 @@
+"""Phase 2 of a merge: rewrite the touched files with the clauses applied, and write the inserted rows.
+
+The output is the union of up to two branches, written in one Spark job:
+
+* **the touched files' rows**, each joined with its matching source row (a right outer join: every row of
+  a rewritten file is written back, changed or copied). A source that fits in memory is broadcast, so the
+  target rows stream through the join with no shuffle and their scan's splits size the output files;
+* **the inserts**: the source rows that match no target row (a left anti join against the matched files
+  only; phase 1 found them). When the source is broadcast, the matched files' rows are first narrowed to
+  the matched ones with a semi join against it, so the anti join's other side is small too.
+
+One full outer join would do both, but it shuffles and sorts every row of the touched files; it is used
+only when the source is too big to broadcast and the matched and touched files are the same.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import reduce
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from airflow_provider_deltamerge.delta.writer import WrittenFile, write_files
+from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine.clause_output import (
+    ACTION,
+    action_column,
+    observed_counts,
+    rows_written,
+)
+from airflow_provider_deltamerge.engine.executors.joins import fits_in_memory, source_rows, target_rows
+from airflow_provider_deltamerge.engine.executors.touched_files import TouchedFiles
+from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
+from airflow_provider_deltamerge.engine.observed import observe, observed, observed_count
+from airflow_provider_deltamerge.engine.planning import MergePlan, has_inserts
+
+log = logging.getLogger(__name__)
+
+
+def rewrite_touched_files(
+    spark: SparkSession,
+    plan: MergePlan,
+    source: DataFrame,
+    found: TouchedFiles,
+    recorder: MetricsRecorder,
+    *,
+    presized: bool = False,
+) -> list[WrittenFile]:
+    """Rewrite ``found.touched`` with every clause applied, plus the inserted rows; record the row metrics.
+
+    Args:
+        presized: ``source`` is a scan (no join or shuffle of the engine's), see ``write_files``.
+    """
+    inserting = has_inserts(plan.clauses)
+    if not found.touched and not inserting:
+        return []
+    condition = F.expr(plan.condition)
+    broadcast = fits_in_memory(source.schema, recorder[m.NUM_SOURCE_ROWS])
+    # The second scan of the source is counted on the branch that reads every source row once.
+    counted, second_scan = observe(source, F.count(F.lit(1)).alias("rows"))
+    if inserting and not broadcast and set(found.matched) <= set(found.touched):
+        touched = target_rows(spark, plan, found.touched)
+        branches = [source_rows(plan, counted).join(touched, condition, "full_outer")]
+    else:
+        branches = []
+        if found.touched:
+            streamed = source_rows(plan, source if inserting else counted)
+            if broadcast:
+                streamed = F.broadcast(streamed)
+            branches.append(streamed.join(target_rows(spark, plan, found.touched), condition, "right_outer"))
+        if inserting:
+            branches.append(_insert_candidates(spark, plan, source, counted, found, broadcast=broadcast))
+    written = _write_with_actions(spark, plan, branches, recorder, presized=presized or broadcast)
+    _count_second_scan(recorder, observed_count(second_scan, "rows", fallback=source))
+    return written
+
+
+def _count_second_scan(recorder: MetricsRecorder, rows: int) -> None:
+    """Record the second read's source rows; a different count than the first read's means the source
+    changed in between (Delta only warns: it is not materialized, or ``materializeSource`` is ``none``)."""
+    recorder.set(m.NUM_SOURCE_ROWS_IN_SECOND_SCAN, rows)
+    if rows != recorder[m.NUM_SOURCE_ROWS]:
+        log.warning(
+            "Merge source has %d rows in initial scan but %d rows in second scan: it is not deterministic "
+            "(set spark.databricks.delta.merge.materializeSource to all to read it once)",
+            recorder[m.NUM_SOURCE_ROWS],
+            rows,
+        )
+
+
+def write_inserts(
+    spark: SparkSession, plan: MergePlan, unmatched: DataFrame, recorder: MetricsRecorder, *, presized: bool
+) -> list[WrittenFile]:
+    """Write the source rows ``unmatched`` (known to match no target row) through the NOT MATCHED clauses.
+
+    Args:
+        presized: ``unmatched`` is a scan (no join or shuffle of the engine's), see ``write_files``.
+    """
+    branch = _with_target_columns(spark, plan, unmatched)
+    return _write_with_actions(spark, plan, [branch], recorder, presized=presized)
+
+
+def _with_target_columns(spark: SparkSession, plan: MergePlan, unmatched: DataFrame) -> DataFrame:
+    """Unmatched source rows with NULL target columns, as a full outer join gives them.
+
+    The join meets a relation Spark's optimizer knows to be empty (``read_files`` of no file) and is
+    dropped: no join runs.
+    """
+    no_target = target_rows(spark, plan, ())
+    return source_rows(plan, unmatched).join(no_target, F.expr(plan.condition), "left_outer")
+
+
+def _insert_candidates(
+    spark: SparkSession,
+    plan: MergePlan,
+    source: DataFrame,
+    counted: DataFrame,
+    found: TouchedFiles,
+    *,
+    broadcast: bool,
+) -> DataFrame:
+    """The source rows no target row matches, with NULL target columns.
+
+    Only the matched files can hold a match (phase 1 looked at every candidate file); with none, the anti
+    join meets an empty relation and Spark drops it too.
+
+    Args:
+        counted: ``source`` observed for the second-scan count: the anti join reads each row of it once.
+    """
+    condition = F.expr(plan.condition)
+    matched_rows = target_rows(spark, plan, found.matched)
+    if broadcast and found.matched:
+        # Streams the matched files' ON-condition columns (Spark prunes the rest) past the broadcast source:
+        # what is left is the matched target rows, few enough to broadcast into the anti join.
+        matched_rows = matched_rows.join(F.broadcast(source_rows(plan, source)), condition, "left_semi")
+        if fits_in_memory(matched_rows.schema, found.matched_rows):
+            matched_rows = F.broadcast(matched_rows)
+    unmatched = counted.alias(plan.spec.source_alias).join(matched_rows, condition, "left_anti")
+    return _with_target_columns(spark, plan, unmatched)
+
+
+def _write_with_actions(
+    spark: SparkSession,
+    plan: MergePlan,
+    branches: list[DataFrame],
+    recorder: MetricsRecorder,
+    *,
+    presized: bool,
+) -> list[WrittenFile]:
+    """Evaluate the clauses on each branch of joined rows, write their union, and record the row counts."""
+    outputs, observations = [], []
+    for joined in branches:
+        with_action = joined.withColumn(ACTION, action_column(plan))
+        counted, counts = observe(with_action, *observed_counts(plan))
+        outputs.append(rows_written(plan, counted))
+        observations.append((with_action, counts))
+    written = write_files(spark, reduce(DataFrame.union, outputs), plan.snapshot, presized=presized)
+    totals: dict[str, int] = {}
+    for with_action, counts in observations:
+        values = observed(counts)
+        if values is None:
+            # Adaptive execution can drop an observed node from the plan it finally runs (seen when every
+            # row is deleted from a partitioned table and the source is empty): count again, in one job.
+            log.warning("Spark lost the merge's observed row counts; counting them again")
+            values = with_action.agg(*observed_counts(plan)).first().asDict()  # type: ignore[union-attr]
+        for name, value in values.items():
+            totals[name] = totals.get(name, 0) + (value or 0)
+    for name, value in totals.items():
+        recorder.set(name, value)
+    recorder.set(m.NUM_TARGET_FILES_ADDED, len(written))
+    recorder.set(m.NUM_TARGET_BYTES_ADDED, sum(f.size for f in written))
+    recorder.set(m.NUM_TARGET_PARTITIONS_ADDED_TO, m.count_partitions(written))
+    return written

@@ -1,0 +1,159 @@
+"""Phase 1 of a merge that rewrites files: which candidate files hold matches, and which of them it rewrites.
+
+One Spark job joins the source with the candidate files' rows (Spark reads only the columns the ON
+condition and the clause conditions name) and returns one row per file, never data rows: whether the file
+holds a match, whether some row of it is acted on, and the multiple-match counts. The rewrite (phase 2)
+reads only the acting files whole; the insert branch looks for matches only in the matched files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_by_uri
+from airflow_provider_deltamerge.delta.snapshot import DataFile
+from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine.clause_output import SOURCE_PRESENT
+from airflow_provider_deltamerge.engine.executors.joins import source_rows, target_rows
+from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
+from airflow_provider_deltamerge.engine.observed import observe, observed_count
+from airflow_provider_deltamerge.engine.planning import (
+    MergePlan,
+    has_not_matched_by_source,
+    is_only_unconditional_delete,
+)
+from airflow_provider_deltamerge.exceptions import MergeExecutionError
+from airflow_provider_deltamerge.spec.delta_messages import delta_message
+from airflow_provider_deltamerge.spec.names import quote_part
+
+# How many offending target rows a multiple-match error shows.
+SHOWN_MULTIPLE_MATCHES = 5
+
+
+@dataclass(frozen=True)
+class TouchedFiles:
+    """What phase 1 found among the candidate files.
+
+    Attributes:
+        touched: the files to rewrite (each holds a row some clause acts on), in the log's order.
+        matched: the files holding a target row that some source row matches; a superset of ``touched``
+            except with NOT MATCHED BY SOURCE clauses, which touch files without matches.
+        matched_rows: how many target rows are matched.
+        surplus_matches: matches beyond the first of each target row in the touched files (only an
+            unconditional DELETE tolerates them; it deletes such a row once).
+    """
+
+    touched: tuple[DataFile, ...]
+    matched: tuple[DataFile, ...]
+    matched_rows: int
+    surplus_matches: int
+
+
+NOTHING_TOUCHED = TouchedFiles(touched=(), matched=(), matched_rows=0, surplus_matches=0)
+
+
+def some_clause_acts(plan: MergePlan, group: str) -> Column:
+    """Whether any clause of ``group`` acts on a row (an unconditional clause always does)."""
+    holds = [F.expr(c.condition) if c.condition else F.lit(True) for c in plan.of_group(group)]
+    if not holds:
+        return F.lit(False)
+    acts = holds[0]
+    for condition in holds[1:]:
+        acts = acts | condition
+    return F.coalesce(acts, F.lit(False))
+
+
+def find_touched_files(
+    plan: MergePlan, source: DataFrame, recorder: MetricsRecorder, *, touches: Column
+) -> TouchedFiles:
+    """The candidate files holding matches and the acting ones among them, after the multiple-match check.
+
+    The multiple-match check looks at every match, touching or not. With NOT MATCHED BY SOURCE clauses the
+    join keeps unmatched target rows too, and a file is touched only where a clause acts on one of its
+    rows: unlike Delta, which rewrites every candidate file then (a deliberate difference, see README).
+
+    Args:
+        touches: over a matched (source, target) pair: whether it makes its file touched.
+
+    Raises:
+        MergeExecutionError: DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE, showing a few
+            offending rows.
+    """
+    if not plan.candidate_files:
+        # No target row can match; count the source directly, as Delta does when the join is optimized away.
+        recorder.set(m.NUM_SOURCE_ROWS, source.count())
+        return NOTHING_TOUCHED
+    spark = source.sparkSession
+    by_source = has_not_matched_by_source(plan.clauses)
+    target = target_rows(spark, plan, plan.candidate_files)  # carries each row's file and index in it
+    counted_source, source_count = observe(source_rows(plan, source), F.count(F.lit(1)).alias("rows"))
+    joined = counted_source.join(target, F.expr(plan.condition), "right_outer" if by_source else "inner")
+    matched = F.col(SOURCE_PRESENT).isNotNull()
+    acting = F.when(matched, F.coalesce(touches, F.lit(False))).otherwise(
+        some_clause_acts(plan, "not_matched_by_source")
+    )
+    per_row = joined.groupBy(FILE_COLUMN, ROW_INDEX_COLUMN).agg(
+        F.count(SOURCE_PRESENT).alias("matches"), F.max(acting).alias("acting")
+    )
+    per_file = per_row.groupBy(FILE_COLUMN).agg(
+        F.sum(F.when(F.col("matches") > 1, 1).otherwise(0)).alias("multiply_matched"),
+        F.sum(F.greatest(F.col("matches") - 1, F.lit(0))).alias("surplus"),
+        F.sum(F.when(F.col("matches") > 0, 1).otherwise(0)).alias("matched_rows"),
+        F.max("acting").alias("acting"),
+    )
+    files = per_file.collect()
+    recorder.set(m.NUM_SOURCE_ROWS, observed_count(source_count, "rows", fallback=source))
+    multiply_matched = sum(row["multiply_matched"] for row in files)
+    if multiply_matched and not is_only_unconditional_delete(plan.clauses):
+        raise _multiple_match_error(plan, joined, multiply_matched)
+    touched_uris = {row[FILE_COLUMN] for row in files if row["acting"]}
+    return TouchedFiles(
+        touched=_log_files(plan, touched_uris),
+        matched=_log_files(plan, {row[FILE_COLUMN] for row in files if row["matched_rows"]}),
+        matched_rows=sum(row["matched_rows"] for row in files),
+        surplus_matches=sum(row["surplus"] for row in files if row[FILE_COLUMN] in touched_uris),
+    )
+
+
+def _log_files(plan: MergePlan, uris: set[str]) -> tuple[DataFile, ...]:
+    """The candidate files Spark named ``uris``, in the log's order.
+
+    Raises:
+        MergeExecutionError: Spark named a file the engine did not hand it (never expected: rather fail
+            than rewrite a file without its rows).
+    """
+    by_uri = files_by_uri(plan.snapshot, plan.candidate_files)
+    unknown = sorted(uris - by_uri.keys())
+    if unknown:
+        raise MergeExecutionError(
+            f"Spark read files the engine cannot find in the table's log: {unknown[:3]}"
+        )
+    return tuple(f for uri, f in by_uri.items() if uri in uris)
+
+
+def _multiple_match_error(plan: MergePlan, joined: DataFrame, multiply_matched: int) -> MergeExecutionError:
+    columns = [f.name for f in plan.target_schema.fields]
+    alias = plan.spec.target_alias
+    examples = (
+        joined.groupBy(FILE_COLUMN, ROW_INDEX_COLUMN)
+        .agg(
+            F.count(SOURCE_PRESENT).alias("matches"),
+            *[F.first(F.col(f"{alias}.{quote_part(c)}")).alias(c) for c in columns],
+        )
+        .filter(F.col("matches") > 1)
+        .limit(SHOWN_MULTIPLE_MATCHES)
+        .collect()
+    )
+    shown = "; ".join(
+        "{" + ", ".join(f"{c}={row[c]!r}" for c in columns) + f"}} matched {row['matches']} source rows"
+        for row in examples
+    )
+    return MergeExecutionError(
+        delta_message("DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE")
+        + f"\n{multiply_matched} target row(s) matched more than one source row, e.g. {shown}. "
+        "De-duplicate the source on the merge keys (deduplicate_source_by) or tighten the ON condition.",
+        error_class="DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE",
+    )
