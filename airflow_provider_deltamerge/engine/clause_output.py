@@ -3,11 +3,16 @@
 Like Delta's MergeOutputGeneration, with no Python on the executors: each joined row gets an action code
 (the position of the clause that acts, ``COPY`` or ``DROP``) from one CASE WHEN chain, the merge metrics
 are observed on that code during the write, and every output column is one CASE over the code.
+
+Each function takes the kinds of joined rows its input can hold (``RowKind``): a branch that holds only
+unmatched source rows (the inserts) or only target rows (a rewrite) gets expressions over only the
+clauses that can act there, so the per-row work stays as small as the clauses allow.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -24,6 +29,16 @@ TARGET_PRESENT = hidden_name("target_present")
 ACTION = hidden_name("action")
 COPY = 0  # a target row written back unchanged
 DROP = -1  # a source row no clause inserts
+
+# A joined row is a match, an unmatched source row or an unmatched target row; each kind is acted on by
+# one clause group, and left alone (copied or dropped) when none of its clauses acts.
+RowKind = Literal["matched", "source_only", "target_only"]
+ALL_ROW_KINDS: frozenset[RowKind] = frozenset({"matched", "source_only", "target_only"})
+_KIND_CLAUSES: dict[RowKind, tuple[str, int]] = {
+    "matched": ("matched", COPY),
+    "source_only": ("not_matched", DROP),
+    "target_only": ("not_matched_by_source", COPY),
+}
 
 _GROUP_SPLITS = {
     ("matched", False): (m.NUM_TARGET_ROWS_UPDATED, m.NUM_TARGET_ROWS_MATCHED_UPDATED),
@@ -50,22 +65,34 @@ def _first_acting(clauses: Sequence[ResolvedClause], otherwise: int) -> Column:
     return F.lit(otherwise) if chain is None else chain.otherwise(otherwise)
 
 
-def action_column(plan: MergePlan) -> Column:
-    """Which clause acts on each joined row: MATCHED clauses when both sides are present, NOT MATCHED when
-    only the source is, NOT MATCHED BY SOURCE when only the target is."""
-    source_present = F.col(SOURCE_PRESENT).isNotNull()
-    target_present = F.col(TARGET_PRESENT).isNotNull()
-    return (
-        F.when(source_present & target_present, _first_acting(plan.of_group("matched"), COPY))
-        .when(source_present, _first_acting(plan.of_group("not_matched"), DROP))
-        .otherwise(_first_acting(plan.of_group("not_matched_by_source"), COPY))
-    )
+def action_column(plan: MergePlan, kinds: frozenset[RowKind] = ALL_ROW_KINDS) -> Column:
+    """Which clause acts on each joined row of ``kinds``: MATCHED clauses when both sides are present, NOT
+    MATCHED when only the source is, NOT MATCHED BY SOURCE when only the target is."""
+    tests: dict[RowKind, Column] = {
+        "matched": F.col(SOURCE_PRESENT).isNotNull() & F.col(TARGET_PRESENT).isNotNull(),
+        "source_only": F.col(SOURCE_PRESENT).isNotNull(),
+    }
+    # In this order each test needs only the ones before it; the last kind needs none.
+    present = [kind for kind in _KIND_CLAUSES if kind in kinds]
+    chain: Column | None = None
+    for kind in present[:-1]:
+        group, otherwise = _KIND_CLAUSES[kind]
+        acting = _first_acting(plan.of_group(group), otherwise)
+        chain = F.when(tests[kind], acting) if chain is None else chain.when(tests[kind], acting)
+    group, otherwise = _KIND_CLAUSES[present[-1]]
+    last = _first_acting(plan.of_group(group), otherwise)
+    return last if chain is None else chain.otherwise(last)
 
 
-def observed_counts(plan: MergePlan) -> list[Column]:
-    """Aggregates over the action code, one per row metric, named by the metric."""
+def _clauses_of(plan: MergePlan, kinds: frozenset[RowKind]) -> list[ResolvedClause]:
+    groups = {_KIND_CLAUSES[kind][0] for kind in kinds}
+    return [c for c in plan.clauses if c.group in groups]
+
+
+def observed_counts(plan: MergePlan, kinds: frozenset[RowKind] = ALL_ROW_KINDS) -> list[Column]:
+    """Aggregates over the action code of rows of ``kinds``, one per row metric, named by the metric."""
     positions: dict[str, list[int]] = {m.NUM_TARGET_ROWS_INSERTED: []}
-    for clause in plan.clauses:
+    for clause in _clauses_of(plan, kinds):
         if clause.is_insert:
             positions[m.NUM_TARGET_ROWS_INSERTED].append(clause.position)
             continue
@@ -73,23 +100,28 @@ def observed_counts(plan: MergePlan) -> list[Column]:
             positions.setdefault(name, []).append(clause.position)
     action = F.col(ACTION)
     counts = [F.sum(F.when(action.isin(p), 1).otherwise(0)).alias(name) for name, p in positions.items() if p]
-    counts.append(F.sum(F.when(action == COPY, 1).otherwise(0)).alias(m.NUM_TARGET_ROWS_COPIED))
+    if kinds != {"source_only"}:  # only target rows are copied
+        counts.append(F.sum(F.when(action == COPY, 1).otherwise(0)).alias(m.NUM_TARGET_ROWS_COPIED))
     return counts
 
 
-def rows_written(plan: MergePlan, joined: DataFrame) -> DataFrame:
+def rows_written(plan: MergePlan, joined: DataFrame, kinds: frozenset[RowKind] = ALL_ROW_KINDS) -> DataFrame:
     """The output rows: deleted and dropped rows filtered out, then every target column from its CASE."""
-    removed = [c.position for c in plan.clauses if c.is_delete] + [DROP]
+    clauses = _clauses_of(plan, kinds)
+    removed = [c.position for c in clauses if c.is_delete] + [DROP]
     action = F.col(ACTION)
     kept = joined.filter(~action.isin(removed))
     read = {f.name: f.dataType for f in plan.target_schema.fields}
-    return kept.select(*[_output_column(plan, field, read) for field in plan.final_schema.fields])
+    return kept.select(*[_output_column(plan, clauses, field, read) for field in plan.final_schema.fields])
 
 
-def _output_column(plan: MergePlan, field: StructField, read: Mapping[str, DataType]) -> Column:
+def _output_column(
+    plan: MergePlan, clauses: Sequence[ResolvedClause], field: StructField, read: Mapping[str, DataType]
+) -> Column:
     """A column of the written rows; its current value (for rows no clause assigns) in the final type.
 
     Args:
+        clauses: the clauses that can act on the rows.
         read: the type of each column as the target rows were read (before schema evolution).
     """
     column = field.name
@@ -99,7 +131,7 @@ def _output_column(plan: MergePlan, field: StructField, read: Mapping[str, DataT
         else F.lit(None).cast(field.dataType)  # a column schema evolution adds
     )
     chain: Column | None = None
-    for clause in plan.clauses:
+    for clause in clauses:
         if column not in clause.assignments:
             continue
         value = plan.values[(clause.position, column)]

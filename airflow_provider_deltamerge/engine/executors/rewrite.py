@@ -25,6 +25,8 @@ from airflow_provider_deltamerge.delta.writer import WrittenFile, write_files
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.clause_output import (
     ACTION,
+    ALL_ROW_KINDS,
+    RowKind,
     action_column,
     observed_counts,
     rows_written,
@@ -36,6 +38,11 @@ from airflow_provider_deltamerge.engine.observed import observe, observed, obser
 from airflow_provider_deltamerge.engine.planning import MergePlan, has_inserts
 
 log = logging.getLogger(__name__)
+
+# Joined rows paired with the kinds of rows they can hold (see ``clause_output``).
+Branch = tuple[DataFrame, frozenset[RowKind]]
+_TOUCHED_ROWS: frozenset[RowKind] = frozenset({"matched", "target_only"})
+_UNMATCHED_SOURCE: frozenset[RowKind] = frozenset({"source_only"})
 
 
 def rewrite_touched_files(
@@ -61,14 +68,15 @@ def rewrite_touched_files(
     counted, second_scan = observe(source, F.count(F.lit(1)).alias("rows"))
     if inserting and not broadcast and set(found.matched) <= set(found.touched):
         touched = target_rows(spark, plan, found.touched)
-        branches = [source_rows(plan, counted).join(touched, condition, "full_outer")]
+        branches = [(source_rows(plan, counted).join(touched, condition, "full_outer"), ALL_ROW_KINDS)]
     else:
         branches = []
         if found.touched:
             streamed = source_rows(plan, source if inserting else counted)
             if broadcast:
                 streamed = F.broadcast(streamed)
-            branches.append(streamed.join(target_rows(spark, plan, found.touched), condition, "right_outer"))
+            touched_rows = streamed.join(target_rows(spark, plan, found.touched), condition, "right_outer")
+            branches.append((touched_rows, _TOUCHED_ROWS))
         if inserting:
             branches.append(_insert_candidates(spark, plan, source, counted, found, broadcast=broadcast))
     written = _write_with_actions(spark, plan, branches, recorder, presized=presized or broadcast)
@@ -101,14 +109,16 @@ def write_inserts(
     return _write_with_actions(spark, plan, [branch], recorder, presized=presized)
 
 
-def _with_target_columns(spark: SparkSession, plan: MergePlan, unmatched: DataFrame) -> DataFrame:
+def _with_target_columns(spark: SparkSession, plan: MergePlan, unmatched: DataFrame) -> Branch:
     """Unmatched source rows with NULL target columns, as a full outer join gives them.
 
     The join meets a relation Spark's optimizer knows to be empty (``read_files`` of no file) and is
     dropped: no join runs.
     """
     no_target = target_rows(spark, plan, ())
-    return source_rows(plan, unmatched).join(no_target, F.expr(plan.condition), "left_outer")
+    return source_rows(plan, unmatched).join(
+        no_target, F.expr(plan.condition), "left_outer"
+    ), _UNMATCHED_SOURCE
 
 
 def _insert_candidates(
@@ -119,7 +129,7 @@ def _insert_candidates(
     found: TouchedFiles,
     *,
     broadcast: bool,
-) -> DataFrame:
+) -> Branch:
     """The source rows no target row matches, with NULL target columns.
 
     Only the matched files can hold a match (phase 1 looked at every candidate file); with none, the anti
@@ -143,27 +153,27 @@ def _insert_candidates(
 def _write_with_actions(
     spark: SparkSession,
     plan: MergePlan,
-    branches: list[DataFrame],
+    branches: list[Branch],
     recorder: MetricsRecorder,
     *,
     presized: bool,
 ) -> list[WrittenFile]:
     """Evaluate the clauses on each branch of joined rows, write their union, and record the row counts."""
     outputs, observations = [], []
-    for joined in branches:
-        with_action = joined.withColumn(ACTION, action_column(plan))
-        counted, counts = observe(with_action, *observed_counts(plan))
-        outputs.append(rows_written(plan, counted))
-        observations.append((with_action, counts))
+    for joined, kinds in branches:
+        with_action = joined.withColumn(ACTION, action_column(plan, kinds))
+        counted, counts = observe(with_action, *observed_counts(plan, kinds))
+        outputs.append(rows_written(plan, counted, kinds))
+        observations.append((with_action, kinds, counts))
     written = write_files(spark, reduce(DataFrame.union, outputs), plan.snapshot, presized=presized)
     totals: dict[str, int] = {}
-    for with_action, counts in observations:
+    for with_action, kinds, counts in observations:
         values = observed(counts)
         if values is None:
             # Adaptive execution can drop an observed node from the plan it finally runs (seen when every
             # row is deleted from a partitioned table and the source is empty): count again, in one job.
             log.warning("Spark lost the merge's observed row counts; counting them again")
-            values = with_action.agg(*observed_counts(plan)).first().asDict()  # type: ignore[union-attr]
+            values = with_action.agg(*observed_counts(plan, kinds)).first().asDict()  # type: ignore[union-attr]
         for name, value in values.items():
             totals[name] = totals.get(name, 0) + (value or 0)
     for name, value in totals.items():
