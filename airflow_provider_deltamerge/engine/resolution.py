@@ -247,15 +247,44 @@ def check_expressions(
     frames: dict[tuple[str, ...], DataFrame] = {}
     analysed: dict[tuple[tuple[str, ...], str], ValueType] = {}
     types: dict[tuple[int, str], ValueType] = {}
-    for checked in _expressions(spec, condition, clauses):
+    expressions = list(_expressions(spec, condition, clauses))
+    for checked in expressions:
         if checked.sees not in frames:
             frames[checked.sees] = _empty_join(spark, {alias: schemas[alias] for alias in checked.sees})
+            assigned = [c.text for c in expressions if c.sees == checked.sees and not c.is_condition]
+            analysed |= _value_types(frames[checked.sees], checked.sees, assigned)
         key = (checked.sees, checked.text)
         if key not in analysed:
             analysed[key] = _check(frames[checked.sees], checked, schemas)
         if checked.assigns is not None:
             types[checked.assigns] = analysed[key]
     return types
+
+
+def _value_types(
+    frame: DataFrame, sees: tuple[str, ...], texts: Sequence[str]
+) -> dict[tuple[tuple[str, ...], str], ValueType]:
+    """The types of the assigned values ``texts``, from one analysis of them all (a wide table's ``*``
+    clauses assign hundreds of values: one round trip to Spark each would cost seconds).
+
+    Empty when that analysis fails or is not a plain projection (an aggregate among them): each value is
+    then checked on its own, in the merge's order, so the error names the first bad one.
+    """
+    distinct = list(dict.fromkeys(texts))
+    if not distinct:
+        return {}
+    try:
+        selected = frame.select(*[F.expr(text).alias(f"value_{n}") for n, text in enumerate(distinct)])
+        analyzed = selected._jdf.queryExecution().analyzed()
+    except AnalysisException:
+        return {}
+    if analyzed.getClass().getSimpleName() != "Project":
+        return {}
+    projected = analyzed.expressions()
+    return {
+        (sees, text): ValueType(selected.schema.fields[n].dataType, bool(projected.apply(n).deterministic()))
+        for n, text in enumerate(distinct)
+    }
 
 
 def _expressions(spec: MergeSpec, condition: str, clauses: Sequence[ResolvedClause]) -> Iterator[_Checked]:
