@@ -182,38 +182,59 @@ def _source_key_tests(
 ) -> tuple[list[tuple[int, str]], tuple[Row, StructType] | None, list[tuple[int, tuple[Any, ...]]]]:
     """(range tests, the source's bounds for them, key sets) for the equi-join keys ``keys``.
 
-    One aggregation over the source gives every key's min, max and approximate distinct count; a key with
-    few enough distinct values (and an exactly comparable form) is then collected, sorted, for a per-file
-    test; the rest keep the global range test.
+    Usually one Spark job: the source's distinct key tuples, when there are few enough, give every
+    comparable key's set. Otherwise one aggregation gives every key's min, max and approximate distinct
+    count; a key with few enough distinct values is then collected on its own; the rest keep the global
+    range test.
     """
     if not keys:
         return [], None, []
     target_types = [plan.target_schema.fields[index].dataType for index, _ in keys]
     source_types = [aliased.select(F.expr(e)).schema.fields[0].dataType for _, e in keys]
+    comparable = [n for n in range(len(keys)) if _comparable_type(target_types[n], source_types[n])]
+    key_sets = _key_sets_from_tuples(aliased, keys, source_types, comparable)
+    remaining = [n for n in range(len(keys)) if n not in key_sets]
+    if not remaining:
+        return [], None, [(keys[n][0], key_sets[n]) for n in sorted(key_sets)]
     aggregates: list[Column] = []
-    for n, (_, expression) in enumerate(keys):
-        aggregates += [
-            F.min(F.expr(expression)).alias(f"low_{n}"),
-            F.max(F.expr(expression)).alias(f"high_{n}"),
-        ]
+    for n in remaining:
+        expression = F.expr(keys[n][1])
+        aggregates += [F.min(expression).alias(f"low_{n}"), F.max(expression).alias(f"high_{n}")]
         # Approximate (one pass, fixed memory), so only a guide: the collect below is bounded exactly.
-        aggregates.append(F.approx_count_distinct(F.expr(expression)).alias(f"distinct_{n}"))
+        aggregates.append(F.approx_count_distinct(expression).alias(f"distinct_{n}"))
     aggregated = aliased.agg(*aggregates)
     summary = aggregated.collect()[0]
     range_tests: list[tuple[int, str]] = []
-    key_sets: list[tuple[int, tuple[Any, ...]]] = []
-    for n, (index, expression) in enumerate(keys):
+    for n in remaining:
         collected = None
-        comparable = _comparable_type(target_types[n], source_types[n])
-        if comparable and summary[f"distinct_{n}"] <= MAX_SOURCE_KEYS:
-            value = _comparable(F.expr(expression), source_types[n]).alias("value")
+        if n in comparable and summary[f"distinct_{n}"] <= MAX_SOURCE_KEYS:
+            value = _comparable(F.expr(keys[n][1]), source_types[n]).alias("value")
             distinct = aliased.select(value).where("value IS NOT NULL").distinct()
             collected = distinct.limit(MAX_SOURCE_KEYS + 1).toArrow()["value"].to_pylist()
         if collected is not None and len(collected) <= MAX_SOURCE_KEYS:
-            key_sets.append((index, tuple(sorted(collected))))
+            key_sets[n] = tuple(sorted(collected))
         else:
-            range_tests.append((index, str(n)))
-    return range_tests, (summary, aggregated.schema), key_sets
+            range_tests.append((keys[n][0], str(n)))
+    return range_tests, (summary, aggregated.schema), [(keys[n][0], key_sets[n]) for n in sorted(key_sets)]
+
+
+def _key_sets_from_tuples(
+    aliased: DataFrame,
+    keys: Sequence[tuple[int, str]],
+    source_types: Sequence[DataType],
+    comparable: list[int],
+) -> dict[int, tuple[Any, ...]]:
+    """The sorted distinct non-NULL values of each ``comparable`` key, by key number, from one job over the
+    source's distinct key tuples; empty when there are more than ``MAX_SOURCE_KEYS`` tuples."""
+    if not comparable:
+        return {}
+    values = [_comparable(F.expr(keys[n][1]), source_types[n]).alias(f"key_{n}") for n in comparable]
+    tuples = aliased.select(*values).distinct().limit(MAX_SOURCE_KEYS + 1).toArrow()
+    if tuples.num_rows > MAX_SOURCE_KEYS:
+        return {}
+    return {
+        n: tuple(sorted({v for v in tuples[f"key_{n}"].to_pylist() if v is not None})) for n in comparable
+    }
 
 
 def _comparable_type(target: DataType, source: DataType) -> bool:
