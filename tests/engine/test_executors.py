@@ -368,7 +368,8 @@ def test_an_upsert_streams_the_touched_files_and_finds_inserts_without_shuffling
     # When
     result = run_merge(spark, spec)
     # Then: the same rows and counts either way; within the budget the rewrite and the inserts come from
-    # broadcast joins and nothing is shuffled, beyond it one full outer join shuffles both sides
+    # broadcast joins and nothing is shuffled, beyond it one full outer join shuffles both sides, and
+    # hashes the source instead of sorting both
     assert sorted((r["id"] or -1, r["value"]) for r in sorted_rows(target)) == [
         (-1, 5),
         (1, 10),
@@ -391,9 +392,9 @@ def test_an_upsert_streams_the_touched_files_and_finds_inserts_without_shuffling
     assert tuple(result.metrics[name] for name in counts) == (4, 4, 1, 3, 2, 1)
     (plan,) = write_plans(spark, since)
     if max_bytes is None:
-        assert "SortMergeJoin" not in plan and shuffles(plan) == [], plan
+        assert "ShuffledHashJoin" not in plan and "SortMergeJoin" not in plan and shuffles(plan) == [], plan
     else:
-        assert "SortMergeJoin" in plan, plan
+        assert "ShuffledHashJoin FullOuter" in plan and "SortMergeJoin" not in plan, plan
 
 
 @pytest.mark.parametrize("max_bytes", [None, 0])
@@ -406,6 +407,7 @@ def test_a_full_sync_rewrites_only_the_files_a_clause_acts_on(spark, tmp_path, m
     export = rows([1, 2, 3, 4, 5, 6, 7, 9, 10], [10, 21, 30, 40, 50, 60, 70, 90, 100])
     clauses = (update_all(condition="s.value <> t.value"), insert_all(), delete_by_source())
     spec = MergeSpec(target, source_file(tmp_path, export), "t.id = s.id", clauses)
+    since = last_execution_id(spark)
     # When
     result = run_merge(spark, spec)
     # Then: the table mirrors the export; file 2 is neither rewritten nor copied (Delta would rewrite all
@@ -430,3 +432,8 @@ def test_a_full_sync_rewrites_only_the_files_a_clause_acts_on(spark, tmp_path, m
     )
     assert tuple(result.metrics[name] for name in counts) == (1, 1, 1, 4, 2)
     assert result.metrics[m.NUM_TARGET_ROWS_NOT_MATCHED_BY_SOURCE_DELETED] == 1
+    # and the rewritten files' rows are joined without sorting them (broadcast, else hashed source)
+    (plan,) = write_plans(spark, since)
+    assert "SortMergeJoin" not in plan, plan
+    join = "BroadcastHashJoin RightOuter" if max_bytes is None else "ShuffledHashJoin RightOuter"
+    assert join in plan, plan

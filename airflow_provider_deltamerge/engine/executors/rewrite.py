@@ -9,8 +9,9 @@ The output is the union of up to two branches, written in one Spark job:
   only; phase 1 found them). When the source is broadcast, the matched files' rows are first narrowed to
   the matched ones with a semi join against it, so the anti join's other side is small too.
 
-One full outer join would do both, but it shuffles and sorts every row of the touched files; it is used
-only when the source is too big to broadcast and the matched and touched files are the same.
+One full outer join would do both, but it shuffles every row of the touched files; it is used only when the
+source is too big to broadcast and the matched and touched files are the same. A source too big to
+broadcast is the hashed side of a shuffled hash join, so the touched files' rows are not sorted.
 """
 
 from __future__ import annotations
@@ -68,13 +69,13 @@ def rewrite_touched_files(
     counted, second_scan = observe(source, F.count(F.lit(1)).alias("rows"))
     if inserting and not broadcast and set(found.matched) <= set(found.touched):
         touched = target_rows(spark, plan, found.touched)
-        branches = [(source_rows(plan, counted).join(touched, condition, "full_outer"), ALL_ROW_KINDS)]
+        joined = _hashed(source_rows(plan, counted)).join(touched, condition, "full_outer")
+        branches = [(joined, ALL_ROW_KINDS)]
     else:
         branches = []
         if found.touched:
             streamed = source_rows(plan, source if inserting else counted)
-            if broadcast:
-                streamed = F.broadcast(streamed)
+            streamed = F.broadcast(streamed) if broadcast else _hashed(streamed)
             touched_rows = streamed.join(target_rows(spark, plan, found.touched), condition, "right_outer")
             branches.append((touched_rows, _TOUCHED_ROWS))
         if inserting:
@@ -82,6 +83,12 @@ def rewrite_touched_files(
     written = _write_with_actions(spark, plan, branches, recorder, presized=presized or broadcast)
     _count_second_scan(recorder, observed_count(second_scan, "rows", fallback=source))
     return written
+
+
+def _hashed(source: DataFrame) -> DataFrame:
+    """``source`` as the hashed side of a shuffled join: the touched files' rows are shuffled but not
+    sorted (a sort-merge join sorts both sides). Each task holds one shuffle partition of the source."""
+    return source.hint("shuffle_hash")
 
 
 def _count_second_scan(recorder: MetricsRecorder, rows: int) -> None:
