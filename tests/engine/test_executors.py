@@ -437,3 +437,39 @@ def test_a_full_sync_rewrites_only_the_files_a_clause_acts_on(spark, tmp_path, m
     assert "SortMergeJoin" not in plan, plan
     join = "BroadcastHashJoin RightOuter" if max_bytes is None else "ShuffledHashJoin RightOuter"
     assert join in plan, plan
+
+
+def test_two_integer_keys_are_not_packed_into_one_badly_hashed_long(spark, tmp_path):
+    # Given: a target and a source keyed by two INT columns (Spark would pack them into one long, whose
+    # hash folds the halves together: (ticket, item) keys then crowd a few slots)
+    def keyed(tickets: list[int], items: list[int], values: list[int]) -> pa.Table:
+        return pa.table(
+            {
+                "ticket": pa.array(tickets, pa.int32()),
+                "item": pa.array(items, pa.int32()),
+                "value": pa.array(values, pa.int64()),
+            }
+        )
+
+    target = table_in_files(tmp_path / "t", keyed([1, 1, 2], [1, 2, 1], [10, 20, 30]))
+    source = source_file(tmp_path, keyed([1, 3], [2, 1], [99, 40]))
+    condition = "t.ticket = s.ticket AND t.item = s.item"
+    spec = MergeSpec(target, source, condition, (update_all(), insert_all()))
+    since = last_execution_id(spark)
+    # When
+    run_merge(spark, spec)
+    # Then: the rows are right, and no join of the merge hashes a packed key
+    assert sorted((r["ticket"], r["item"], r["value"]) for r in sorted_rows(target)) == [
+        (1, 1, 10),
+        (1, 2, 99),
+        (2, 1, 30),
+        (3, 1, 40),
+    ]
+    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
+    plans = [
+        executions.apply(i).physicalPlanDescription()
+        for i in range(executions.size())
+        if executions.apply(i).executionId() > since
+    ]
+    joins = [p for p in plans if "HashJoin" in p]
+    assert joins and not any("shiftleft" in p for p in joins), joins

@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge.engine import metrics as m
-from airflow_provider_deltamerge.engine.executors.joins import target_rows
+from airflow_provider_deltamerge.engine.executors.joins import join_condition, target_rows
 from airflow_provider_deltamerge.engine.executors.phases import FileChanges
 from airflow_provider_deltamerge.engine.executors.rewrite import write_inserts
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
@@ -28,7 +28,8 @@ def run_insert_only(
     with recorder.timed(m.REWRITE_TIME_MS):
         counted, source_count = observe(source, F.count(F.lit(1)).alias("rows"))
         target = target_rows(spark, plan, plan.candidate_files)
-        unmatched = counted.alias(plan.spec.source_alias).join(target, F.expr(plan.condition), "left_anti")
+        condition = join_condition(plan, source.schema)
+        unmatched = counted.alias(plan.spec.source_alias).join(target, condition, "left_anti")
         # With no candidate file the anti join is dropped: the source's own scan is written.
         added = write_inserts(spark, plan, unmatched, recorder, presized=not plan.candidate_files)
         recorder.set(m.NUM_SOURCE_ROWS, observed_count(source_count, "rows", fallback=source))

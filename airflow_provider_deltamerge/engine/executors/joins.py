@@ -1,22 +1,39 @@
-"""The two sides of the merge's joins, and whether the source is small enough to broadcast."""
+"""The two sides of the merge's joins, the condition joining them, and whether the source is small enough
+to broadcast."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pyspark.sql import DataFrame, SparkSession
+import sqlglot
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import AtomicType, BinaryType, DecimalType, StringType, StructType
+from pyspark.sql.types import (
+    AtomicType,
+    BinaryType,
+    ByteType,
+    DataType,
+    DecimalType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructType,
+)
+from sqlglot import exp
 
 from airflow_provider_deltamerge.delta.reader import read_files
 from airflow_provider_deltamerge.delta.snapshot import DataFile
 from airflow_provider_deltamerge.engine.clause_output import SOURCE_PRESENT, TARGET_PRESENT
 from airflow_provider_deltamerge.engine.planning import MergePlan
+from airflow_provider_deltamerge.spec.names import quote_part
 
 # The most bytes (estimated) of rows the engine broadcasts: every executor and the driver hold a copy.
 MAX_BROADCAST_BYTES = 64 * 1024 * 1024
 # What a string or binary value is guessed to take: generous, so a broadcast stays under its budget.
 _VARIABLE_WIDTH_BYTES = 128
+# The bytes of each integer type in a join key (Spark's defaultSize).
+_INTEGER_BYTES: dict[type[DataType], int] = {ByteType: 1, ShortType: 2, IntegerType: 4, LongType: 8}
 # Spark's UnsafeRow keeps a fixed-width value (or a pointer to a variable-width one) in 8 bytes; the
 # hashed relation adds about this much per row for its key and links.
 _FIELD_BYTES = 8
@@ -32,6 +49,65 @@ def target_rows(spark: SparkSession, plan: MergePlan, files: Sequence[DataFile])
 def source_rows(plan: MergePlan, source: DataFrame) -> DataFrame:
     """The source rows under the source alias, with a presence flag (NULL after an outer join: unmatched)."""
     return source.withColumn(SOURCE_PRESENT, F.lit(True)).alias(plan.spec.source_alias)
+
+
+def join_condition(plan: MergePlan, source: StructType) -> Column:
+    """The ON condition as the merge's joins use it.
+
+    Spark packs equi-join keys that are all integers of 8 bytes together (two INT keys, say) into one long
+    and hashes it by folding its halves together: for keys like (ticket number, item) most rows of a large
+    source then share a few hash slots, and a hash join runs 5-30x slower. When the condition's column
+    equalities would be packed so, one of them is repeated on BIGINT casts, an implied conjunct that
+    changes no row's match but makes the keys too wide to pack.
+    """
+    condition = F.expr(plan.condition)
+    pairs = _integer_key_pairs(plan, source)
+    if pairs is None or len(pairs) < 2 or sum(size for _, _, size in pairs) > 8:
+        return condition
+    target_column, source_column, _ = pairs[0]
+    widened = F.col(target_column).cast("bigint") == F.col(source_column).cast("bigint")
+    return condition & widened
+
+
+def _integer_key_pairs(plan: MergePlan, source: StructType) -> list[tuple[str, str, int]] | None:
+    """(target column, source column, key bytes) of each ``t.a = s.b`` conjunct of the ON condition, or None
+    when some equality is not between integer columns of the two sides (then Spark does not pack the keys)."""
+    try:
+        condition = sqlglot.parse_one(plan.condition, read="spark")
+    except sqlglot.errors.ParseError:
+        return None
+    target_alias, source_alias = plan.spec.target_alias.lower(), plan.spec.source_alias.lower()
+    schemas = {target_alias: plan.target_schema, source_alias: source}
+
+    def integer_column(node: exp.Expr) -> tuple[str, str, int] | None:
+        """(alias, qualified name, bytes) of an integer column of either side."""
+        node = node.unnest()
+        if not isinstance(node, exp.Column) or node.table.lower() not in schemas:
+            return None
+        fields = {f.name.lower(): f for f in schemas[node.table.lower()].fields}
+        found = fields.get(node.name.lower())
+        size = _INTEGER_BYTES.get(type(found.dataType)) if found is not None else None
+        if found is None or size is None:
+            return None
+        return node.table.lower(), f"{node.table}.{quote_part(found.name)}", size
+
+    pairs = []
+    for conjunct in condition.flatten() if isinstance(condition, exp.And) else [condition]:
+        conjunct = conjunct.unnest()
+        if not isinstance(conjunct, exp.EQ):
+            continue
+        sides = {side[0]: side for side in map(integer_column, (conjunct.this, conjunct.expression)) if side}
+        if set(sides) != {target_alias, source_alias}:
+            return None
+        # Spark compares the two sides in their wider type: the key takes that many bytes.
+        pairs.append(
+            (
+                sides[target_alias][1],
+                sides[source_alias][1],
+                max(sides[target_alias][2], sides[source_alias][2]),
+            )
+        )
+    return pairs
 
 
 def fits_in_memory(schema: StructType, rows: int) -> bool:

@@ -32,7 +32,12 @@ from airflow_provider_deltamerge.engine.clause_output import (
     observed_counts,
     rows_written,
 )
-from airflow_provider_deltamerge.engine.executors.joins import fits_in_memory, source_rows, target_rows
+from airflow_provider_deltamerge.engine.executors.joins import (
+    fits_in_memory,
+    join_condition,
+    source_rows,
+    target_rows,
+)
 from airflow_provider_deltamerge.engine.executors.touched_files import TouchedFiles
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.observed import observe, observed, observed_count
@@ -63,7 +68,7 @@ def rewrite_touched_files(
     inserting = has_inserts(plan.clauses)
     if not found.touched and not inserting:
         return []
-    condition = F.expr(plan.condition)
+    condition = join_condition(plan, source.schema)
     broadcast = fits_in_memory(source.schema, recorder[m.NUM_SOURCE_ROWS])
     # The second scan of the source is counted on the branch that reads every source row once.
     counted, second_scan = observe(source, F.count(F.lit(1)).alias("rows"))
@@ -145,7 +150,7 @@ def _insert_candidates(
     Args:
         counted: ``source`` observed for the second-scan count: the anti join reads each row of it once.
     """
-    condition = F.expr(plan.condition)
+    condition = join_condition(plan, source.schema)
     matched_rows = target_rows(spark, plan, found.matched)
     if broadcast and found.matched:
         # Streams the matched files' ON-condition columns (Spark prunes the rest) past the broadcast source:

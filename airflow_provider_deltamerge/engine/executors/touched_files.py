@@ -17,7 +17,7 @@ from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, ROW_INDEX_COLU
 from airflow_provider_deltamerge.delta.snapshot import DataFile
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.clause_output import SOURCE_PRESENT
-from airflow_provider_deltamerge.engine.executors.joins import source_rows, target_rows
+from airflow_provider_deltamerge.engine.executors.joins import join_condition, source_rows, target_rows
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.observed import observe, observed_count
 from airflow_provider_deltamerge.engine.planning import (
@@ -90,7 +90,8 @@ def find_touched_files(
     by_source = has_not_matched_by_source(plan.clauses)
     target = target_rows(spark, plan, plan.candidate_files)  # carries each row's file and index in it
     counted_source, source_count = observe(source_rows(plan, source), F.count(F.lit(1)).alias("rows"))
-    joined = counted_source.join(target, F.expr(plan.condition), "right_outer" if by_source else "inner")
+    condition = join_condition(plan, source.schema)
+    joined = counted_source.join(target, condition, "right_outer" if by_source else "inner")
     matched = F.col(SOURCE_PRESENT).isNotNull()
     acting = F.when(matched, F.coalesce(touches, F.lit(False))).otherwise(
         some_clause_acts(plan, "not_matched_by_source")
