@@ -25,18 +25,18 @@ from airflow_provider_deltamerge.delta.protocol import check_writable
 from airflow_provider_deltamerge.delta.snapshot import Snapshot, read_snapshot
 from airflow_provider_deltamerge.delta.writer import discard
 from airflow_provider_deltamerge.engine import metrics as m
-from airflow_provider_deltamerge.engine.casting import cast_failure
-from airflow_provider_deltamerge.engine.executors.classic import run_classic
-from airflow_provider_deltamerge.engine.executors.insert_only import run_insert_only
-from airflow_provider_deltamerge.engine.executors.matched_only import run_matched_only
-from airflow_provider_deltamerge.engine.executors.phases import FileChanges
-from airflow_provider_deltamerge.engine.materialize_source import prepare_merge_source
+from airflow_provider_deltamerge.engine.execute.classic import run_classic
+from airflow_provider_deltamerge.engine.execute.insert_only import run_insert_only
+from airflow_provider_deltamerge.engine.execute.matched_only import run_matched_only
+from airflow_provider_deltamerge.engine.execute.phases import FileChanges
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
-from airflow_provider_deltamerge.engine.planning import ExecutorName, MergePlan, make_plan
-from airflow_provider_deltamerge.engine.pruning import prune_files
-from airflow_provider_deltamerge.engine.source import deduplicated, load_source
+from airflow_provider_deltamerge.engine.plan.planning import ExecutorName, MergePlan, make_plan
+from airflow_provider_deltamerge.engine.plan.pruning import prune_files
+from airflow_provider_deltamerge.engine.resolve.casting import cast_failure
+from airflow_provider_deltamerge.engine.resolve.target_table import table_location
+from airflow_provider_deltamerge.engine.source.load import deduplicated, load_source
+from airflow_provider_deltamerge.engine.source.materialize import prepare_merge_source
 from airflow_provider_deltamerge.engine.spark_errors import summarize
-from airflow_provider_deltamerge.engine.target_table import table_location
 from airflow_provider_deltamerge.exceptions import (
     ClauseResolutionError,
     DeltaMergeError,

@@ -22,9 +22,9 @@ from airflow_provider_deltamerge.delta.history import SUBMISSION_ID
 from airflow_provider_deltamerge.delta.job_reports import report_path
 from airflow_provider_deltamerge.delta.writer import TableFiles
 from airflow_provider_deltamerge.engine import MergeResult, run_merge
-from airflow_provider_deltamerge.engine.delta_spark_backend import choose_backend, run_with_delta_spark
+from airflow_provider_deltamerge.engine.backends.delta_spark import choose_backend, run_with_delta_spark
 from airflow_provider_deltamerge.engine.metrics import EXECUTOR, SPEC_HASH, TABLE_VERSION
-from airflow_provider_deltamerge.engine.target_table import table_location
+from airflow_provider_deltamerge.engine.resolve.target_table import table_location
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.spec.transport import (
     ANSWER_FILE_ARG,

@@ -15,7 +15,8 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from airflow_provider_deltamerge.engine import metrics as m
-from airflow_provider_deltamerge.engine import pruning, run_merge
+from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.engine.plan import pruning
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, delete_by_source, insert_all, update_all
 from tests.oracle import merge_with_deltalake, sorted_rows
 

@@ -14,7 +14,7 @@ from py4j.protocol import Py4JError
 
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
-from airflow_provider_deltamerge.engine.target_table import table_location
+from airflow_provider_deltamerge.engine.resolve.target_table import table_location
 from airflow_provider_deltamerge.exceptions import TargetTableError
 from airflow_provider_deltamerge.spec import parse_merge_sql
 from tests.conftest import make_table, table_state, upsert_from_extract

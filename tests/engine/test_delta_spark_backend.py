@@ -25,8 +25,8 @@ from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import Row
 
 from airflow_provider_deltamerge import __version__
-from airflow_provider_deltamerge.engine import delta_spark_backend as backend
 from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine.backends import delta_spark as backend
 from airflow_provider_deltamerge.exceptions import (
     ClauseResolutionError,
     DeltaRuntimeError,

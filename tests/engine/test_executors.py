@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
-from airflow_provider_deltamerge.engine.executors import joins
+from airflow_provider_deltamerge.engine.execute import joins
 from airflow_provider_deltamerge.exceptions import MergeExecutionError, MergeSpecError
 from airflow_provider_deltamerge.spec import (
     MergeSpec,

@@ -14,10 +14,10 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from airflow_provider_deltamerge.engine import materialize_source as ms
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
-from airflow_provider_deltamerge.engine.source import load_source
+from airflow_provider_deltamerge.engine.source import materialize as ms
+from airflow_provider_deltamerge.engine.source.load import load_source
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, QuerySource, insert_all, update_all
 from tests.conftest import make_table, table_state

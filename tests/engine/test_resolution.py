@@ -9,7 +9,7 @@ import pytest
 
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
-from airflow_provider_deltamerge.engine.resolution import ResolvedClause, pin_current_time
+from airflow_provider_deltamerge.engine.resolve.resolution import ResolvedClause, pin_current_time
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError
 from airflow_provider_deltamerge.spec import (
     MergeSpec,

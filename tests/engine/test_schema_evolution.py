@@ -18,7 +18,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
-from airflow_provider_deltamerge.engine.casting import POLICY_KEY
+from airflow_provider_deltamerge.engine.resolve.casting import POLICY_KEY
 from airflow_provider_deltamerge.exceptions import (
     ClauseResolutionError,
     MergeExecutionError,

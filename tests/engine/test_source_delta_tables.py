@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
-from airflow_provider_deltamerge.engine.source_delta_tables import (
+from airflow_provider_deltamerge.engine.source.delta_tables import (
     VIEW_PREFIX,
     delta_table_references,
     replace_references,

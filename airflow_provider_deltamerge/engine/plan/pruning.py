@@ -47,7 +47,7 @@ from sqlglot import exp
 
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
 from airflow_provider_deltamerge.engine.metrics import count_partitions
-from airflow_provider_deltamerge.engine.planning import MergePlan, has_not_matched_by_source
+from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_not_matched_by_source
 
 # Above this many distinct source values of a partition column, (b) falls back to the values' range.
 MAX_PARTITION_VALUES = 10_000

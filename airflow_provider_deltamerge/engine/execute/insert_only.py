@@ -13,12 +13,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge.engine import metrics as m
-from airflow_provider_deltamerge.engine.executors.joins import join_condition, target_rows
-from airflow_provider_deltamerge.engine.executors.phases import FileChanges
-from airflow_provider_deltamerge.engine.executors.rewrite import write_inserts
+from airflow_provider_deltamerge.engine.execute.joins import join_condition, target_rows
+from airflow_provider_deltamerge.engine.execute.phases import FileChanges
+from airflow_provider_deltamerge.engine.execute.rewrite import write_inserts
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.observed import observe, observed_count
-from airflow_provider_deltamerge.engine.planning import MergePlan
+from airflow_provider_deltamerge.engine.plan.planning import MergePlan
 
 
 def run_insert_only(

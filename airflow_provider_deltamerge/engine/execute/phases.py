@@ -19,10 +19,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from airflow_provider_deltamerge.delta.snapshot import DataFile
 from airflow_provider_deltamerge.delta.writer import WrittenFile
 from airflow_provider_deltamerge.engine import metrics as m
-from airflow_provider_deltamerge.engine.executors.rewrite import rewrite_touched_files
-from airflow_provider_deltamerge.engine.executors.touched_files import find_touched_files
+from airflow_provider_deltamerge.engine.execute.rewrite import rewrite_touched_files
+from airflow_provider_deltamerge.engine.execute.touched_files import find_touched_files
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
-from airflow_provider_deltamerge.engine.planning import MergePlan
+from airflow_provider_deltamerge.engine.plan.planning import MergePlan
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,11 @@ from pyspark.sql import functions as F
 from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_by_uri
 from airflow_provider_deltamerge.delta.snapshot import DataFile
 from airflow_provider_deltamerge.engine import metrics as m
-from airflow_provider_deltamerge.engine.clause_output import SOURCE_PRESENT
-from airflow_provider_deltamerge.engine.executors.joins import join_condition, source_rows, target_rows
+from airflow_provider_deltamerge.engine.execute.clause_output import SOURCE_PRESENT
+from airflow_provider_deltamerge.engine.execute.joins import join_condition, source_rows, target_rows
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.observed import observe, observed_count
-from airflow_provider_deltamerge.engine.planning import (
+from airflow_provider_deltamerge.engine.plan.planning import (
     MergePlan,
     has_not_matched_by_source,
     is_only_unconditional_delete,

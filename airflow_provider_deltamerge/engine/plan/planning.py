@@ -13,8 +13,8 @@ from pyspark.sql.types import StructType
 
 from airflow_provider_deltamerge.delta.reader import table_schema
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
-from airflow_provider_deltamerge.engine.casting import StoreAssignment, store_assignment_policy
-from airflow_provider_deltamerge.engine.resolution import (
+from airflow_provider_deltamerge.engine.resolve.casting import StoreAssignment, store_assignment_policy
+from airflow_provider_deltamerge.engine.resolve.resolution import (
     ResolvedClause,
     ValueType,
     check_expressions,
@@ -22,7 +22,7 @@ from airflow_provider_deltamerge.engine.resolution import (
     quote,
     resolve_clauses,
 )
-from airflow_provider_deltamerge.engine.schema_evolution import evolved_schema
+from airflow_provider_deltamerge.engine.resolve.schema_evolution import evolved_schema
 from airflow_provider_deltamerge.exceptions import MergeSpecError
 from airflow_provider_deltamerge.spec import MatchedUpdate, MergeSpec
 from airflow_provider_deltamerge.spec.clauses import CLAUSE_SQL_NAMES, describe_clause

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge.delta.writer import WrittenFile, write_files
 from airflow_provider_deltamerge.engine import metrics as m
-from airflow_provider_deltamerge.engine.clause_output import (
+from airflow_provider_deltamerge.engine.execute.clause_output import (
     ACTION,
     ALL_ROW_KINDS,
     RowKind,
@@ -32,16 +32,16 @@ from airflow_provider_deltamerge.engine.clause_output import (
     observed_counts,
     rows_written,
 )
-from airflow_provider_deltamerge.engine.executors.joins import (
+from airflow_provider_deltamerge.engine.execute.joins import (
     fits_in_memory,
     join_condition,
     source_rows,
     target_rows,
 )
-from airflow_provider_deltamerge.engine.executors.touched_files import TouchedFiles
+from airflow_provider_deltamerge.engine.execute.touched_files import TouchedFiles
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.observed import observe, observed, observed_count
-from airflow_provider_deltamerge.engine.planning import MergePlan, has_inserts
+from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_inserts
 
 log = logging.getLogger(__name__)
 

@@ -29,9 +29,9 @@ from airflow_provider_deltamerge.delta.snapshot import open_table
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.merge import MergeResult
 from airflow_provider_deltamerge.engine.metrics import METRIC_DESCRIPTIONS, MetricsRecorder
-from airflow_provider_deltamerge.engine.resolution import quote
-from airflow_provider_deltamerge.engine.source import merge_source
-from airflow_provider_deltamerge.engine.target_table import table_location
+from airflow_provider_deltamerge.engine.resolve.resolution import quote
+from airflow_provider_deltamerge.engine.resolve.target_table import table_location
+from airflow_provider_deltamerge.engine.source.load import merge_source
 from airflow_provider_deltamerge.exceptions import (
     ClauseResolutionError,
     DeltaMergeError,

@@ -30,9 +30,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
-from airflow_provider_deltamerge.engine.planning import MergePlan
-from airflow_provider_deltamerge.engine.pruning import reads_source
-from airflow_provider_deltamerge.engine.source_delta_tables import VIEW_PREFIX
+from airflow_provider_deltamerge.engine.plan.planning import MergePlan
+from airflow_provider_deltamerge.engine.plan.pruning import reads_source
+from airflow_provider_deltamerge.engine.source.delta_tables import VIEW_PREFIX
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
 from airflow_provider_deltamerge.spec import MergeSource, PathSource
 

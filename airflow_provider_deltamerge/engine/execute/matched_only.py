@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
 
-from airflow_provider_deltamerge.engine.executors.phases import FileChanges, run_two_phases
-from airflow_provider_deltamerge.engine.executors.touched_files import some_clause_acts
+from airflow_provider_deltamerge.engine.execute.phases import FileChanges, run_two_phases
+from airflow_provider_deltamerge.engine.execute.touched_files import some_clause_acts
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
-from airflow_provider_deltamerge.engine.planning import MergePlan
+from airflow_provider_deltamerge.engine.plan.planning import MergePlan
 
 
 def run_matched_only(

@@ -24,8 +24,8 @@ from sqlglot import exp
 
 from airflow_provider_deltamerge.delta.reader import read_files
 from airflow_provider_deltamerge.delta.snapshot import DataFile
-from airflow_provider_deltamerge.engine.clause_output import SOURCE_PRESENT, TARGET_PRESENT
-from airflow_provider_deltamerge.engine.planning import MergePlan
+from airflow_provider_deltamerge.engine.execute.clause_output import SOURCE_PRESENT, TARGET_PRESENT
+from airflow_provider_deltamerge.engine.plan.planning import MergePlan
 from airflow_provider_deltamerge.spec.names import quote_part
 
 # The most bytes (estimated) of rows the engine broadcasts: every executor and the driver hold a copy.

@@ -19,9 +19,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructField
 
 from airflow_provider_deltamerge.engine import metrics as m
-from airflow_provider_deltamerge.engine.casting import conform
-from airflow_provider_deltamerge.engine.planning import MergePlan
-from airflow_provider_deltamerge.engine.resolution import ResolvedClause, quote
+from airflow_provider_deltamerge.engine.plan.planning import MergePlan
+from airflow_provider_deltamerge.engine.resolve.casting import conform
+from airflow_provider_deltamerge.engine.resolve.resolution import ResolvedClause, quote
 from airflow_provider_deltamerge.spec.names import hidden_name
 
 SOURCE_PRESENT = hidden_name("source_present")

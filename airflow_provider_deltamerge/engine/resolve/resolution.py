@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
-from airflow_provider_deltamerge.engine.struct_fields import assign_struct_fields
+from airflow_provider_deltamerge.engine.resolve.struct_fields import assign_struct_fields
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError
 from airflow_provider_deltamerge.spec import (
     MatchedUpdate,

@@ -9,7 +9,7 @@ from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from airflow_provider_deltamerge.engine.source_delta_tables import read_delta_table, run_source_query
+from airflow_provider_deltamerge.engine.source.delta_tables import read_delta_table, run_source_query
 from airflow_provider_deltamerge.engine.spark_errors import SparkFailure, summarize
 from airflow_provider_deltamerge.exceptions import SourceError
 from airflow_provider_deltamerge.spec import MergeSource, MergeSpec, PathSource, QuerySource, TableSource

@@ -1,0 +1,2 @@
+"""The executors and the two phases they share (find touched files, rewrite), the sides of
+the joins, and the clause output."""
