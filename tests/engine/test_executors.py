@@ -289,15 +289,19 @@ def test_merge_plans_evaluate_no_python(spark, tmp_path, clauses):
 # --- inserts with no candidate file ----------------------------------------------------------------------
 
 
-def write_plans(spark, since: int) -> list[str]:
-    """The physical plans Spark ran after execution ``since`` that wrote files."""
+def executed_plans(spark, since: int) -> list[str]:
+    """The physical plans Spark ran after execution ``since``."""
     executions = spark._jsparkSession.sharedState().statusStore().executionsList()
-    plans = [
+    return [
         executions.apply(i).physicalPlanDescription()
         for i in range(executions.size())
         if executions.apply(i).executionId() > since
     ]
-    return [plan for plan in plans if "InsertIntoHadoopFsRelationCommand" in plan]
+
+
+def write_plans(spark, since: int) -> list[str]:
+    """The physical plans Spark ran after execution ``since`` that wrote files."""
+    return [plan for plan in executed_plans(spark, since) if "InsertIntoHadoopFsRelationCommand" in plan]
 
 
 @pytest.mark.parametrize(
@@ -323,19 +327,23 @@ def test_inserts_with_no_candidate_file_are_written_straight_from_the_source_sca
 # --- the rewrite -----------------------------------------------------------------------------------------
 
 
+@pytest.fixture(params=[None, 0], ids=["default-budget", "no-broadcast"])
+def broadcast_budget(request, monkeypatch) -> int | None:
+    """None: the default memory budget for broadcasting a source; 0: a budget no source fits in."""
+    if request.param is not None:
+        monkeypatch.setattr(joins, "MAX_BROADCAST_BYTES", request.param)
+    return request.param
+
+
 def shuffles(plan: str) -> list[str]:
     """The plan's exchanges that move rows between tasks (a broadcast only copies the small side)."""
     return [line for line in plan.splitlines() if "Exchange" in line and "BroadcastExchange" not in line]
 
 
-@pytest.mark.parametrize("max_bytes", [None, 0])
 def test_a_rewrite_without_inserts_streams_the_touched_files_past_a_broadcast_source(
-    spark, tmp_path, monkeypatch, max_bytes
+    spark, tmp_path, broadcast_budget
 ):
-    # Given: two files (ids 1-3, 4-6) and a source deleting id 2; None: the default memory budget,
-    # 0: a budget no source fits in
-    if max_bytes is not None:
-        monkeypatch.setattr(joins, "MAX_BROADCAST_BYTES", max_bytes)
+    # Given: two files (ids 1-3, 4-6) and a source deleting id 2
     target = table_in_files(tmp_path / "t", rows([1, 2, 3]), rows([4, 5, 6]))
     spec = MergeSpec(target, source_file(tmp_path, rows([2])), "t.id = s.id", (delete(),))
     since = last_execution_id(spark)
@@ -347,20 +355,17 @@ def test_a_rewrite_without_inserts_streams_the_touched_files_past_a_broadcast_so
     assert result.metrics[m.NUM_TARGET_ROWS_DELETED] == 1
     assert result.metrics[m.NUM_TARGET_ROWS_COPIED] == 2
     (plan,) = write_plans(spark, since)
-    if max_bytes is None:
+    if broadcast_budget is None:
         assert "BroadcastHashJoin" in plan and shuffles(plan) == [], plan
     else:
         assert shuffles(plan) != [], plan
 
 
-@pytest.mark.parametrize("max_bytes", [None, 0])
 def test_an_upsert_streams_the_touched_files_and_finds_inserts_without_shuffling_them(
-    spark, tmp_path, monkeypatch, max_bytes
+    spark, tmp_path, broadcast_budget
 ):
     # Given: two files (ids 1-3, 4-6); the source updates 2, and brings 7 twice (matching nothing) and a
-    # NULL key; None: the default memory budget, 0: a budget no source fits in
-    if max_bytes is not None:
-        monkeypatch.setattr(joins, "MAX_BROADCAST_BYTES", max_bytes)
+    # NULL key
     target = table_in_files(tmp_path / "t", rows([1, 2, 3]), rows([4, 5, 6]))
     source = source_file(tmp_path, rows([2, 7, 7, None], [99, 70, 71, 5]))
     spec = MergeSpec(target, source, "t.id = s.id", (update_all(), insert_all()))
@@ -391,18 +396,15 @@ def test_an_upsert_streams_the_touched_files_and_finds_inserts_without_shuffling
     )
     assert tuple(result.metrics[name] for name in counts) == (4, 4, 1, 3, 2, 1)
     (plan,) = write_plans(spark, since)
-    if max_bytes is None:
+    if broadcast_budget is None:
         assert "ShuffledHashJoin" not in plan and "SortMergeJoin" not in plan and shuffles(plan) == [], plan
     else:
         assert "ShuffledHashJoin FullOuter" in plan and "SortMergeJoin" not in plan, plan
 
 
-@pytest.mark.parametrize("max_bytes", [None, 0])
-def test_a_full_sync_rewrites_only_the_files_a_clause_acts_on(spark, tmp_path, monkeypatch, max_bytes):
+def test_a_full_sync_rewrites_only_the_files_a_clause_acts_on(spark, tmp_path, broadcast_budget):
     # Given: three files; the export has file 1's rows with id 2 changed, file 2's rows unchanged, file 3's
-    # rows without id 8, and a new id 10; the default memory budget or one no source fits in
-    if max_bytes is not None:
-        monkeypatch.setattr(joins, "MAX_BROADCAST_BYTES", max_bytes)
+    # rows without id 8, and a new id 10
     target = table_in_files(tmp_path / "t", rows([1, 2, 3]), rows([4, 5, 6]), rows([7, 8, 9]))
     export = rows([1, 2, 3, 4, 5, 6, 7, 9, 10], [10, 21, 30, 40, 50, 60, 70, 90, 100])
     clauses = (update_all(condition="s.value <> t.value"), insert_all(), delete_by_source())
@@ -435,7 +437,7 @@ def test_a_full_sync_rewrites_only_the_files_a_clause_acts_on(spark, tmp_path, m
     # and the rewritten files' rows are joined without sorting them (broadcast, else hashed source)
     (plan,) = write_plans(spark, since)
     assert "SortMergeJoin" not in plan, plan
-    join = "BroadcastHashJoin RightOuter" if max_bytes is None else "ShuffledHashJoin RightOuter"
+    join = "BroadcastHashJoin RightOuter" if broadcast_budget is None else "ShuffledHashJoin RightOuter"
     assert join in plan, plan
 
 
@@ -465,11 +467,5 @@ def test_two_integer_keys_are_not_packed_into_one_badly_hashed_long(spark, tmp_p
         (2, 1, 30),
         (3, 1, 40),
     ]
-    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
-    plans = [
-        executions.apply(i).physicalPlanDescription()
-        for i in range(executions.size())
-        if executions.apply(i).executionId() > since
-    ]
-    joins = [p for p in plans if "HashJoin" in p]
-    assert joins and not any("shiftleft" in p for p in joins), joins
+    hashed = [plan for plan in executed_plans(spark, since) if "HashJoin" in plan]
+    assert hashed and not any("shiftleft" in plan for plan in hashed), hashed
