@@ -145,6 +145,10 @@ def test_retry_after_a_committed_merge_does_not_merge_twice(airflow_env, run_air
     assert table.count() == 1100
     metrics = xcom_value(airflow_env, "deltamerge_retry_after_commit", "merge")
     assert (metrics["numTargetRowsInserted"], metrics["tableVersion"]) == (100, 1)
+    # Try 1 failed after its commit, so no event announced it: the retry does, once.
+    uri = (lake / "orders").absolute().as_uri()
+    extras = asset_event_extras(airflow_env, uri, dag_id="deltamerge_retry_after_commit")
+    assert [(e["tableVersion"], e["numTargetRowsInserted"]) for e in extras] == [(1, 100)]
 
 
 def test_failed_merge_fails_the_task_with_the_cause(airflow_env, run_airflow, tmp_path):
