@@ -315,7 +315,7 @@ class DeltaMergeOperator(BaseOperator):
             self.log.info("Pre-flight checks passed for the merge into %s", spec.target)
         policy = rerun_policy(self.rerun, task_id=self.task_id)
         series = TrySeries.of(context)
-        ti = context["ti"]
+        ti, logical_date = context["ti"], context["dag_run"].logical_date
         provenance = {
             "dagId": ti.dag_id,
             "taskId": ti.task_id,
@@ -323,6 +323,9 @@ class DeltaMergeOperator(BaseOperator):
             "mapIndex": ti.map_index,
             "tryNumber": ti.try_number,
             **series.provenance(),
+            # What a consumer on the same schedule finds this merge by (DeltaTableSensor's
+            # merge_logical_date); runs triggered without a logical date record none.
+            **({"logicalDate": logical_date.isoformat()} if logical_date else {}),
         }
         # A catalog table's log is found by the job, which then skips a committed run whatever the policy
         # but "merge" says: only this side knows the task's tries.

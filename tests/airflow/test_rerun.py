@@ -68,7 +68,8 @@ def test_a_cleared_task_merges_again_and_announces_the_new_commit(mocker, merge)
 
     run.submit.assert_called_once()
     assert run.submit.call_args.kwargs["rerun"] == "always"  # the job must not skip it either
-    assert run.submit.call_args.kwargs["provenance"]["clearNumber"] == 1
+    provenance = run.submit.call_args.kwargs["provenance"]
+    assert (provenance["clearNumber"], provenance["logicalDate"]) == (1, "2024-01-02T00:00:00+00:00")
     assert event_extra(run) == {"tableVersion": 1}
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -38,6 +39,7 @@ BACKTICK_ATTACK = (
     "ON t.order_id = s.order_id WHEN MATCHED THEN DELETE -- "
 )
 WIDENING = "eu' OR '1'='1"
+LOGICAL_DATE = datetime(2024, 1, 2, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ def run_task(
             max_tries=max_tries,
             task=operator,
         ),
-        "dag_run": SimpleNamespace(clear_number=clear_number),
+        "dag_run": SimpleNamespace(clear_number=clear_number, logical_date=LOGICAL_DATE),
         "outlet_events": defaultdict(lambda: SimpleNamespace(extra=None)),
     }
     submit = mocker.patch.object(
