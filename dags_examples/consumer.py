@@ -1,9 +1,10 @@
-"""A consumer of merges: wait for the orders table's next merge, check its metrics, then use them.
+"""A consumer of merges: find the orders table's merge that triggered this run, check its metrics, use them.
 
-Use it when a downstream job must run only after a good merge: the sensor reads the Delta log (no Spark)
-until a merge commit of ``deltamerge_upsert`` appears, the check fails the run when the merge deleted or
-rewrote more than expected, and the last task reads the merge's metrics from XCom. It is scheduled on the
-table's Asset, which every successful merge task updates.
+Use it when a downstream job must run only after a good merge: the DAG is scheduled on the table's Asset,
+which every merge task updates once per commit; the sensor reads the Delta log (no Spark) for the merge
+commit of ``deltamerge_upsert`` made by the run whose asset event triggered this one (run by hand, the
+newest such commit; it waits while there is none), the check fails the run when that merge deleted or
+rewrote more than expected, and the last task reads its metrics from XCom.
 """
 
 from __future__ import annotations

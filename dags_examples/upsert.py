@@ -12,7 +12,7 @@ import os
 from datetime import datetime
 from typing import Any
 
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, Param, task
 from sample_lake import sample_data_task
 
 from airflow_provider_deltamerge.operators.delta_merge import DeltaMergeOperator
@@ -27,10 +27,13 @@ with DAG(
     catchup=False,
     tags=["deltamerge", "example"],
     doc_md=__doc__,
+    # Whoever triggers a run may choose what a cleared task does with its earlier commit, and only that.
+    params={"rerun": Param("auto", enum=["auto", "skip", "merge"], description="A Clear merges again?")},
 ):
     merge_orders = DeltaMergeOperator(
         task_id="merge_orders",
         allowed_paths=[LAKE],
+        rerun="{{ params.rerun }}",
         target=f"{LAKE}/orders",
         source=LAKE + "/staging/orders/{{ ds }}.parquet",
         condition="t.order_id = s.order_id",

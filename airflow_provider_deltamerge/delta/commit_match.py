@@ -177,20 +177,37 @@ class Commit:
         }
 
 
-def _as_time(value: datetime.datetime | str | None) -> datetime.datetime | None:
+def _as_time(value: datetime.datetime | str | None, name: str) -> datetime.datetime | None:
+    """A datetime or ISO 8601 string as an aware datetime (UTC when naive); None for "not given".
+
+    Raises:
+        MetricBoundsError: naming the criterion ``name`` and the form expected.
+    """
     if value is None or value == "":
         return None
-    moment = value if isinstance(value, datetime.datetime) else datetime.datetime.fromisoformat(value)
+    try:
+        moment = value if isinstance(value, datetime.datetime) else datetime.datetime.fromisoformat(value)
+    except (TypeError, ValueError) as err:
+        raise MetricBoundsError(f"{name} must be a datetime or an ISO 8601 string, got {value!r}.") from err
     return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+
+
+def _logical_date(commit: Commit) -> datetime.datetime | None:
+    """The logical date of the DAG run that made ``commit``; None for commits that record none."""
+    try:
+        return _as_time(commit.provenance.get("logicalDate"), "logicalDate")
+    except MetricBoundsError:
+        return None
 
 
 @dataclass(frozen=True)
 class CommitCriteria:
     """What a commit must have for a sensor to accept it; every given criterion must hold.
 
-    ``dag_id``, ``task_id`` and ``run_id`` are compared with the provenance record of the commit
-    (``dagId``, ``taskId``, ``runId``); metric bounds apply to its ``operationMetrics`` plus
-    ``tableVersion`` (its version). Build with ``from_values`` when the values come from templates.
+    ``dag_id``, ``task_id``, ``run_id`` and ``logical_date`` are compared with the provenance record of the
+    commit (``dagId``, ``taskId``, ``runId``, ``logicalDate``: the logical date of the DAG run that merged);
+    metric bounds apply to its ``operationMetrics`` plus ``tableVersion`` (its version). Build with
+    ``from_values`` when the values come from templates.
     """
 
     operation: str | None = None
@@ -200,6 +217,7 @@ class CommitCriteria:
     task_id: str | None = None
     run_id: str | None = None
     metrics: MetricBounds | None = None
+    logical_date: datetime.datetime | None = None
 
     @classmethod
     def from_values(
@@ -212,6 +230,7 @@ class CommitCriteria:
         task_id: str | None = None,
         run_id: str | None = None,
         metrics: Mapping[str, Mapping[str, float]] | None = None,
+        logical_date: datetime.datetime | str | None = None,
     ) -> CommitCriteria:
         """Criteria from rendered template values (strings), empty strings meaning "not given".
 
@@ -224,20 +243,15 @@ class CommitCriteria:
             raise MetricBoundsError(
                 f"after_version must be a table version (an int), got {after_version!r}."
             ) from err
-        try:
-            moment = _as_time(after_time)
-        except ValueError as err:
-            raise MetricBoundsError(
-                f"after_time must be a datetime or an ISO 8601 string, got {after_time!r}."
-            ) from err
         return cls(
             operation=operation or None,
             after_version=version,
-            after_time=moment,
+            after_time=_as_time(after_time, "after_time"),
             dag_id=dag_id or None,
             task_id=task_id or None,
             run_id=run_id or None,
             metrics=MetricBounds(metrics) if metrics else None,
+            logical_date=_as_time(logical_date, "logical_date"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -250,6 +264,7 @@ class CommitCriteria:
             "task_id": self.task_id,
             "run_id": self.run_id,
             "metrics": {k: dict(v) for k, v in self.metrics.declared.items()} if self.metrics else None,
+            "logical_date": self.logical_date.isoformat() if self.logical_date else None,
         }
 
     def describe(self) -> str:
@@ -264,6 +279,7 @@ class CommitCriteria:
             and (self.after_version is None or commit.version > self.after_version)
             and (self.after_time is None or commit.timestamp > self.after_time)
             and all(want is None or commit.provenance.get(key) == want for key, want in provenance.items())
+            and (self.logical_date is None or _logical_date(commit) == self.logical_date)
             and (
                 self.metrics is None
                 or not self.metrics.broken({**commit.metrics, TABLE_VERSION: commit.version})
@@ -278,7 +294,8 @@ def find_commit(
     depth: int = DEFAULT_HISTORY_DEPTH,
     storage_options: dict[str, str] | None = None,
 ) -> Commit | None:
-    """The oldest of the newest ``depth`` commits of ``table_uri`` that meets ``criteria``.
+    """The newest of the newest ``depth`` commits of ``table_uri`` that meets ``criteria``; with
+    ``after_version``, the oldest after it (the next commit, so that none is passed over).
 
     Returns None, too, when there is no Delta table at ``table_uri`` yet: a sensor may wait for one.
     """
@@ -293,4 +310,6 @@ def find_commit(
             break
         if criteria.matches(commit):
             found = commit
+            if criteria.after_version is None:
+                break
     return found

@@ -1,4 +1,5 @@
-"""Schemas read without Spark for pre-flight checks: a Delta table's from its log, parquet's from a footer.
+"""Schemas read without Spark for pre-flight checks: a Delta table's from its log, parquet's from a footer;
+and whether a local path source of any other format is there at all.
 
 Both come back in the Delta protocol's JSON schema form, so the spec layer can read them without
 importing deltalake or pyarrow (``TableColumns.from_delta_schema``).
@@ -6,8 +7,13 @@ importing deltalake or pyarrow (``TableColumns.from_delta_schema``).
 
 from __future__ import annotations
 
+import glob
 import json
+import os
+import re
 from typing import Any
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -15,6 +21,12 @@ from deltalake import Schema
 
 from airflow_provider_deltamerge.delta.snapshot import open_table
 from airflow_provider_deltamerge.exceptions import SourceError, TargetTableError
+from airflow_provider_deltamerge.spec.delta_messages import delta_message
+
+# Wildcards Python's glob reads as Hadoop's globbing (which Spark's paths use) does.
+_GLOB = re.compile(r"[*?\[]")
+# Hadoop glob syntax Python's glob does not know: such a path is left to the job rather than misjudged.
+_HADOOP_ONLY_GLOB = re.compile(r"[{}\\]|\[\^")
 
 
 def read_table_schema(path: str, *, storage_options: dict[str, str] | None = None) -> dict[str, Any]:
@@ -34,10 +46,10 @@ def read_path_schema(
 
     Returns:
         The schema in Delta's JSON form, or ``None`` for formats whose schema needs a scan (csv, json, orc)
-        or for a parquet path on remote storage.
+        or for a path on remote storage.
 
     Raises:
-        SourceError: ``PATH_NOT_FOUND`` when a local parquet path does not exist.
+        SourceError: ``PATH_NOT_FOUND`` when a local path (or glob) of any format names nothing.
     """
     if file_format == "delta":
         try:
@@ -47,16 +59,19 @@ def read_path_schema(
                 f"Delta table {path} doesn't exist. Check the source path.",
                 error_class="DELTA_TABLE_NOT_FOUND",
             ) from err
-    if file_format != "parquet" or storage_options or "://" in path:
+    local = local_path(path)
+    if local is None or storage_options:
+        return None
+    if file_format != "parquet" or _GLOB.search(local):
+        # Spark infers a csv, json or orc schema with a scan of the data, but whether the path is there is
+        # one stat: a missing extract fails here in a second, not minutes later in a started Spark job.
+        check_path_exists(path, local)
         return None
     try:
         # Dataset discovery lists the files and reads one footer; no row is read.
-        arrow_schema = ds.dataset(path, format="parquet", partitioning="hive").schema
+        arrow_schema = ds.dataset(local, format="parquet", partitioning="hive").schema
     except FileNotFoundError as err:
-        raise SourceError(
-            f"Path does not exist: {path}. Check the source path (after templating).",
-            error_class="PATH_NOT_FOUND",
-        ) from err
+        raise path_not_found(path) from err
     except pa.ArrowInvalid as err:
         # Spark's words for the same file, so pre-flight and the job say one thing.
         raise SourceError(
@@ -65,3 +80,31 @@ def read_path_schema(
             error_class="FAILED_READ_FILE.CANNOT_READ_FILE_FOOTER",
         ) from err
     return json.loads(Schema.from_arrow(arrow_schema).to_json())
+
+
+def local_path(path: str) -> str | None:
+    """``path`` as a path of this machine (a ``file:`` URI's path), or None for remote storage."""
+    if path.startswith("file:"):
+        return url2pathname(urlparse(path).path)
+    return None if "://" in path else path
+
+
+def check_path_exists(path: str, local: str) -> None:
+    """Raise ``PATH_NOT_FOUND`` unless ``local`` (``path`` on this machine) exists, or, as a glob, matches.
+
+    Raises:
+        SourceError: ``PATH_NOT_FOUND``, naming ``path``.
+    """
+    if _HADOOP_ONLY_GLOB.search(local):
+        return
+    if not (glob.glob(local) if _GLOB.search(local) else os.path.exists(local)):
+        raise path_not_found(path)
+
+
+def path_not_found(path: str) -> SourceError:
+    """Spark's error for a source path that names nothing, with what to check."""
+    return SourceError(
+        delta_message("PATH_NOT_FOUND", path=path) + " Check the source path after templating (is the "
+        "upstream extract for this date written?); a glob must match at least one file.",
+        error_class="PATH_NOT_FOUND",
+    )

@@ -179,11 +179,10 @@ class DeltaMergeHook(BaseHook):
             )
         return commit_result(commit)
 
-    def committed_result(self, spec: MergeSpec, provenance: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The result of this run's earlier commit of ``spec`` (a retry after a commit), read from the log."""
+    def committed_run(self, spec: MergeSpec, provenance: Mapping[str, Any]) -> MergeCommit | None:
+        """This run's newest earlier commit of ``spec`` (a retry, or a cleared task), read from the log."""
         identity = {**provenance, SPEC_HASH_KEY: spec.spec_hash}
-        commit = find_committed_run(spec.target, identity, storage_options=self.storage_options() or None)
-        return commit_result(commit) if commit is not None else None
+        return find_committed_run(spec.target, identity, storage_options=self.storage_options() or None)
 
     def _job_conf(self, credentials: Mapping[str, str]) -> dict[str, Any]:
         """The job's Spark conf; on a local master the job runs with this worker's Python and packages.

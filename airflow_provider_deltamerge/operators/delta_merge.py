@@ -16,10 +16,10 @@ from airflow_provider_deltamerge.engine.metrics import (
     NUM_OUTPUT_ROWS,
     NUM_TARGET_BYTES_ADDED,
     NUM_TARGET_FILES_ADDED,
-    TABLE_VERSION,
 )
 from airflow_provider_deltamerge.exceptions import DeltaMergeError, is_final
-from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
+from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook, commit_result
+from airflow_provider_deltamerge.operators.rerun import RerunPolicy, TrySeries, replays, rerun_policy
 from airflow_provider_deltamerge.operators.sql_templates import render_sql, with_sql_filters
 from airflow_provider_deltamerge.operators.templated_conf import check_templated_conf, templated_keys
 from airflow_provider_deltamerge.spec import (
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 
 _TEMPLATE_MARKERS = ("{{", "{%")
 BACKENDS = ("auto", "engine", "delta-spark")
-RERUN_POLICIES = ("skip_if_committed", "always")
 MATERIALIZE_SOURCE_MODES = ("auto", "all", "none")
 # Delta's conf; the job's engine reads it from its SparkSession as Delta's MERGE does.
 MATERIALIZE_SOURCE_CONF = "spark.databricks.delta.merge.materializeSource"
@@ -122,9 +121,11 @@ class DeltaMergeOperator(BaseOperator):
         Delta Lake's own runtime writes (deletion vectors, column mapping, change data feed, identity
         columns) and the Spark session has that runtime; ``engine`` always runs ours; ``delta-spark``
         always runs Delta's MERGE (needs the ``delta-spark`` extra and Delta's jars and confs).
-    :param rerun: ``skip_if_committed`` (default): a retry of a task whose merge is already in the log
-        (same dag, task, run, map index and spec) returns that commit's metrics instead of merging twice.
-        ``always``: merge again, for deliberate re-processing of the same run.
+    :param rerun: What a task does when its run's merge (same dag, task, run, map index and spec) is already
+        in the log. ``auto`` (default): an automatic retry returns that commit's metrics instead of merging
+        twice, and a Clear of the task or its run (from the UI, or a backfill that reprocesses runs) merges
+        again. ``skip``: always return the commit. ``merge``: always merge again. (templated: run conf or
+        params may choose, e.g. ``"{{ params.rerun }}"``; a rendered value must be one of the three)
     :param preflight: Check column references against the target's schema (read from the Delta log)
         before submitting the Spark job.
     :param spark_conn_id: Spark connection used for spark-submit.
@@ -148,7 +149,15 @@ class DeltaMergeOperator(BaseOperator):
     ``| sql_identifier``. Paths and names are checked after rendering (``allowed_paths``).
     """
 
-    template_fields: Sequence[str] = ("target", "source", "condition", "merge_sql", "source_options", "conf")
+    template_fields: Sequence[str] = (
+        "target",
+        "source",
+        "condition",
+        "merge_sql",
+        "source_options",
+        "conf",
+        "rerun",
+    )
     template_ext: Sequence[str] = (".sql",)
     template_fields_renderers: ClassVar[dict[str, str]] = {
         "condition": "sql",
@@ -175,7 +184,7 @@ class DeltaMergeOperator(BaseOperator):
         deduplicate_source_by: Sequence[str] = (),
         deduplicate_order_by: Sequence[str] = (),
         backend: Literal["auto", "engine", "delta-spark"] = "auto",
-        rerun: Literal["skip_if_committed", "always"] = "skip_if_committed",
+        rerun: RerunPolicy | str = "auto",
         preflight: bool = True,
         spark_conn_id: str = DeltaMergeHook.default_conn_name,
         storage_conn_id: str | None = None,
@@ -205,8 +214,9 @@ class DeltaMergeOperator(BaseOperator):
             self.outlets = [*self.outlets, target_asset(self.target)]
 
     def _check_structure(self) -> None:
+        if not _is_templated(self.rerun):
+            self.rerun = rerun_policy(self.rerun, task_id=self.task_id)
         for name, allowed in (
-            ("rerun", RERUN_POLICIES),
             ("backend", BACKENDS),
             ("materialize_source", (None, *MATERIALIZE_SOURCE_MODES)),
         ):
@@ -303,36 +313,73 @@ class DeltaMergeOperator(BaseOperator):
                 read_source_schema=partial(read_path_schema, storage_options=options),
             )
             self.log.info("Pre-flight checks passed for the merge into %s", spec.target)
-        ti = context["ti"]
+        policy = rerun_policy(self.rerun, task_id=self.task_id)
+        series = TrySeries.of(context)
+        ti, logical_date = context["ti"], context["dag_run"].logical_date
         provenance = {
             "dagId": ti.dag_id,
             "taskId": ti.task_id,
             "runId": ti.run_id,
             "mapIndex": ti.map_index,
             "tryNumber": ti.try_number,
+            **series.provenance(),
+            # What a consumer on the same schedule finds this merge by (DeltaTableSensor's
+            # merge_logical_date); runs triggered without a logical date record none.
+            **({"logicalDate": logical_date.isoformat()} if logical_date else {}),
         }
-        # A catalog table's log is found by the job, which makes the same check before merging.
-        checks_log = self.rerun == "skip_if_committed" and is_path_like(spec.target)
-        earlier = self._hook.committed_result(spec, provenance) if checks_log else None
-        if earlier is not None:
-            # A retry of a task whose merge was committed (e.g. the worker died after the commit).
+        # A catalog table's log is found by the job, which then skips a committed run whatever the policy
+        # but "merge" says: only this side knows the task's tries.
+        checks_log = policy != "merge" and is_path_like(spec.target)
+        earlier = self._hook.committed_run(spec, provenance) if checks_log else None
+        if earlier is not None and replays(policy, series, earlier.info):
             self.log.info(
-                "This run's merge into %s is already committed as version %s; returning its metrics without "
-                "merging again (rerun='always' forces a new merge)",
+                "This run's merge into %s is already committed as version %s (try %s); returning its metrics "
+                "without merging again (rerun=%r; rerun='merge' forces a new merge)",
                 spec.target,
-                earlier[TABLE_VERSION],
+                earlier.version,
+                earlier.info.get("tryNumber"),
+                policy,
             )
-            metrics = earlier
+            metrics = commit_result(earlier)
+            unannounced = series.made(earlier.info)
         else:
-            metrics = self._hook.run_merge(
-                spec, provenance=provenance, backend=self.backend, rerun=self.rerun
-            )
+            if earlier is not None:
+                self.log.info(
+                    "This run's merge into %s was committed as version %s before the task was cleared; "
+                    "merging again (rerun=%r; rerun='skip' keeps the earlier commit)",
+                    spec.target,
+                    earlier.version,
+                    policy,
+                )
+            # The job checks the log again just before merging (a concurrent duplicate, a catalog table),
+            # unless this task has decided to merge again.
+            job_rerun = "skip_if_committed" if earlier is None and policy != "merge" else "always"
+            metrics = self._hook.run_merge(spec, provenance=provenance, backend=self.backend, rerun=job_rerun)
+            unannounced = True
         self.log.info("Merge into %s done: %s", spec.target, metrics)
         self._metrics = metrics
-        for outlet in self.outlets:
-            if isinstance(outlet, Asset) and outlet.uri == target_asset(spec.target).uri:
-                context["outlet_events"][outlet].extra = dict(metrics)
+        self._announce(spec.target, metrics, context, new=unannounced)
         return metrics
+
+    def _announce(self, target: str, metrics: Mapping[str, Any], context: Context, *, new: bool) -> None:
+        """Give the target's asset event the merge's metrics, unless the commit was announced already.
+
+        Airflow emits an event for each Asset in the task's outlets when the task succeeds. A commit returned
+        by an automatic retry was never announced (the try that made it failed), so it gets its event now. A
+        commit returned after a Clear (``rerun="skip"``) was announced, with these same metrics, by the try
+        that made it: a second event would start every consumer scheduled on the table again for data that
+        did not change. So that try drops the table from its outlets (the DAG's declared outlets, which the
+        scheduler reads from the serialized DAG, stay as they are): one asset event per commit.
+        """
+        table = target_asset(target).uri
+        ours = [o for o in self.outlets if isinstance(o, Asset) and o.uri == table]
+        if not new:
+            self.outlets = [o for o in self.outlets if o not in ours]
+            if ours:
+                self.log.info("No asset event for %s: the try that made its commit announced it", table)
+            return
+        for outlet in ours:
+            context["outlet_events"][outlet].extra = dict(metrics)
 
     def _do_render_template_fields(
         self,

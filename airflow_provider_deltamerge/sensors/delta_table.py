@@ -15,6 +15,7 @@ from airflow.providers.common.compat.sdk import (
 
 from airflow_provider_deltamerge.delta.commit_match import CommitCriteria, MetricBounds, find_commit
 from airflow_provider_deltamerge.delta.history import DEFAULT_HISTORY_DEPTH
+from airflow_provider_deltamerge.operators.delta_merge import target_asset
 from airflow_provider_deltamerge.triggers.delta_table import DeltaTableTrigger
 
 if TYPE_CHECKING:
@@ -37,14 +38,21 @@ class DeltaTableSensor(BaseSensorOperator):
     :param merge_task_id: Only commits whose provenance record names this task. (templated)
     :param merge_run_id: Only commits whose provenance record names this DAG run, e.g. ``{{ run_id }}``.
         (templated)
+    :param merge_logical_date: Only commits made by a DAG run of this logical date (a datetime or ISO 8601
+        string), e.g. ``"{{ logical_date }}"`` in a consumer on the producer's schedule. (templated)
     :param metrics: Bounds the commit's metrics must keep, in ``DeltaMergeCheckOperator``'s form, e.g.
         ``{"numTargetRowsInserted": {"min": 1}}``; ``tableVersion`` is the commit's version.
     :param depth: How many of the newest commits to look at.
     :param storage_options: ``deltalake`` storage options (credentials of object stores).
     :param deferrable: Wait in the triggerer instead of a worker slot.
 
+    Which merge: when this sensor's DAG run was triggered by an asset event of the table (a consumer
+    scheduled on the merge task's outlet) and no ``merge_run_id`` is given, only commits of the run that
+    emitted the newest such event count; so a consumer checks the merge that triggered it, not an earlier
+    one. When several commits match, the newest; with ``after_version``, the oldest after it.
+
     Returns (as XCom ``return_value``) the matching commit: ``version``, ``timestamp`` (ISO 8601),
-    ``operation``, ``metrics`` and ``provenance``. When several match, the oldest of them.
+    ``operation``, ``metrics`` and ``provenance``.
     """
 
     template_fields: Sequence[str] = (
@@ -55,6 +63,7 @@ class DeltaTableSensor(BaseSensorOperator):
         "merge_dag_id",
         "merge_task_id",
         "merge_run_id",
+        "merge_logical_date",
     )
     ui_color = "#00add4"
 
@@ -68,6 +77,7 @@ class DeltaTableSensor(BaseSensorOperator):
         merge_dag_id: str | None = None,
         merge_task_id: str | None = None,
         merge_run_id: str | None = None,
+        merge_logical_date: datetime.datetime | str | None = None,
         metrics: Mapping[str, Mapping[str, float]] | None = None,
         depth: int = DEFAULT_HISTORY_DEPTH,
         storage_options: dict[str, str] | None = None,
@@ -78,24 +88,44 @@ class DeltaTableSensor(BaseSensorOperator):
         self.table, self.operation = table, operation
         self.after_version, self.after_time = after_version, after_time
         self.merge_dag_id, self.merge_task_id, self.merge_run_id = merge_dag_id, merge_task_id, merge_run_id
+        self.merge_logical_date = merge_logical_date
         self.metrics = dict(metrics or {})
         MetricBounds(self.metrics)  # a wrong metric name fails at DAG parse time
         self.depth, self.storage_options, self.deferrable = depth, storage_options, deferrable
 
-    def criteria(self) -> CommitCriteria:
-        """The criteria with templates rendered."""
+    def criteria(self, context: Context | None = None) -> CommitCriteria:
+        """The criteria with templates rendered, pinned to the merge whose asset event triggered the run."""
+        dag_id, task_id, run_id = self.merge_dag_id, self.merge_task_id, self.merge_run_id
+        trigger = None if run_id or context is None else self._triggering_merge(context)
+        if trigger is not None:
+            dag_id, task_id, run_id = trigger.source_dag_id, trigger.source_task_id, trigger.source_run_id
         return CommitCriteria.from_values(
             operation=self.operation,
             after_version=self.after_version,
             after_time=self.after_time,
-            dag_id=self.merge_dag_id,
-            task_id=self.merge_task_id,
-            run_id=self.merge_run_id,
+            dag_id=dag_id,
+            task_id=task_id,
+            run_id=run_id,
             metrics=self.metrics,
+            logical_date=self.merge_logical_date,
         )
 
+    def _triggering_merge(self, context: Context) -> Any:
+        """The newest asset event of the table among those that triggered this DAG run, from the DAG and task
+        the sensor waits for; None when the run was not triggered by one."""
+        table = target_asset(self.table).uri
+        events = [
+            event
+            for asset, asset_events in (context.get("triggering_asset_events") or {}).items()
+            if getattr(asset, "uri", None) == table
+            for event in asset_events
+            if self.merge_dag_id in (None, event.source_dag_id)
+            and self.merge_task_id in (None, event.source_task_id)
+        ]
+        return max(events, key=lambda event: event.timestamp, default=None)
+
     def poke(self, context: Context) -> PokeReturnValue:
-        criteria = self.criteria()
+        criteria = self.criteria(context)
         commit = find_commit(self.table, criteria, depth=self.depth, storage_options=self.storage_options)
         if commit is None:
             self.log.info("No commit of %s yet with %s", self.table, criteria.describe())
@@ -112,7 +142,7 @@ class DeltaTableSensor(BaseSensorOperator):
         self.defer(
             trigger=DeltaTableTrigger(
                 table=self.table,
-                criteria=self.criteria().to_json(),
+                criteria=self.criteria(context).to_json(),
                 poke_interval=self.poke_interval,
                 depth=self.depth,
                 storage_options=self.storage_options,

@@ -76,25 +76,32 @@ def test_bad_bounds_are_listed_together_with_the_known_metrics():
 
 @pytest.fixture
 def history_table(tmp_path):
-    """v0 plain write; v1 our merge (run r1, deletes); v2 another DAG's merge; v3 our merge (run r2)."""
+    """v0 plain write; v1 our merge (run r1 of Jan 1, deletes); v2 another DAG's merge; v3 our merge (run r2
+    of Jan 2)."""
     table = make_table(tmp_path / "orders")
-    merge_commit(table, metrics={"numTargetRowsDeleted": 5, "numTargetRowsInserted": 0}, provenance=UPSERT)
+    day_1, day_2 = {"logicalDate": "2024-01-01T00:00:00+00:00"}, {"logicalDate": "2024-01-02T00:00:00+00:00"}
+    deleting = {"numTargetRowsDeleted": 5, "numTargetRowsInserted": 0}
+    merge_commit(table, metrics=deleting, provenance={**UPSERT, **day_1})
     merge_commit(table, metrics={"numTargetRowsInserted": 7}, provenance={**UPSERT, "dagId": "other"})
-    merge_commit(table, metrics={"numTargetRowsInserted": 100}, provenance={**UPSERT, "runId": "r2"})
+    merge_commit(table, metrics={"numTargetRowsInserted": 100}, provenance={**UPSERT, "runId": "r2", **day_2})
     return table
 
 
 @pytest.mark.parametrize(
     ("criteria", "version"),
     [
-        (CommitCriteria(), 0),
-        (CommitCriteria(operation="merge"), 1),
+        (CommitCriteria(), 3),
+        (CommitCriteria(operation="merge"), 3),
         (CommitCriteria(operation="WRITE"), 0),
         (CommitCriteria.from_values(operation="MERGE", after_version="1"), 2),
         (CommitCriteria(dag_id="upsert", after_version=1), 3),
         (CommitCriteria(run_id="r2"), 3),
         (CommitCriteria(dag_id="upsert", task_id="merge_orders", run_id="r1"), 1),
-        (CommitCriteria.from_values(metrics={"numTargetRowsInserted": {"min": 1}}), 2),
+        (CommitCriteria.from_values(metrics={"numTargetRowsInserted": {"max": 7}}), 2),
+        (CommitCriteria.from_values(after_version="0"), 1),
+        (CommitCriteria.from_values(dag_id="upsert", logical_date="2024-01-01"), 1),
+        (CommitCriteria.from_values(logical_date="2024-01-02 00:00:00+00:00"), 3),
+        (CommitCriteria.from_values(logical_date=datetime.datetime(2024, 1, 3, tzinfo=datetime.UTC)), None),
         (
             CommitCriteria.from_values(
                 metrics={"numTargetRowsInserted": {"min": 1}, "tableVersion": {"min": 3}}
@@ -105,7 +112,7 @@ def history_table(tmp_path):
         (CommitCriteria(after_version=3), None),
     ],
 )
-def test_the_oldest_matching_commit_is_found(history_table, criteria, version):
+def test_the_newest_matching_commit_is_found_or_the_next_after_a_version(history_table, criteria, version):
     commit = find_commit(history_table, criteria)
     assert (commit.version if commit else None) == version
 
@@ -120,7 +127,7 @@ def test_found_commit_carries_metrics_provenance_and_time(history_table):
     assert value["version"] == 3
     assert value["operation"] == "MERGE"
     assert value["metrics"] == {"numTargetRowsInserted": 100}
-    assert value["provenance"] == {**UPSERT, "runId": "r2"}
+    assert value["provenance"] == {**UPSERT, "runId": "r2", "logicalDate": "2024-01-02T00:00:00+00:00"}
     assert datetime.datetime.fromisoformat(value["timestamp"]) > before
     assert json.loads(json.dumps(value)) == value  # an XCom value as is
     future = datetime.datetime.now(datetime.UTC) + datetime.timedelta(minutes=5)
@@ -154,6 +161,7 @@ def test_criteria_survive_their_json_form():
         after_time="2024-01-02T00:00:00",
         dag_id="upsert",
         metrics={"numTargetRowsDeleted / numTargetRowsCopied": {"max": 0.1}},
+        logical_date="2024-01-02",
     )
     assert CommitCriteria.from_values(**json.loads(json.dumps(criteria.to_json()))) == criteria
     assert criteria.after_time == datetime.datetime(2024, 1, 2, tzinfo=datetime.UTC)

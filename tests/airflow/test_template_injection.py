@@ -8,6 +8,8 @@ submitted.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -37,19 +39,49 @@ BACKTICK_ATTACK = (
     "ON t.order_id = s.order_id WHEN MATCHED THEN DELETE -- "
 )
 WIDENING = "eu' OR '1'='1"
+LOGICAL_DATE = datetime(2024, 1, 2, tzinfo=UTC)
 
 
-def submitted_spec(
-    mocker, params: dict[str, Any], *, failure: Exception | None = None, **arguments: Any
-) -> MergeSpec:
-    """Render ``arguments`` as a task run does with ``params`` (run conf overrides them); the spec built."""
+@dataclass(frozen=True)
+class TaskRun:
+    """One run of the operator's ``execute``: the operator after it, its context, the mocked submission."""
+
+    operator: DeltaMergeOperator
+    context: dict[str, Any]
+    submit: Any
+
+
+def run_task(
+    mocker,
+    params: dict[str, Any],
+    *,
+    failure: Exception | None = None,
+    tries: tuple[int, int, int] = (1, 0, 0),
+    **arguments: Any,
+) -> TaskRun:
+    """Render ``arguments`` as a task run does with ``params`` (run conf overrides them) and execute them.
+
+    ``tries`` is what Airflow records of the task instance: its try number, its max tries and the DAG run's
+    clear number.
+    """
+    arguments = {"preflight": False, "rerun": "merge", **arguments}
     with DAG("injection", params=params, template_searchpath=str(EXAMPLES), schedule=None):
-        operator = DeltaMergeOperator(task_id="merge", preflight=False, rerun="always", **arguments)
+        operator = DeltaMergeOperator(task_id="merge", **arguments)
     operator.resolve_template_files()
+    try_number, max_tries, clear_number = tries
     context: dict[str, Any] = {
         "params": params,
         "ds": "2024-01-02",
-        "ti": SimpleNamespace(dag_id="injection", task_id="merge", run_id="r", map_index=-1, try_number=1),
+        "ti": SimpleNamespace(
+            dag_id="injection",
+            task_id="merge",
+            run_id="r",
+            map_index=-1,
+            try_number=try_number,
+            max_tries=max_tries,
+            task=operator,
+        ),
+        "dag_run": SimpleNamespace(clear_number=clear_number, logical_date=LOGICAL_DATE),
         "outlet_events": defaultdict(lambda: SimpleNamespace(extra=None)),
     }
     submit = mocker.patch.object(
@@ -57,7 +89,14 @@ def submitted_spec(
     )
     operator.render_template_fields(context)
     operator.execute(context)
-    return submit.call_args.args[0]
+    return TaskRun(operator, context, submit)
+
+
+def submitted_spec(
+    mocker, params: dict[str, Any], *, failure: Exception | None = None, **arguments: Any
+) -> MergeSpec:
+    """The spec that ``run_task`` submitted."""
+    return run_task(mocker, params, failure=failure, **arguments).submit.call_args.args[0]
 
 
 def python_merge(**fields: Any) -> dict[str, Any]:

@@ -80,12 +80,12 @@ def xcom_value(airflow_env: dict[str, str], dag_id: str, task_id: str) -> Any:
     return json.loads(value if isinstance(value, str) else value.decode())
 
 
-def asset_event_extras(airflow_env: dict[str, str], uri: str) -> list[dict[str, Any]]:
-    """The ``extra`` of every event of the asset at ``uri``, oldest first."""
+def asset_event_extras(airflow_env: dict[str, str], uri: str, dag_id: str = "%") -> list[dict[str, Any]]:
+    """The ``extra`` of every event of the asset at ``uri`` (emitted by ``dag_id``'s tasks), oldest first."""
     with sqlite3.connect(Path(airflow_env["AIRFLOW_HOME"]) / "airflow.db") as db:
         rows = db.execute(
             "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id "
-            "WHERE a.uri = ? ORDER BY e.id",
-            (uri,),
+            "WHERE a.uri = ? AND e.source_dag_id LIKE ? ORDER BY e.id",
+            (uri, dag_id),
         ).fetchall()
     return [json.loads(extra) if isinstance(extra, str | bytes) else extra for (extra,) in rows]

@@ -11,14 +11,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
 from airflow_provider_deltamerge.delta.commit import CRASH_ENV
-from dags_examples.sample_lake import MARKER, prepare
+from dags_examples.sample_lake import MARKER, extract_path, orders, prepare
 from tests.e2e.conftest import asset_event_extras, start_dags_test, xcom_value
 
 pytestmark = pytest.mark.slow
+
+NEXT_DAY = dt.date(2024, 1, 3)
 
 
 def prepare_lake(lake: Path) -> None:
@@ -59,6 +62,18 @@ def test_upsert_example_merges_and_pushes_metrics(airflow_env, run_airflow):
     assert consumer.returncode == 0, consumer.stdout[-3000:] + consumer.stderr[-3000:]
     assert xcom_value(airflow_env, "deltamerge_consumer", "wait_for_merge")["version"] == 1
     assert "DELTAMERGE CONSUMER: 100 new orders to publish" in consumer.stdout + consumer.stderr
+
+    # The next day's merge (orders 1050-1099 updated, 1100-1149 new): the consumer reads that merge, not
+    # the first one, which is still among the commits that match.
+    pq.write_table(
+        orders(range(1050, 1150), dt.date(2024, 1, 3), 2.0), extract_path(lake, "orders", NEXT_DAY)
+    )
+    assert run_airflow("dags", "test", "deltamerge_upsert", str(NEXT_DAY)).returncode == 0
+    consumer = run_airflow("dags", "test", "deltamerge_consumer", str(NEXT_DAY))
+    assert consumer.returncode == 0, consumer.stdout[-3000:] + consumer.stderr[-3000:]
+    found = xcom_value(airflow_env, "deltamerge_consumer", "wait_for_merge")
+    assert (found["version"], found["provenance"]["logicalDate"]) == (2, "2024-01-03T00:00:00+00:00")
+    assert "DELTAMERGE CONSUMER: 50 new orders to publish" in consumer.stdout + consumer.stderr
 
 
 def test_sql_example_merges_like_the_python_one(airflow_env, run_airflow):
@@ -145,6 +160,10 @@ def test_retry_after_a_committed_merge_does_not_merge_twice(airflow_env, run_air
     assert table.count() == 1100
     metrics = xcom_value(airflow_env, "deltamerge_retry_after_commit", "merge")
     assert (metrics["numTargetRowsInserted"], metrics["tableVersion"]) == (100, 1)
+    # Try 1 failed after its commit, so no event announced it: the retry does, once.
+    uri = (lake / "orders").absolute().as_uri()
+    extras = asset_event_extras(airflow_env, uri, dag_id="deltamerge_retry_after_commit")
+    assert [(e["tableVersion"], e["numTargetRowsInserted"]) for e in extras] == [(1, 100)]
 
 
 def test_failed_merge_fails_the_task_with_the_cause(airflow_env, run_airflow, tmp_path):

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.orc as pa_orc
 import pyarrow.parquet as pq
 import pytest
 
@@ -224,14 +228,75 @@ def test_missing_parquet_source_names_the_path(make_delta_table: Callable[..., s
         run_preflight(spec, read_target_schema=read_table_schema, read_source_schema=read_path_schema)
 
 
-def test_query_and_csv_sources_are_not_read(make_delta_table: Callable[..., str]) -> None:
+def test_a_query_source_is_not_read(make_delta_table: Callable[..., str]) -> None:
+    spec = merge(update_all(), target=make_delta_table(), source=QuerySource("SELECT 1 AS id"))
+    run_preflight(spec, read_target_schema=read_table_schema, read_source_schema=read_path_schema)
+
+
+def write_source_files(folder: Path, file_format: str) -> Path:
+    """One real ``file_format`` file of orders in ``folder``, written as an upstream extract would be."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = pa.table({"id": [1, 2], "qty": [3, 4]})
+    path = folder / f"part-0.{file_format}"
+    if file_format == "csv":
+        pa_csv.write_csv(rows, path)
+    elif file_format == "orc":
+        pa_orc.write_table(rows, path)
+    else:
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows.to_pylist()))
+    return path
+
+
+def preflight_of(target: str, path: str, file_format: str) -> None:
+    spec = merge(update_all(), target=target, source=PathSource(path, file_format))
+    run_preflight(spec, read_target_schema=read_table_schema, read_source_schema=read_path_schema)
+
+
+@pytest.mark.parametrize("file_format", ["csv", "json", "orc"])
+def test_a_missing_source_of_any_format_is_found_before_spark(
+    make_delta_table: Callable[..., str], tmp_path: Path, file_format: str
+) -> None:
+    # Given: the day's extract folder exists, but today's file was never written
     target = make_delta_table()
-    for source in (QuerySource("SELECT 1 AS id"), PathSource("/does/not/exist", "csv")):
-        run_preflight(
-            merge(update_all(), target=target, source=source),
-            read_target_schema=read_table_schema,
-            read_source_schema=read_path_schema,
-        )
+    write_source_files(tmp_path / "staging", file_format)
+    missing = f"{tmp_path}/staging/2024-01-03.{file_format}"
+    # When / Then: pre-flight names the path and the fix, as Spark's PATH_NOT_FOUND would much later
+    with pytest.raises(
+        SourceError, match=rf"Path does not exist: {re.escape(missing)}\. Check the source path"
+    ) as info:
+        preflight_of(target, missing, file_format)
+    assert info.value.error_class == "PATH_NOT_FOUND"
+
+
+@pytest.mark.parametrize("file_format", ["csv", "json", "orc"])
+def test_existing_sources_of_any_format_pass(
+    make_delta_table: Callable[..., str], tmp_path: Path, file_format: str
+) -> None:
+    target, written = make_delta_table(), write_source_files(tmp_path / "staging", file_format)
+    for path in (str(written), str(written.parent), f"{written.parent}/*.{file_format}", written.as_uri()):
+        preflight_of(target, path, file_format)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "found"),
+    [("*.csv", True), ("part-?.csv", True), ("part-[0-9].csv", True), ("*.tsv", False), ("{a,b}.csv", True)],
+)
+def test_a_glob_must_match_a_file(
+    make_delta_table: Callable[..., str], tmp_path: Path, pattern: str, found: bool
+) -> None:
+    # ``{a,b}`` is Hadoop glob syntax Python's glob cannot judge: it is left to the job, never refused.
+    target, written = make_delta_table(), write_source_files(tmp_path / "staging", "csv")
+    path = f"{written.parent}/{pattern}"
+    if found:
+        preflight_of(target, path, "csv")
+    else:
+        with pytest.raises(SourceError, match="PATH_NOT_FOUND"):
+            preflight_of(target, path, "csv")
+
+
+def test_a_missing_file_uri_is_found_too(make_delta_table: Callable[..., str], tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match=r"Path does not exist: file://.*nothing\.json"):
+        preflight_of(make_delta_table(), (tmp_path / "nothing.json").as_uri(), "json")
 
 
 def test_target_schema_of_nested_types(make_delta_table: Callable[..., str]) -> None:

@@ -1,13 +1,15 @@
 """Upserts of the demo's orders that the e2e tests drive into failure modes.
 
 ``deltamerge_retry_after_commit``: a task with a retry; the tests kill its job right after the commit to
-play a lost worker. ``deltamerge_storage_credentials``: credentials from a connection, which must never
-reach the log.
+play a lost worker. ``deltamerge_reprocess``: the same on a daily schedule for backfills, January 2024 only,
+so that a scheduler creates no run of its own. ``deltamerge_storage_credentials``: credentials from a
+connection, which must never reach the log.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,8 +21,11 @@ from airflow_provider_deltamerge.spec import insert_all, update_all
 LAKE = os.environ["DELTAMERGE_LAKE"]
 
 
-def orders_upsert_dag(dag_id: str, **operator_kwargs: Any) -> DAG:
-    with DAG(dag_id=dag_id, schedule=None, start_date=datetime(2024, 1, 1)) as dag:
+def orders_upsert_dag(
+    dag_id: str, *, dag_kwargs: Mapping[str, Any] | None = None, **operator_kwargs: Any
+) -> DAG:
+    schedule = {"schedule": None, "start_date": datetime(2024, 1, 1), **(dag_kwargs or {})}
+    with DAG(dag_id=dag_id, **schedule) as dag:
         DeltaMergeOperator(
             task_id="merge",
             target=f"{LAKE}/orders",
@@ -34,5 +39,11 @@ def orders_upsert_dag(dag_id: str, **operator_kwargs: Any) -> DAG:
 
 retry_after_commit = orders_upsert_dag(
     "deltamerge_retry_after_commit", retries=1, retry_delay=timedelta(seconds=1)
+)
+reprocess = orders_upsert_dag(
+    "deltamerge_reprocess",
+    dag_kwargs={"schedule": "@daily", "end_date": datetime(2024, 1, 31), "catchup": False},
+    retries=1,
+    retry_delay=timedelta(seconds=1),
 )
 storage_credentials = orders_upsert_dag("deltamerge_storage_credentials", storage_conn_id="lake_storage")

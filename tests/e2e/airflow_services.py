@@ -1,0 +1,119 @@
+"""A real Airflow on 127.0.0.1: API server, scheduler (LocalExecutor) and DAG processor on a SQLite database,
+driven through the REST API the UI uses."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SERVICES = (("api-server", "--workers", "1"), ("scheduler",), ("dag-processor",))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class Airflow:
+    """The REST API of a running Airflow, with the token of its (all-admin) simple auth manager."""
+
+    base: str
+    token: str = ""
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        request = urllib.request.Request(
+            f"{self.base}/api/v2/{path}",
+            data=None if body is None else json.dumps(body).encode(),
+            method=method,
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read() or b"null")
+
+    def wait_for(self, what: str, done: Callable[[], Any], *, timeout: float) -> Any:
+        """Poll ``done`` until it returns something true; fail naming ``what`` after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                found = done()
+            except (urllib.error.URLError, ConnectionError):
+                found = None
+            if found:
+                return found
+            time.sleep(1)
+        raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+    def run_state(self, dag_id: str, run_id: str) -> str:
+        return str(self.call("GET", f"dags/{dag_id}/dagRuns/{run_id}")["state"])
+
+    def wait_for_run(self, dag_id: str, run_id: str, *, timeout: float) -> str:
+        """The run's state once it is finished."""
+        return str(
+            self.wait_for(
+                f"run {run_id} of {dag_id} to finish",
+                lambda: (state := self.run_state(dag_id, run_id)) in ("success", "failed") and state,
+                timeout=timeout,
+            )
+        )
+
+
+@contextmanager
+def airflow_services(airflow_env: dict[str, str], home: Path, env: dict[str, str]) -> Iterator[Airflow]:
+    """Start the services in ``home`` (a copy of the migrated database) and stop them when done."""
+    home.mkdir()
+    shutil.copy(Path(airflow_env["AIRFLOW_HOME"]) / "airflow.db", home / "airflow.db")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    service_env = {
+        **airflow_env,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__PARALLELISM": "2",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{base}/execution/",
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__BASE_URL": base,
+        "AIRFLOW__API_AUTH__JWT_SECRET": "deltamerge-e2e-only",
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+        **env,
+    }
+    processes = [
+        subprocess.Popen(
+            ["airflow", *service],
+            env=service_env,
+            stdout=(home / f"{service[0]}.log").open("w"),
+            stderr=subprocess.STDOUT,
+        )
+        for service in SERVICES
+    ]
+    try:
+        airflow = Airflow(base)
+        airflow.token = airflow.wait_for("the API server", lambda: _token(base), timeout=120)
+        yield airflow
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def _token(base: str) -> str:
+    with urllib.request.urlopen(f"{base}/auth/token", timeout=10) as response:
+        return str(json.loads(response.read())["access_token"])
