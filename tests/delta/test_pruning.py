@@ -188,6 +188,39 @@ def test_each_file_is_tested_against_the_source_keys_not_their_range(spark, tmp_
     assert result.metrics[m.NUM_TARGET_ROWS_UPDATED] == expected["num_target_rows_updated"] == 2
 
 
+@pytest.mark.parametrize("tuples_scanned", [10_000, 0], ids=["scanned", "scan-budget-spent"])
+def test_a_file_is_read_only_when_it_may_hold_all_parts_of_one_source_key(
+    spark, tmp_path, monkeypatch, tuples_scanned
+):
+    # Given: file A holds tickets 1-10 with items 1-5, file B tickets 11-20 with items 6-10; the source's
+    # keys (5, 8) and (15, 2) each have one part in A's bounds and one in B's, all parts of none in either
+    monkeypatch.setattr(pruning, "MAX_TUPLES_SCANNED", tuples_scanned)
+    target = str(tmp_path / "t")
+    for tickets, items in ((range(1, 11), [1, 2, 3, 4, 5] * 2), (range(11, 21), [6, 7, 8, 9, 10] * 2)):
+        data = {"ticket": pa.array(tickets, pa.int32()), "item": pa.array(items, pa.int32())}
+        write_deltalake(target, pa.table({**data, "qty": pa.array([1] * 10, pa.int32())}), mode="append")
+    source = pa.table(
+        {
+            "ticket": pa.array([5, 15], pa.int32()),
+            "item": pa.array([8, 2], pa.int32()),
+            "qty": pa.array([7, 7], pa.int32()),
+        }
+    )
+    spec = MergeSpec(
+        target,
+        PathSource(write_source(tmp_path, source)),
+        "t.ticket = s.ticket AND t.item = s.item",
+        (update_all(), insert_all()),
+    )
+    # When
+    result = run_merge(spark, spec)
+    # Then: neither file is read (each key column alone would keep both); with no scan budget both are
+    # kept, never wrongly skipped; the keys are inserted either way
+    assert result.metrics[m.NUM_TARGET_FILES_AFTER_SKIPPING] == (2 if tuples_scanned == 0 else 0)
+    assert result.metrics[m.NUM_TARGET_ROWS_INSERTED] == 2
+    assert result.metrics[m.NUM_TARGET_ROWS_UPDATED] == 0
+
+
 def test_more_source_keys_than_the_limit_fall_back_to_their_range(spark, tmp_path, monkeypatch):
     ids = pa.array([*range(10), *range(100, 110), *range(200, 210)], pa.int64())
     target = three_files(tmp_path / "t", ids)

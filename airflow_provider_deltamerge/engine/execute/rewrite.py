@@ -75,17 +75,24 @@ def rewrite_touched_files(
     if inserting and not broadcast and set(found.matched) <= set(found.touched):
         touched = target_rows(spark, plan, found.touched)
         joined = _hashed(source_rows(plan, counted)).join(touched, condition, "full_outer")
-        branches = [(joined, ALL_ROW_KINDS)]
+        branches, tasks = [(joined, ALL_ROW_KINDS)], None
     else:
         branches = []
+        tasks = None
         if found.touched:
+            touched = target_rows(spark, plan, found.touched)
             streamed = source_rows(plan, source if inserting else counted)
             streamed = F.broadcast(streamed) if broadcast else _hashed(streamed)
-            touched_rows = streamed.join(target_rows(spark, plan, found.touched), condition, "right_outer")
-            branches.append((touched_rows, _TOUCHED_ROWS))
+            branches.append((streamed.join(touched, condition, "right_outer"), _TOUCHED_ROWS))
+            if broadcast and inserting and not plan.snapshot.partition_columns:
+                # The inserts ride along in the rewrite's tasks (no shuffle): without this each merge
+                # would add a small file of inserts beside the rewritten ones.
+                tasks = touched.rdd.getNumPartitions()
         if inserting:
             branches.append(_insert_candidates(spark, plan, source, counted, found, broadcast=broadcast))
-    written = _write_with_actions(spark, plan, branches, recorder, presized=presized or broadcast)
+    written = _write_with_actions(
+        spark, plan, branches, recorder, presized=presized or broadcast, tasks=tasks
+    )
     _count_second_scan(recorder, observed_count(second_scan, "rows", fallback=source))
     return written
 
@@ -169,15 +176,23 @@ def _write_with_actions(
     recorder: MetricsRecorder,
     *,
     presized: bool,
+    tasks: int | None = None,
 ) -> list[WrittenFile]:
-    """Evaluate the clauses on each branch of joined rows, write their union, and record the row counts."""
+    """Evaluate the clauses on each branch of joined rows, write their union, and record the row counts.
+
+    Args:
+        tasks: write the union in this many tasks, folding the branches' partitions together.
+    """
     outputs, observations = [], []
     for joined, kinds in branches:
         with_action = joined.withColumn(ACTION, action_column(plan, kinds))
         counted, counts = observe(with_action, *observed_counts(plan, kinds))
         outputs.append(rows_written(plan, counted, kinds))
         observations.append((with_action, kinds, counts))
-    written = write_files(spark, reduce(DataFrame.union, outputs), plan.snapshot, presized=presized)
+    rows = reduce(DataFrame.union, outputs)
+    if tasks is not None and len(outputs) > 1:
+        rows = rows.coalesce(tasks)
+    written = write_files(spark, rows, plan.snapshot, presized=presized)
     totals: dict[str, int] = {}
     for with_action, kinds, counts in observations:
         values = observed(counts)

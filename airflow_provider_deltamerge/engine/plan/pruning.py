@@ -54,6 +54,8 @@ MAX_PARTITION_VALUES = 10_000
 # Above this many distinct source values of an equi-join key, (c) falls back to the keys' global range: the
 # driver holds the sorted keys (a few MB at most) and tests each file in O(log keys).
 MAX_SOURCE_KEYS = 200_000
+# How many of the source's key tuples are compared with one file's bounds before the file is simply kept.
+MAX_TUPLES_SCANNED = 10_000
 # Delta keeps this many characters of a string bound; a longer (truncated) max is no bound at all here.
 STRING_PREFIX_LENGTH = 32
 _ORDINAL = "__ordinal"
@@ -79,6 +81,9 @@ class FileFilter:
     value_sets: tuple[tuple[int, list[Row], StructType], ...] = field(default=())
     # (column index, the source's distinct keys in ``_comparable`` form, sorted)
     key_sets: tuple[tuple[int, tuple[Any, ...]], ...] = field(default=(), repr=False)
+    # With several equi-join keys: (their column indexes, the source's distinct key tuples with no NULL, in
+    # ``_comparable`` form, sorted), so a file must hold all parts of one tuple, not parts of several.
+    key_tuples: tuple[tuple[int, ...], tuple[tuple[Any, ...], ...]] | None = field(default=None, repr=False)
 
     def select(
         self, spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile]
@@ -113,6 +118,7 @@ class FileFilter:
             row[_ORDINAL]
             for row in stats.select(_ORDINAL, *bounds).collect()
             if all(_holds_a_key(keys, row[f"min_{i}"], row[f"max_{i}"]) for i, keys in self.key_sets)
+            and (self.key_tuples is None or _holds_a_tuple(*self.key_tuples, row))
         }
         return tuple(f for n, f in enumerate(files) if n in kept)
 
@@ -122,6 +128,28 @@ def _holds_a_key(keys: tuple[Any, ...], low: Any, high: Any) -> bool:
     no stats, or a truncated string max) bounds nothing on its side."""
     at = 0 if low is None else bisect_left(keys, low)
     return at < len(keys) and (high is None or keys[at] <= high)
+
+
+def _holds_a_tuple(indexes: tuple[int, ...], tuples: tuple[tuple[Any, ...], ...], row: Row) -> bool:
+    """Whether a file with the bounds in ``row`` may hold every part of one of the sorted ``tuples``.
+
+    The tuples whose first part is within the file's first bounds are scanned for the other parts; past
+    ``MAX_TUPLES_SCANNED`` of them the file is kept (a bound on the driver's work, never a wrong skip).
+    """
+    lows = [row[f"min_{i}"] for i in indexes]
+    highs = [row[f"max_{i}"] for i in indexes]
+    start = 0 if lows[0] is None else bisect_left(tuples, (lows[0],))
+    for scanned, candidate in enumerate(tuples[start:]):
+        if highs[0] is not None and candidate[0] > highs[0]:
+            return False
+        if scanned >= MAX_TUPLES_SCANNED:
+            return True
+        if all(
+            (low is None or value >= low) and (high is None or value <= high)
+            for value, low, high in zip(candidate[1:], lows[1:], highs[1:], strict=True)
+        ):
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -164,7 +192,7 @@ def prune_files(spark: SparkSession, plan: MergePlan, source: DataFrame) -> Prun
                 value_sets.append((index, rows, values.schema))
                 continue
         ranged.append((index, expression))
-    range_tests, source_bounds, key_sets = _source_key_tests(plan, aliased, ranged)
+    range_tests, source_bounds, key_sets, key_tuples = _source_key_tests(plan, aliased, ranged)
     file_filter = FileFilter(
         plan.target_schema,
         snapshot.partition_columns,
@@ -173,14 +201,20 @@ def prune_files(spark: SparkSession, plan: MergePlan, source: DataFrame) -> Prun
         source_bounds=source_bounds,
         value_sets=tuple(value_sets),
         key_sets=tuple(key_sets),
+        key_tuples=key_tuples,
     )
     return Pruning(file_filter.select(spark, snapshot, snapshot.files), file_filter)
 
 
+KeyTuples = tuple[tuple[int, ...], tuple[tuple[Any, ...], ...]]
+
+
 def _source_key_tests(
     plan: MergePlan, aliased: DataFrame, keys: Sequence[tuple[int, str]]
-) -> tuple[list[tuple[int, str]], tuple[Row, StructType] | None, list[tuple[int, tuple[Any, ...]]]]:
-    """(range tests, the source's bounds for them, key sets) for the equi-join keys ``keys``.
+) -> tuple[
+    list[tuple[int, str]], tuple[Row, StructType] | None, list[tuple[int, tuple[Any, ...]]], KeyTuples | None
+]:
+    """(range tests, the source's bounds for them, key sets, key tuples) for the equi-join keys ``keys``.
 
     Usually one Spark job: the source's distinct key tuples, when there are few enough, give every
     comparable key's set. Otherwise one aggregation gives every key's min, max and approximate distinct
@@ -188,14 +222,15 @@ def _source_key_tests(
     range test.
     """
     if not keys:
-        return [], None, []
+        return [], None, [], None
     target_types = [plan.target_schema.fields[index].dataType for index, _ in keys]
     source_types = [aliased.select(F.expr(e)).schema.fields[0].dataType for _, e in keys]
     comparable = [n for n in range(len(keys)) if _comparable_type(target_types[n], source_types[n])]
-    key_sets = _key_sets_from_tuples(aliased, keys, source_types, comparable)
+    key_sets, tuples = _key_sets_from_tuples(aliased, keys, source_types, comparable)
+    key_tuples = (tuple(keys[n][0] for n in comparable), tuples) if tuples is not None else None
     remaining = [n for n in range(len(keys)) if n not in key_sets]
     if not remaining:
-        return [], None, [(keys[n][0], key_sets[n]) for n in sorted(key_sets)]
+        return [], None, [(keys[n][0], key_sets[n]) for n in sorted(key_sets)], key_tuples
     aggregates: list[Column] = []
     for n in remaining:
         expression = F.expr(keys[n][1])
@@ -215,7 +250,8 @@ def _source_key_tests(
             key_sets[n] = tuple(sorted(collected))
         else:
             range_tests.append((keys[n][0], str(n)))
-    return range_tests, (summary, aggregated.schema), [(keys[n][0], key_sets[n]) for n in sorted(key_sets)]
+    sets = [(keys[n][0], key_sets[n]) for n in sorted(key_sets)]
+    return range_tests, (summary, aggregated.schema), sets, key_tuples
 
 
 def _key_sets_from_tuples(
@@ -223,18 +259,22 @@ def _key_sets_from_tuples(
     keys: Sequence[tuple[int, str]],
     source_types: Sequence[DataType],
     comparable: list[int],
-) -> dict[int, tuple[Any, ...]]:
-    """The sorted distinct non-NULL values of each ``comparable`` key, by key number, from one job over the
-    source's distinct key tuples; empty when there are more than ``MAX_SOURCE_KEYS`` tuples."""
+) -> tuple[dict[int, tuple[Any, ...]], tuple[tuple[Any, ...], ...] | None]:
+    """From one job over the source's distinct key tuples: the sorted distinct non-NULL values of each
+    ``comparable`` key by key number, and with two or more such keys the sorted tuples with no NULL part
+    (a NULL never matches). Nothing when there are more than ``MAX_SOURCE_KEYS`` tuples."""
     if not comparable:
-        return {}
+        return {}, None
     values = [_comparable(F.expr(keys[n][1]), source_types[n]).alias(f"key_{n}") for n in comparable]
-    tuples = aliased.select(*values).distinct().limit(MAX_SOURCE_KEYS + 1).toArrow()
-    if tuples.num_rows > MAX_SOURCE_KEYS:
-        return {}
-    return {
-        n: tuple(sorted({v for v in tuples[f"key_{n}"].to_pylist() if v is not None})) for n in comparable
-    }
+    collected = aliased.select(*values).distinct().limit(MAX_SOURCE_KEYS + 1).toArrow()
+    if collected.num_rows > MAX_SOURCE_KEYS:
+        return {}, None
+    columns = {n: collected[f"key_{n}"].to_pylist() for n in comparable}
+    key_sets = {n: tuple(sorted({v for v in column if v is not None})) for n, column in columns.items()}
+    if len(comparable) < 2:
+        return key_sets, None
+    tuples = tuple(sorted(t for t in zip(*columns.values(), strict=True) if None not in t))
+    return key_sets, tuples
 
 
 def _comparable_type(target: DataType, source: DataType) -> bool:
