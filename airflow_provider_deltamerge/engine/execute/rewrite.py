@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from functools import reduce
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge.delta.writer import WrittenFile, write_files
@@ -72,13 +72,13 @@ def rewrite_touched_files(
     broadcast = fits_in_memory(source.schema, recorder[m.NUM_SOURCE_ROWS])
     # The second scan of the source is counted on the branch that reads every source row once.
     counted, second_scan = observe(source, F.count(F.lit(1)).alias("rows"))
+    branches: list[Branch] = []
+    tasks: int | None = None
     if inserting and not broadcast and set(found.matched) <= set(found.touched):
         touched = target_rows(spark, plan, found.touched)
         joined = _hashed(source_rows(plan, counted)).join(touched, condition, "full_outer")
-        branches, tasks = [(joined, ALL_ROW_KINDS)], None
+        branches.append((joined, ALL_ROW_KINDS))
     else:
-        branches = []
-        tasks = None
         if found.touched:
             touched = target_rows(spark, plan, found.touched)
             streamed = source_rows(plan, source if inserting else counted)
@@ -89,7 +89,7 @@ def rewrite_touched_files(
                 # would add a small file of inserts beside the rewritten ones.
                 tasks = touched.rdd.getNumPartitions()
         if inserting:
-            branches.append(_insert_candidates(spark, plan, source, counted, found, broadcast=broadcast))
+            branches.append(_insert_candidates(spark, plan, source, counted, found, condition, broadcast))
     written = _write_with_actions(
         spark, plan, branches, recorder, presized=presized or broadcast, tasks=tasks
     )
@@ -135,9 +135,8 @@ def _with_target_columns(spark: SparkSession, plan: MergePlan, unmatched: DataFr
     dropped: no join runs.
     """
     no_target = target_rows(spark, plan, ())
-    return source_rows(plan, unmatched).join(
-        no_target, F.expr(plan.condition), "left_outer"
-    ), _UNMATCHED_SOURCE
+    joined = source_rows(plan, unmatched).join(no_target, F.expr(plan.condition), "left_outer")
+    return joined, _UNMATCHED_SOURCE
 
 
 def _insert_candidates(
@@ -146,7 +145,7 @@ def _insert_candidates(
     source: DataFrame,
     counted: DataFrame,
     found: TouchedFiles,
-    *,
+    condition: Column,
     broadcast: bool,
 ) -> Branch:
     """The source rows no target row matches, with NULL target columns.
@@ -156,8 +155,9 @@ def _insert_candidates(
 
     Args:
         counted: ``source`` observed for the second-scan count: the anti join reads each row of it once.
+        condition: the joins' condition (``join_condition``).
+        broadcast: ``source`` fits in memory and is broadcast.
     """
-    condition = join_condition(plan, source.schema)
     matched_rows = target_rows(spark, plan, found.matched)
     if broadcast and found.matched:
         # Streams the matched files' ON-condition columns (Spark prunes the rest) past the broadcast source:

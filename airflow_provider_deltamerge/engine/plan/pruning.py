@@ -5,8 +5,9 @@ Three sources of pruning, as in Delta and delta-rs (DESIGN.md "Pruning before jo
 (a) target-only conjuncts of the ON condition that compare a target column with a constant;
 (b) the distinct values the source has for partition columns that the condition equates with a source column;
 (c) the source's distinct values of every equi-join key (``t.k = s.k``): a file is read only when one of
-    them lies within its [min, max]. Above ``MAX_SOURCE_KEYS`` distinct keys (or when the two sides' types
-    differ beyond integer widths), the source's global [min, max] of the key stands in.
+    them lies within its [min, max], and with several keys all parts of one source key tuple lie within
+    the file's bounds. Above ``MAX_SOURCE_KEYS`` distinct keys (or when the two sides' types differ beyond
+    integer widths), the source's global [min, max] of the key stands in.
 
 Tests (a), (b) and the (c) fallback run in Spark over a small table of per-file stats, so comparisons coerce
 types exactly as the ON condition does; (c) bisects the sorted keys on the driver per file, on values put
