@@ -23,6 +23,20 @@ DELTA_MESSAGES: dict[str, str] = {
         "When there are more than one NOT MATCHED BY SOURCE clauses in a MERGE statement, only the last "
         "NOT MATCHED BY SOURCE clause can omit the condition."
     ),
+    # Spark's parser classes for the same rules in MERGE INTO text (error-conditions.json of Spark 4.2).
+    "MERGE_WITHOUT_WHEN": "There must be at least one WHEN clause in a MERGE statement.",
+    "NON_LAST_MATCHED_CLAUSE_OMIT_CONDITION": (
+        "When there are more than one MATCHED clauses in a MERGE statement, only the last MATCHED clause "
+        "can omit the condition."
+    ),
+    "NON_LAST_NOT_MATCHED_BY_TARGET_CLAUSE_OMIT_CONDITION": (
+        "When there are more than one NOT MATCHED [BY TARGET] clauses in a MERGE statement, only the last "
+        "NOT MATCHED [BY TARGET] clause can omit the condition."
+    ),
+    "NON_LAST_NOT_MATCHED_BY_SOURCE_CLAUSE_OMIT_CONDITION": (
+        "When there are more than one NOT MATCHED BY SOURCE clauses in a MERGE statement, only the last "
+        "NOT MATCHED BY SOURCE clause can omit the condition."
+    ),
     "DELTA_MERGE_UNRESOLVED_EXPRESSION": "Cannot resolve <sqlExpr> in <clause> given columns <cols>.",
     "AMBIGUOUS_REFERENCE": "Reference <name> is ambiguous, could be: <referenceNames>.",
     # DeltaAnalysis raises this one as a bare IllegalArgumentException, so it has no Delta error class.

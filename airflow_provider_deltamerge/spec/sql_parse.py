@@ -39,13 +39,8 @@ from airflow_provider_deltamerge.spec.source import (
     QuerySource,
     TableSource,
 )
-from airflow_provider_deltamerge.spec.validation import (
-    Problem,
-    action_not_allowed,
-    clause_problems,
-    problem,
-    raise_problems,
-)
+from airflow_provider_deltamerge.spec.sql_grammar import Violation, WhenClause, parse_checks, read_clauses
+from airflow_provider_deltamerge.spec.validation import problem, raise_problems
 
 _OPENERS = (TokenType.L_PAREN, TokenType.L_BRACKET, TokenType.CASE)
 _CLOSERS = (TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.END)
@@ -122,6 +117,21 @@ def _syntax_error(sql: str, line: int, column: int, near: str, detail: str) -> M
     )
 
 
+def _violation_error(sql: str, violation: Violation) -> MergeSpecError:
+    token = violation.token
+    return _syntax_error(
+        sql,
+        token.line,
+        _start_column(token),
+        token.text,
+        f"Spark's MERGE grammar expects {violation.expected}",
+    )
+
+
+def _start_column(token: Token) -> int:
+    return token.col - len(token.text) + 1
+
+
 def _tokenize(sql: str) -> list[Token]:
     try:
         return Spark().tokenize(sql)
@@ -142,15 +152,19 @@ def _without_schema_evolution(sql: str, tokens: list[Token]) -> tuple[str, bool]
     return sql[:start] + " " * (end - start) + sql[end:], True
 
 
-def _parse_statement(sql: str) -> exp.Merge:
+def _parse_statement(sql: str, violation: Violation | None) -> exp.Merge:
+    """The statement's tree; a syntax error is the earlier of sqlglot's and Spark's grammar ``violation``."""
     try:
         statements = [s for s in sqlglot.parse(sql, read="spark") if s is not None]
     except ParseError as err:
         first = err.errors[0] if err.errors else {}
+        line, column = int(first.get("line") or 0), int(first.get("col") or 0)
+        if violation is not None and (violation.token.line, _start_column(violation.token)) < (line, column):
+            raise _violation_error(sql, violation) from err
         raise _syntax_error(
             sql,
-            int(first.get("line") or 0),
-            int(first.get("col") or 0),
+            line,
+            column,
             str(first.get("highlight") or ""),
             str(first.get("description") or err),
         ) from err
@@ -228,41 +242,39 @@ def _star_except(action: exp.Expression) -> tuple[bool, tuple[str, ...]]:
     return True, tuple(c.sql(dialect="spark") for c in star.args.get("except_") or ())
 
 
-def _clause(position: int, when: exp.When, text: _ClauseText) -> MergeClause | Problem:
-    """The spec clause of one WHEN, or the problem if its group does not allow its action."""
-    if when.args.get("matched"):
-        group = "matched"
-    else:
-        group = "not_matched_by_source" if when.args.get("source") else "not_matched"
+def _clause(when: exp.When, grammar: WhenClause, text: _ClauseText) -> MergeClause:
+    """The spec clause of one WHEN that Spark's grammar accepted."""
     action = when.args["then"]
     star, except_columns = _star_except(action)
-    if len(text.columns) != len(text.expressions):
-        return problem(
-            "MERGE_INSERT_VALUE_COUNT_MISMATCH",
-            describe_action(position, group, "INSERT"),
-            "Give one value for each column the INSERT names.",
-            actualCount=len(text.expressions),
-            expectedCount=len(text.columns),
-        )
     pairs = tuple(zip(text.columns, text.expressions, strict=True))
-    name = (
-        "DELETE"
-        if isinstance(action, exp.Var)
-        else ("INSERT" if isinstance(action, exp.Insert) else "UPDATE SET") + (" *" if star else "")
-    )
-    if group == "matched" and name.startswith("UPDATE"):
+    is_delete = isinstance(action, exp.Var)
+    if grammar.group == "matched":
+        if is_delete:
+            return MatchedDelete(condition=text.condition)
         return MatchedUpdate(set=pairs, star=star, except_columns=except_columns, condition=text.condition)
-    if group == "matched" and name == "DELETE":
-        return MatchedDelete(condition=text.condition)
-    if group == "not_matched" and name.startswith("INSERT"):
+    if grammar.group == "not_matched":
         return NotMatchedInsert(
             values=pairs, star=star, except_columns=except_columns, condition=text.condition
         )
-    if group == "not_matched_by_source" and name == "UPDATE SET":
-        return NotMatchedBySourceUpdate(set=pairs, condition=text.condition)
-    if group == "not_matched_by_source" and name == "DELETE":
+    if is_delete:
         return NotMatchedBySourceDelete(condition=text.condition)
-    return action_not_allowed(position, group, name)
+    return NotMatchedBySourceUpdate(set=pairs, condition=text.condition)
+
+
+def _raise_parse_check(grammar: list[WhenClause]) -> None:
+    """Raise what Spark's parser raises after its grammar (value counts, omitted conditions), if anything."""
+    found = parse_checks(grammar)
+    if found is None:
+        return
+    error_class, position, params = found
+    fix = (
+        "Give one value for each column the INSERT names."
+        if error_class == "MERGE_INSERT_VALUE_COUNT_MISMATCH"
+        else "Give this clause a condition or move it after the others of its kind."
+    )
+    clause = grammar[position - 1]
+    where = describe_action(position, clause.group, clause.action)
+    raise_problems([problem(error_class, where, fix, **params)])
 
 
 def _missing_alias(role: str) -> MergeSpecError:
@@ -285,38 +297,44 @@ def parse_merge_sql(sql: str) -> MergeSpec:
             checks find, such as an INSERT under WHEN MATCHED.
     """
     sql, schema_evolution = _without_schema_evolution(sql, _tokenize(sql))
-    words = [t.token_type for t in _tokenize(sql)]
-    # sqlglot calls a MERGE without WHEN a syntax error; Delta (and Spark) have a class of their own for it.
-    if words[:1] == [TokenType.MERGE] and TokenType.WHEN not in words:
-        raise_problems(clause_problems(()))
-    merge = _parse_statement(sql)
     tokens = _Tokens(sql, _tokenize(sql))
+    words = [t.token_type for t in tokens.tokens]
+    # sqlglot calls a MERGE without WHEN a syntax error; Spark's parser has a class of its own for it.
+    if words[:1] == [TokenType.MERGE] and TokenType.WHEN not in words:
+        raise MergeSpecError(
+            delta_message("MERGE_WITHOUT_WHEN") + " Add a clause such as WHEN MATCHED THEN UPDATE SET *.",
+            error_class="MERGE_WITHOUT_WHEN",
+        )
     using = tokens.find(TokenType.USING, 0, len(tokens.tokens))
     on = tokens.find(TokenType.ON, using, len(tokens.tokens))
+    starts = [
+        i
+        for i in range(min(on, using), len(tokens.tokens))
+        if tokens.tokens[i].token_type == TokenType.WHEN and tokens.depth[i] == 0
+    ]
+    grammar = read_clauses(tokens.tokens, tokens.depth, starts)
+    merge = _parse_statement(sql, grammar if isinstance(grammar, Violation) else None)
+    if isinstance(grammar, Violation):
+        raise _violation_error(sql, grammar)
     if on == len(tokens.tokens):
-        first_when = next(t for t in tokens.tokens if t.token_type == TokenType.WHEN)
-        raise _syntax_error(
-            sql, first_when.line, first_when.col - len(first_when.text) + 1, "WHEN", "no ON <condition>"
-        )
-    starts = [i for i in range(on, len(tokens.tokens)) if tokens.tokens[i].token_type == TokenType.WHEN]
-    starts = [i for i in starts if tokens.depth[i] == 0]
+        first_when = tokens.tokens[starts[0]]
+        raise _syntax_error(sql, first_when.line, _start_column(first_when), "WHEN", "no ON <condition>")
     bounds = [*starts, len(tokens.tokens)]
     whens: Sequence[exp.When] = merge.args["whens"].expressions
     texts = [_clause_text(tokens, bounds[n], bounds[n + 1]) for n in range(len(starts))]
+    _raise_parse_check(grammar)
+    clauses = [_clause(*parts) for parts in zip(whens, grammar, texts, strict=True)]
     target, target_alias = _target(merge.this)
     source, source_alias = _source(merge.args["using"], tokens, using)
     if target_alias is None:
         raise _missing_alias("target")
     if source_alias is None:
         raise _missing_alias("source")
-    clauses = [
-        _clause(n, when, text) for n, (when, text) in enumerate(zip(whens, texts, strict=True), start=1)
-    ]
     return assemble_spec(
         clauses,
         target=target,
         source=source,
-        condition=tokens.text(on + 1, starts[0] - 1 if starts else len(tokens.tokens) - 1),
+        condition=tokens.text(on + 1, starts[0] - 1),
         target_alias=target_alias,
         source_alias=source_alias,
         schema_evolution=schema_evolution,

@@ -42,24 +42,20 @@ def _source(source: MergeSource) -> str:
     return f"(\n{source.sql}\n)"
 
 
-def _star(except_columns: tuple[str, ...]) -> str:
-    return "*" + (f" EXCEPT ({', '.join(except_columns)})" if except_columns else "")
-
-
 def _action(clause: MergeClause) -> str:
     if isinstance(clause, MatchedDelete | NotMatchedBySourceDelete):
         return "DELETE"
     if isinstance(clause, NotMatchedInsert):
         if clause.star:
-            return f"INSERT {_star(clause.except_columns)}"
+            return "INSERT *"
         columns = ", ".join(c for c, _ in clause.values)
         return f"INSERT ({columns}) VALUES ({', '.join(e for _, e in clause.values)})"
     if isinstance(clause, MatchedUpdate) and clause.star:
-        return f"UPDATE SET {_star(clause.except_columns)}"
+        return "UPDATE SET *"
     return "UPDATE SET " + ", ".join(f"{c} = {e}" for c, e in clause.set)
 
 
-def clause_sql(clause: MergeClause) -> str:
+def _clause_sql(clause: MergeClause) -> str:
     """One WHEN clause as SQL, e.g. ``WHEN MATCHED AND s.op = 'D' THEN DELETE``."""
     condition = f" AND {clause.condition}" if clause.condition is not None else ""
     return f"{GROUP_SQL_NAMES[clause.group]}{condition} THEN {_action(clause)}"
@@ -74,12 +70,18 @@ def to_merge_sql(spec: MergeSpec) -> str:
 
     Raises:
         MergeSpecError: when the spec has something MERGE INTO cannot say: reader options on a path
-            source, or source de-duplication.
+            source, source de-duplication, or ``* EXCEPT``.
     """
     if spec.deduplicate_source_by:
         raise MergeSpecError(
             "Source de-duplication (deduplicate_source_by) has no MERGE INTO form. Keep the spec in its "
             "JSON form, or de-duplicate in a QuerySource (ROW_NUMBER() OVER (PARTITION BY ...) = 1)."
+        )
+    excepting = [n for n, c in enumerate(spec.clauses, start=1) if getattr(c, "except_columns", ())]
+    if excepting:
+        raise MergeSpecError(
+            f"* EXCEPT (clause {excepting[0]}) has no MERGE INTO form: Spark's SQL parser, which Delta uses, "
+            "refuses it. Keep the spec in its Python or JSON form, or list the columns."
         )
     evolution = " WITH SCHEMA EVOLUTION" if spec.schema_evolution else ""
     clauses = sorted(spec.clauses, key=lambda c: _GROUP_ORDER[c.group])
@@ -87,6 +89,6 @@ def to_merge_sql(spec: MergeSpec) -> str:
         f"MERGE{evolution} INTO {_target(spec.target)} AS {quote_part(spec.target_alias)}",
         f"USING {_source(spec.source)} AS {quote_part(spec.source_alias)}",
         f"ON {spec.condition}",
-        *(clause_sql(c) for c in clauses),
+        *(_clause_sql(c) for c in clauses),
     ]
     return "\n".join(lines)

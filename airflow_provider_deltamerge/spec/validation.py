@@ -21,7 +21,7 @@ from airflow_provider_deltamerge.spec.clauses import (
 )
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
 from airflow_provider_deltamerge.spec.names import folded, format_path, split_column_path, strip_alias
-from airflow_provider_deltamerge.spec.references import called_functions
+from airflow_provider_deltamerge.spec.references import called_functions, column_references
 from airflow_provider_deltamerge.spec.source import MergeSource, QuerySource
 
 _NON_LAST_OMIT_CONDITION = {
@@ -251,7 +251,23 @@ def clause_problems(clauses: Sequence[MergeClause | Problem], *, target_alias: s
     return problems
 
 
-def _alias_problems(target_alias: str, source_alias: str) -> list[Problem]:
+def _same_alias(alias: str, condition: str) -> Problem:
+    """Target and source under one alias: Spark's AMBIGUOUS_REFERENCE for the ON condition's first
+    ``alias.column``, as Delta's analysis reports it (our own class when no reference uses the alias)."""
+    references = column_references(condition)
+    qualified = [
+        parts
+        for parts in (references if isinstance(references, tuple) else ())
+        if len(parts) > 1 and parts[0].lower() == alias.lower()
+    ]
+    fix = "Give the target and the source different aliases."
+    if not qualified:
+        return problem("DELTAMERGE_SAME_ALIAS", "aliases", fix, alias=alias)
+    name = ".".join(f"`{part}`" for part in qualified[0][:2])
+    return problem("AMBIGUOUS_REFERENCE", "ON", fix, name=name, referenceNames=f"[{name}, {name}]")
+
+
+def _alias_problems(target_alias: str, source_alias: str, condition: str) -> list[Problem]:
     problems = [
         problem(
             "DELTAMERGE_INVALID_ALIAS",
@@ -263,14 +279,7 @@ def _alias_problems(target_alias: str, source_alias: str) -> list[Problem]:
         if split_column_path(alias) is None or len(split_column_path(alias) or ()) != 1
     ]
     if not problems and target_alias.lower() == source_alias.lower():
-        problems.append(
-            problem(
-                "DELTAMERGE_SAME_ALIAS",
-                "aliases",
-                "Give the target and the source different aliases.",
-                alias=target_alias,
-            )
-        )
+        problems.append(_same_alias(target_alias, condition))
     return problems
 
 
@@ -366,7 +375,7 @@ def merge_problems(
                 part="merge condition",
             )
         )
-    problems += _alias_problems(target_alias, source_alias)
+    problems += _alias_problems(target_alias, source_alias, condition)
     problems += _deduplication_problems(deduplicate_source_by, deduplicate_order_by)
     problems += clause_problems(clauses, target_alias=target_alias)
     return problems + reflection_problems(_merge_texts(condition, clauses, source))

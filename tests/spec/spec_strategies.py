@@ -152,6 +152,11 @@ def merge_specs(draw: st.DrawFn, *, sql_expressible: bool = False) -> MergeSpec:
         queues = {id(group): iter(group) for group in groups}
         labels = draw(st.permutations([id(group) for group in groups for _ in group]))
         clauses = [next(queues[label]) for label in labels]
+    if sql_expressible:
+        # Spark's SQL has no * EXCEPT.
+        clauses = [
+            dataclasses.replace(c, except_columns=()) if hasattr(c, "except_columns") else c for c in clauses
+        ]
     clauses = clauses or [MatchedDelete()]
     path_source = st.builds(
         PathSource,

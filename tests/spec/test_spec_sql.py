@@ -36,7 +36,7 @@ USING (
 ON tgt.id = src.id AND CASE WHEN src.region IS NULL THEN true ELSE tgt.region = src.region END
 WHEN MATCHED AND src.is_delete = 1 THEN DELETE
 WHEN MATCHED AND src.op = 'U' THEN UPDATE SET tgt.addr.city = src.city, name = upper(src.name)
-WHEN MATCHED THEN UPDATE SET * EXCEPT (created_at, `load id`)
+WHEN MATCHED THEN UPDATE SET *
 WHEN NOT MATCHED BY TARGET AND src.is_delete = 0
   THEN INSERT (id, name) VALUES (src.id, named_struct('a', 1).a)
 WHEN NOT MATCHED THEN INSERT *
@@ -60,7 +60,7 @@ def test_every_clause_form_parses_into_the_spec() -> None:
             MatchedUpdate(
                 set=(("tgt.addr.city", "src.city"), ("name", "upper(src.name)")), condition="src.op = 'U'"
             ),
-            MatchedUpdate(star=True, except_columns=("created_at", "`load id`")),
+            MatchedUpdate(star=True),
             NotMatchedInsert(
                 values=(("id", "src.id"), ("name", "named_struct('a', 1).a")), condition="src.is_delete = 0"
             ),
@@ -129,6 +129,7 @@ def test_rendering_groups_clauses_in_delta_sql_order_keeping_order_within_a_grou
     [
         ({"source": PathSource("/in", "csv", {"header": "true"})}, "A path source with reader options"),
         ({"deduplicate_source_by": ("id",), "deduplicate_order_by": ("ts",)}, "Source de-duplication"),
+        ({"clauses": (update_all(except_columns=["v"]),)}, r"\* EXCEPT \(clause 1\) has no MERGE INTO form"),
     ],
 )
 def test_what_merge_into_cannot_say_is_refused(spec_change: dict[str, object], message: str) -> None:
@@ -150,7 +151,7 @@ def test_syntax_error_reports_line_and_column() -> None:
     [
         (
             "MERGE INTO t USING s ON t.id = s.id",
-            "DELTA_MERGE_MISSING_WHEN",
+            "MERGE_WITHOUT_WHEN",
             "There must be at least one WHEN clause",
         ),
         ("SELECT 1", "PARSE_SYNTAX_ERROR", "Expected one MERGE INTO statement, found SELECT."),
@@ -161,19 +162,25 @@ def test_syntax_error_reports_line_and_column() -> None:
         ),
         (
             "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN INSERT *",
-            "DELTAMERGE_INVALID_CLAUSE_ACTION",
-            "INSERT * clauses cannot be part of the WHEN MATCHED clause in MERGE INTO. "
-            "(clause 1, WHEN MATCHED INSERT *)",
+            "PARSE_SYNTAX_ERROR",
+            "Syntax error at or near 'INSERT'. (line 1, column 55: Spark's MERGE grammar expects UPDATE or "
+            "DELETE)",
         ),
         (
             "MERGE INTO t USING s ON t.id = s.id WHEN NOT MATCHED THEN UPDATE SET a = s.a",
-            "DELTAMERGE_INVALID_CLAUSE_ACTION",
-            "UPDATE SET clauses cannot be part of the WHEN NOT MATCHED clause in MERGE INTO.",
+            "PARSE_SYNTAX_ERROR",
+            "Syntax error at or near 'UPDATE'.",
         ),
         (
             "MERGE INTO t USING s ON t.id = s.id WHEN NOT MATCHED BY SOURCE THEN UPDATE SET *",
-            "DELTAMERGE_INVALID_CLAUSE_ACTION",
-            "UPDATE SET * clauses cannot be part of the WHEN NOT MATCHED BY SOURCE clause in MERGE INTO.",
+            "PARSE_SYNTAX_ERROR",
+            "Syntax error at or near '*'.",
+        ),
+        (
+            "MERGE INTO t AS x USING s AS x ON x.id = x.id WHEN MATCHED THEN DELETE",
+            "AMBIGUOUS_REFERENCE",
+            "Reference `x`.`id` is ambiguous, could be: [`x`.`id`, `x`.`id`]. (ON) Give the target and the "
+            "source different aliases.",
         ),
         (
             "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN UPDATE SET a = 1, t.A = 2",
@@ -195,21 +202,34 @@ def test_statements_delta_would_refuse(sql: str, error_class: str | None, text: 
     assert text in str(info.value)
 
 
-def test_sql_errors_are_collected_with_clause_positions() -> None:
+def test_spark_s_parse_errors_come_before_delta_s_analysis_errors() -> None:
+    # Spark's parser stops at the first clause that omits its condition too early; a conflicting SET in a
+    # later clause is Delta's analysis, which never runs.
     with pytest.raises(MergeSpecError) as info:
         parse_merge_sql(
             "MERGE INTO t USING s ON t.id = s.id "
             "WHEN MATCHED THEN UPDATE SET a = 1 "
-            "WHEN MATCHED THEN INSERT * "
-            "WHEN MATCHED THEN DELETE"
+            "WHEN MATCHED THEN UPDATE SET a = 1, a = 2"
+        )
+    assert info.value.error_class == "NON_LAST_MATCHED_CLAUSE_OMIT_CONDITION"
+    assert str(info.value).endswith(
+        "only the last MATCHED clause can omit the condition. (clause 1, WHEN MATCHED UPDATE) "
+        "Give this clause a condition or move it after the others of its kind."
+    )
+
+
+def test_delta_s_analysis_errors_are_collected_with_clause_positions() -> None:
+    with pytest.raises(MergeSpecError) as info:
+        parse_merge_sql(
+            "MERGE INTO t USING s ON t.id = s.id "
+            "WHEN MATCHED AND s.op = 'U' THEN UPDATE SET a = 1, a = 2 "
+            "WHEN NOT MATCHED THEN INSERT (id, id) VALUES (1, 2)"
         )
     message = str(info.value)
+    assert "1. [DELTA_CONFLICT_SET_COLUMN]" in message and "(clause 1, WHEN MATCHED UPDATE)" in message
     assert (
-        "1. [DELTA_NON_LAST_MATCHED_CLAUSE_OMIT_CONDITION]" in message
-        and "(clause 1, WHEN MATCHED UPDATE)" in message
-    )
-    assert (
-        "2. [DELTAMERGE_INVALID_CLAUSE_ACTION]" in message and "(clause 2, WHEN MATCHED INSERT *)" in message
+        "2. [DELTA_DUPLICATE_COLUMNS_ON_INSERT]" in message
+        and "(clause 2, WHEN NOT MATCHED INSERT)" in message
     )
 
 

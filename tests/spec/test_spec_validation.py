@@ -186,9 +186,12 @@ def test_invalid_assignment_column_names() -> None:
 
 
 def test_aliases_must_be_names_and_differ() -> None:
-    assert "The target and the source both have the alias T." in str(
-        raised(update_all(), target_alias="T", source_alias="t")
-    )
+    # Delta's analysis finds the ON condition's `t`.`id` on both sides.
+    ambiguous = raised(update_all(), target_alias="T", source_alias="t")
+    assert ambiguous.error_class == "AMBIGUOUS_REFERENCE"
+    assert "Reference `t`.`id` is ambiguous, could be: [`t`.`id`, `t`.`id`]. (ON)" in str(ambiguous)
+    unqualified = raised(update_all(), target_alias="T", source_alias="t", condition="id = key")
+    assert "The target and the source both have the alias T." in str(unqualified)
     assert "'a.b' is not a valid alias. (source alias)" in str(raised(update_all(), source_alias="a.b"))
 
 
