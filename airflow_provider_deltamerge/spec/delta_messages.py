@@ -52,6 +52,9 @@ DELTA_MESSAGES: dict[str, str] = {
         "Updating nested fields is only supported for StructType, but you are trying to update a field of "
         "<columnName>, which is of type: <dataType>."
     ),
+    "INVALID_EXTRACT_BASE_FIELD_TYPE": (
+        "Can't extract a value from <base>. Need a complex type [STRUCT, ARRAY, MAP] but got <other>."
+    ),
     "DELTAMERGE_EMPTY_ASSIGNMENTS": "<action> needs at least one column.",
     "DELTAMERGE_EXCEPT_WITHOUT_STAR": "EXCEPT (<columns>) is only allowed after *.",
     "DELTAMERGE_STAR_WITH_ASSIGNMENTS": "A clause is either <action> * or lists its columns, not both.",

@@ -120,15 +120,15 @@ class TableColumns:
             node = node.field(part)
         return node is not None
 
-    def non_struct_parent(self, parts: Sequence[str]) -> ColumnSchema | None:
-        """The known non-struct column or field that ``parts`` names a field of, if any: UPDATE SET can
-        assign fields of structs only (not of arrays' elements or maps)."""
+    def non_struct_parent(self, parts: Sequence[str]) -> tuple[tuple[str, ...], ColumnSchema] | None:
+        """The path and schema of the known non-struct column or field that ``parts`` names a field of, if
+        any: UPDATE SET can assign fields of structs only (not of arrays' elements or maps)."""
         node = self.column(parts[0]) if parts else None
-        for part in parts[1:]:
+        for depth, part in enumerate(parts[1:], start=1):
             if node is None or node.type_name == "":
                 return None
             if node.type_name != "struct":
-                return node
+                return tuple(parts[:depth]), node
             node = node.field(part)
         return None
 
@@ -191,6 +191,28 @@ def _clause_slots(position: int, clause: MergeClause) -> Iterator[_Slot]:
         yield _Slot(clause.condition, f"{action} condition", where, clause.group)
     for _, expression in _assignments(clause):
         yield _Slot(expression, f"{action} clause", where, clause.group)
+
+
+# Delta's log names of Spark's scalar types whose SQL name differs (Spark writes the rest upper-cased).
+_SQL_TYPE_NAMES = {"integer": "INT", "long": "BIGINT", "short": "SMALLINT", "byte": "TINYINT"}
+
+
+def _not_a_struct(path: tuple[str, ...], parent: ColumnSchema, where: str) -> Problem:
+    """A field of a non-struct assigned: Spark's analysis refuses to extract from a scalar, Delta's update
+    support refuses a field of an array or a map (which Spark can extract from)."""
+    fix = f"Assign `{format_path(path)}` as a whole instead."
+    if parent.type_name in ("array", "map"):
+        return problem(
+            "DELTA_UNSUPPORTED_FIELD_UPDATE_NON_STRUCT",
+            where,
+            fix,
+            columnName=f"`{format_path(path)}`",
+            dataType=parent.type_name,
+        )
+    sql_type = _SQL_TYPE_NAMES.get(parent.type_name, parent.type_name.upper())
+    return problem(
+        "INVALID_EXTRACT_BASE_FIELD_TYPE", where, fix, base=f'"{".".join(path)}"', other=f'"{sql_type}"'
+    )
 
 
 class _Checker:
@@ -313,15 +335,7 @@ class _Checker:
             parts = strip_alias(split_column_path(column) or (column,), self.spec.target_alias)
             parent = target.non_struct_parent(parts)
             if parent is not None and not isinstance(clause, NotMatchedInsert):
-                problems.append(
-                    problem(
-                        "DELTA_UNSUPPORTED_FIELD_UPDATE_NON_STRUCT",
-                        where,
-                        f"Assign `{parent.name}` as a whole instead.",
-                        columnName=f"`{parent.name}`",
-                        dataType=parent.type_name,
-                    )
-                )
+                problems.append(_not_a_struct(*parent, where))
                 continue
             if target.resolves(parts) or (
                 evolves and (source is None or len(parts) > 1 or source.resolves(parts))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from airflow_provider_deltamerge.exceptions import DeltaMergeError, MergeSpecError
 from airflow_provider_deltamerge.spec.clauses import (
@@ -23,6 +24,8 @@ from airflow_provider_deltamerge.spec.delta_messages import delta_message
 from airflow_provider_deltamerge.spec.names import folded, format_path, split_column_path, strip_alias
 from airflow_provider_deltamerge.spec.references import called_functions, column_references
 from airflow_provider_deltamerge.spec.source import MergeSource, QuerySource
+
+ErrorT = TypeVar("ErrorT", bound=DeltaMergeError)
 
 _NON_LAST_OMIT_CONDITION = {
     "matched": "DELTA_NON_LAST_MATCHED_CLAUSE_OMIT_CONDITION",
@@ -42,6 +45,11 @@ class Problem:
 def problem(error_class: str, where: str, fix: str, **params: object) -> Problem:
     """A ``Problem`` worded as Delta's message for ``error_class``, then ``(where)``, then the fix."""
     return Problem(error_class, f"{delta_message(error_class, **params)} ({where}) {fix}")
+
+
+def as_error(found: Problem, error: type[ErrorT]) -> ErrorT:
+    """``found`` as an exception of the layer that met it (resolution, schema evolution, ...)."""
+    return error(found.message, error_class=found.error_class)
 
 
 def raise_problems(problems: Sequence[Problem], error: type[DeltaMergeError] = MergeSpecError) -> None:

@@ -39,47 +39,80 @@ def test_names_resolve_case_insensitively(spark, tmp_path):
     assert [(r["id"], r["value"]) for r in sorted_rows(target)] == [(1, 10), (2, 27), (3, 8)]
 
 
+FIX = (
+    "Fix the column name; NOT MATCHED clauses see only the source, NOT MATCHED BY SOURCE clauses only the "
+    "target."
+)
+
+
+# Expected texts: Delta's (ResolveDeltaMergeInto.throwIfNotResolved names the unresolved column and lists the
+# columns the clause sees, target's first; PreprocessTableMerge.checkCondition refuses aggregates) or Spark's
+# (AMBIGUOUS_REFERENCE), then our clause position and fix.
 @pytest.mark.parametrize(
-    ("clauses", "error_class", "message"),
+    ("condition", "clauses", "error_class", "message"),
     [
         (
+            "t.id = s.id",
             (update_all(condition="value > 1"),),
             "AMBIGUOUS_REFERENCE",
-            r"clause 1, WHEN MATCHED UPDATE, in 'value > 1': .*`value` is ambiguous.*Qualify the column",
+            "Reference `value` is ambiguous, could be: [`s`.`value`, `t`.`value`]. "
+            "(clause 1, WHEN MATCHED UPDATE, in 'value > 1') Qualify the column with its alias.",
         ),
         (
+            "t.id = s.id",
             (update({"value": "value + 1"}),),
             "AMBIGUOUS_REFERENCE",
-            r"clause 1, WHEN MATCHED UPDATE, in 'value \+ 1'",
+            "Reference `value` is ambiguous, could be: [`s`.`value`, `t`.`value`]. "
+            "(clause 1, WHEN MATCHED UPDATE, in 'value + 1') Qualify the column with its alias.",
         ),
         (
+            "t.id = s.id",
             (insert_all(condition="t.value > 1"),),
             "DELTA_MERGE_UNRESOLVED_EXPRESSION",
-            r"clause 1, WHEN NOT MATCHED INSERT: Cannot resolve t\.value > 1 in INSERT condition given "
-            r"columns s\.id, s\.value\.",
+            f"Cannot resolve t.value in INSERT condition given columns s.id, s.value. "
+            f"(clause 1, WHEN NOT MATCHED INSERT) {FIX}",
         ),
         (
+            "t.id = s.id",
             (update_by_source({"value": "s.value"}),),
             "DELTA_MERGE_UNRESOLVED_EXPRESSION",
-            r"clause 1, WHEN NOT MATCHED BY SOURCE UPDATE: Cannot resolve s\.value in UPDATE clause given "
-            r"columns t\.id, t\.value\.",
+            f"Cannot resolve s.value in UPDATE clause given columns t.id, t.value. "
+            f"(clause 1, WHEN NOT MATCHED BY SOURCE UPDATE) {FIX}",
         ),
         (
+            "t.id = s.id AND coalesce(s.nope, 0) > 0",
+            (update_all(),),
+            "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+            f"Cannot resolve s.nope in search condition given columns t.id, t.value, s.id, s.value. "
+            f"(the ON condition) {FIX}",
+        ),
+        (
+            "t.id = s.id",
             (delete(condition="rand() > 0.5"),),
             "DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED",
-            r"Non-deterministic functions are not supported in the DELETE condition of MERGE operation "
-            r"\(condition = rand\(\) > 0\.5\)\.",
+            "Non-deterministic functions are not supported in the DELETE condition of MERGE operation "
+            "(condition = rand() > 0.5). (clause 1, WHEN MATCHED DELETE)",
         ),
         (
+            "t.id = s.id",
             (update_all(condition="max(s.value) > 0"),),
             "DELTA_AGGREGATION_NOT_SUPPORTED",
-            r"Aggregate functions are not supported in the UPDATE condition of MERGE operation",
+            "Aggregate functions are not supported in the UPDATE condition of MERGE operation "
+            "(condition = max(s.value) > 0). (clause 1, WHEN MATCHED UPDATE)",
         ),
         (
+            "t.id = max(s.id)",
+            (update_all(),),
+            "DELTA_AGGREGATION_NOT_SUPPORTED",
+            "Aggregate functions are not supported in the search condition of MERGE operation "
+            "(condition = t.id = max(s.id)). (the ON condition)",
+        ),
+        (
+            "t.id = s.id",
             (insert_all(condition="s.id IN (SELECT 1)"),),
             "DELTA_UNSUPPORTED_SUBQUERY",
-            r"Subqueries are not supported in the INSERT condition of MERGE operation "
-            r"\(condition = s\.id IN \(SELECT 1\)\)\.",
+            "Subqueries are not supported in the INSERT condition of MERGE operation "
+            "(condition = s.id IN (SELECT 1)). (clause 1, WHEN NOT MATCHED INSERT)",
         ),
     ],
     ids=[
@@ -87,21 +120,59 @@ def test_names_resolve_case_insensitively(spark, tmp_path):
         "ambiguous-assignment",
         "insert-sees-no-target",
         "by-source-sees-no-source",
+        "on-names-the-column",
         "non-deterministic",
         "aggregate",
+        "aggregate-in-on",
         "subquery",
     ],
 )
 def test_bad_expressions_fail_naming_the_clause_and_change_nothing(
-    spark, tmp_path, clauses, error_class, message
+    spark, tmp_path, condition, clauses, error_class, message
 ):
     target = make_table(tmp_path / "t", rows([1, 2]))
     before = table_state(target)
-    spec = MergeSpec(target, source_file(tmp_path, rows([2, 3])), "t.id = s.id", clauses)
-    with pytest.raises(ClauseResolutionError, match=message) as raised:
+    spec = MergeSpec(target, source_file(tmp_path, rows([2, 3])), condition, clauses)
+    with pytest.raises(ClauseResolutionError) as raised:
         run_merge(spark, spec)
     assert raised.value.error_class == error_class
+    assert raised.value.message.startswith(message)
     assert table_state(target) == before
+
+
+@pytest.mark.parametrize(
+    ("clause", "message", "evolved"),
+    [
+        (
+            insert_all(),
+            "Cannot resolve value in INSERT clause given columns s.id. (clause 1, WHEN NOT MATCHED INSERT)",
+            m.NUM_TARGET_ROWS_INSERTED,
+        ),
+        (
+            update_all(),
+            "Cannot resolve value in UPDATE clause given columns s.id. (clause 1, WHEN MATCHED UPDATE)",
+            m.NUM_TARGET_ROWS_UPDATED,
+        ),
+    ],
+    ids=["insert", "update"],
+)
+def test_star_over_a_source_without_a_target_column_fails_as_in_delta(
+    spark, tmp_path, clause, message, evolved
+):
+    # Without schema evolution Delta expands * over the target's columns and resolves each in the source
+    # only; a column the source lacks is an error for INSERT * too (never a NULL).
+    target = make_table(tmp_path / "t", rows([1, 2]))
+    before = table_state(target)
+    source = source_file(tmp_path, pa.table({"id": pa.array([2, 3], pa.int64())}))
+    with pytest.raises(ClauseResolutionError) as raised:
+        run_merge(spark, MergeSpec(target, source, "t.id = s.id", (clause,)))
+    assert raised.value.error_class == "DELTA_MERGE_UNRESOLVED_EXPRESSION"
+    assert raised.value.message.startswith(message)
+    assert table_state(target) == before
+    # With schema evolution * runs over the source's columns: row 3 is inserted with a NULL value, or row 2
+    # is updated keeping its value.
+    evolving = MergeSpec(target, source, "t.id = s.id", (clause,), schema_evolution=True)
+    assert run_merge(spark, evolving).metrics[evolved] == 1
 
 
 def test_non_deterministic_on_condition_is_refused_but_assignments_may_be(spark, tmp_path):

@@ -143,8 +143,9 @@ def test_field_assignment_by_source_and_insert_beside_it(spark, tmp_path):
         ),
         (
             {"t.qty.high": "s.lat"},
-            "DELTA_UNSUPPORTED_FIELD_UPDATE_NON_STRUCT",
-            "trying to update a field of `qty`, which is of type: int.",
+            "INVALID_EXTRACT_BASE_FIELD_TYPE",
+            'Can\'t extract a value from "qty". Need a complex type [STRUCT, ARRAY, MAP] but got "INT". '
+            "(clause 2, WHEN MATCHED UPDATE) Assign `qty` as a whole instead.",
         ),
     ],
     ids=["unknown-field", "unknown-deep-field", "non-struct"],

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
 from airflow_provider_deltamerge.engine.resolve.struct_fields import assign_struct_fields
+from airflow_provider_deltamerge.engine.spark_errors import summarize
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError
 from airflow_provider_deltamerge.spec import (
     MatchedUpdate,
@@ -29,7 +30,8 @@ from airflow_provider_deltamerge.spec import (
     NotMatchedInsert,
 )
 from airflow_provider_deltamerge.spec.clauses import ClauseKind, MatchGroup, describe_clause
-from airflow_provider_deltamerge.spec.delta_messages import delta_message
+from airflow_provider_deltamerge.spec.names import format_path, quote_part, split_column_path
+from airflow_provider_deltamerge.spec.validation import as_error, problem
 
 NULL = "NULL"
 
@@ -88,11 +90,11 @@ def _resolve(
     assignments: dict[str, str] = {}
     match clause:
         case MatchedUpdate(star=True):
-            assignments = _star(spec, position, clause, target, source, missing_is_null=False)
+            assignments = _star(spec, position, clause, target, source)
         case MatchedUpdate() | NotMatchedBySourceUpdate():
             assignments = _explicit(spec, position, clause, clause.set, assignable)
         case NotMatchedInsert(star=True):
-            assignments = _star(spec, position, clause, target, source, missing_is_null=True)
+            assignments = _star(spec, position, clause, target, source)
         case NotMatchedInsert():
             given = _explicit(spec, position, clause, clause.values, assignable)
             assignments = {column: given.get(column, NULL) for column in target} | given
@@ -111,18 +113,18 @@ def _star(
     clause: MatchedUpdate | NotMatchedInsert,
     target: Sequence[str],
     source: Sequence[str],
-    *,
-    missing_is_null: bool,
 ) -> dict[str, str]:
-    """``*`` as Delta expands it: over the target's columns, from same-named source columns; a target column
-    the source lacks is an error for UPDATE and NULL for INSERT. With schema evolution, over the source's
-    columns instead: target-only columns keep their values (UPDATE) or are NULL (INSERT)."""
+    """``*`` as Delta expands it: over the target's columns, from same-named source columns, each of which
+    the source must have (``ResolveDeltaMergeInto``: else DELTA_MERGE_UNRESOLVED_EXPRESSION naming the
+    column, given the source's columns). With schema evolution, over the source's columns instead:
+    target-only columns keep their values (UPDATE) or are NULL (INSERT)."""
     by_lower = {name.lower(): name for name in source}
     excluded = {name.lower() for name in clause.except_columns}
+    is_insert = isinstance(clause, NotMatchedInsert)
     out: dict[str, str] = {}
     if spec.schema_evolution:
         target = [
-            *(c for c in target if c.lower() in by_lower or missing_is_null),
+            *(c for c in target if c.lower() in by_lower or is_insert),
             *_new_columns(target, source),
         ]
     for column in target:
@@ -131,11 +133,17 @@ def _star(
         source_column = by_lower.get(column.lower())
         if source_column is not None:
             out[column] = f"{spec.source_alias}.{quote(source_column)}"
-        elif missing_is_null:
+        elif spec.schema_evolution:
             out[column] = NULL
         else:
             raise _unresolved(
-                spec, position, clause, f"{spec.source_alias}.{column}", source, "UPDATE clause"
+                position,
+                clause,
+                quote_part(column),
+                [f"{quote_part(spec.source_alias)}.{quote_part(c)}" for c in source],
+                f"{'INSERT' if is_insert else 'UPDATE'} clause",
+                "The source has no column of this name: add it to the source, list the columns instead of "
+                "*, or enable schema evolution.",
             )
     return out
 
@@ -154,7 +162,18 @@ def _explicit(
         resolved = by_lower.get(column.lower())
         if resolved is None:
             clause_name = "INSERT clause" if clause.kind == "not_matched_insert" else "UPDATE clause"
-            raise _unresolved(spec, position, clause, raw_column, target, clause_name, side=spec.target_alias)
+            raise _unresolved(
+                position,
+                clause,
+                raw_column,
+                [f"{quote_part(spec.target_alias)}.{quote_part(c)}" for c in target],
+                clause_name,
+                "Fix the column name; WHEN NOT MATCHED BY SOURCE clauses cannot add columns."
+                if clause.group == "not_matched_by_source"
+                else "Fix the column name; schema evolution adds only columns the source has."
+                if spec.schema_evolution
+                else "Fix the column name, or enable schema evolution to add a source column to the table.",
+            )
         out[resolved] = expression
     return out
 
@@ -167,24 +186,19 @@ def _strip_alias(column: str, alias: str) -> str:
 
 
 def _unresolved(
-    spec: MergeSpec,
-    position: int,
-    clause: MergeClause,
-    expression: str,
-    columns: Sequence[str],
-    clause_name: str,
-    *,
-    side: str | None = None,
+    position: int, clause: MergeClause, name: str, columns: Sequence[str], clause_name: str, fix: str
 ) -> ClauseResolutionError:
-    alias = side or spec.source_alias
-    given = ", ".join(f"{alias}.{c}" for c in columns)
-    return ClauseResolutionError(
-        f"{describe_clause(position, clause)}: "
-        + delta_message(
-            "DELTA_MERGE_UNRESOLVED_EXPRESSION", sqlExpr=expression, clause=clause_name, cols=given
-        )
-        + " Fix the column name, or list the columns explicitly instead of using *.",
-        error_class="DELTA_MERGE_UNRESOLVED_EXPRESSION",
+    """Delta's DELTA_MERGE_UNRESOLVED_EXPRESSION for ``name``, then where it stands and how to fix it."""
+    return as_error(
+        problem(
+            "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+            describe_clause(position, clause),
+            fix,
+            sqlExpr=name,
+            clause=clause_name,
+            cols=", ".join(columns),
+        ),
+        ClauseResolutionError,
     )
 
 
@@ -288,8 +302,9 @@ def _value_types(
 
 
 def _expressions(spec: MergeSpec, condition: str, clauses: Sequence[ResolvedClause]) -> Iterator[_Checked]:
-    both = (spec.source_alias, spec.target_alias)
-    sees = {"matched": both, "not_matched": both[:1], "not_matched_by_source": both[1:]}
+    # Target first: Delta lists the columns a clause can see as target's, then source's.
+    both = (spec.target_alias, spec.source_alias)
+    sees = {"matched": both, "not_matched": both[1:], "not_matched_by_source": both[:1]}
     yield _Checked(condition, "the ON condition", "search condition", both, is_condition=True)
     for clause in clauses:
         where = describe_clause(clause.position, spec.clauses[clause.position - 1])
@@ -337,37 +352,50 @@ def _check(frame: DataFrame, checked: _Checked, schemas: Mapping[str, StructType
         else None
     )
     if problem is not None:
-        operation = f"{checked.clause_name} of MERGE operation"
-        raise ClauseResolutionError(
-            f"{checked.where}: "
-            + CONDITION_MESSAGES[problem].format(operation=operation, condition=checked.text)
-            + " Compute the value in the source query instead, and compare with that column.",
-            error_class=problem,
-        )
+        raise _refused_condition(problem, checked)
     return value
+
+
+def _refused_condition(error_class: str, checked: _Checked) -> ClauseResolutionError:
+    operation = f"{checked.clause_name} of MERGE operation"
+    return ClauseResolutionError(
+        CONDITION_MESSAGES[error_class].format(operation=operation, condition=checked.text)
+        + f" ({checked.where}) Compute the value in the source query instead, and compare with that column.",
+        error_class=error_class,
+    )
 
 
 def _analysis_error(
     checked: _Checked, err: AnalysisException, schemas: Mapping[str, StructType]
 ) -> ClauseResolutionError:
+    """Spark's analysis error as Delta reports it: an unknown column is DELTA_MERGE_UNRESOLVED_EXPRESSION
+    naming that column (not the whole expression) and the columns the clause sees, an aggregate in a
+    condition is DELTA_AGGREGATION_NOT_SUPPORTED; anything else keeps Spark's class and first sentence."""
     condition = err.getCondition() or ""
     if condition.startswith("UNRESOLVED_COLUMN"):
-        given = ", ".join(f"{alias}.{f.name}" for alias in checked.sees for f in schemas[alias].fields)
-        return ClauseResolutionError(
-            f"{checked.where}: "
-            + delta_message(
+        written = str(dict(err.getMessageParameters() or {}).get("objectName", ""))
+        return as_error(
+            problem(
                 "DELTA_MERGE_UNRESOLVED_EXPRESSION",
-                sqlExpr=checked.text,
+                checked.where,
+                "Fix the column name; NOT MATCHED clauses see only the source, NOT MATCHED BY SOURCE clauses "
+                "only the target.",
+                sqlExpr=format_path(split_column_path(written) or (written,)),
                 clause=checked.clause_name,
-                cols=given,
-            )
-            + " Fix the column name; NOT MATCHED clauses see only the source, NOT MATCHED BY SOURCE "
-            "clauses only the target.",
-            error_class="DELTA_MERGE_UNRESOLVED_EXPRESSION",
+                cols=", ".join(
+                    f"{quote_part(alias)}.{quote_part(f.name)}"
+                    for alias in checked.sees
+                    for f in schemas[alias].fields
+                ),
+            ),
+            ClauseResolutionError,
         )
+    if condition == "MISSING_GROUP_BY" and checked.is_condition:
+        return _refused_condition("DELTA_AGGREGATION_NOT_SUPPORTED", checked)
     hint = " Qualify the column with its alias." if condition == "AMBIGUOUS_REFERENCE" else ""
     return ClauseResolutionError(
-        f"{checked.where}, in {checked.text!r}: {err.getMessage()}{hint}", error_class=condition or None
+        f"{summarize(err).message} ({checked.where}, in {checked.text!r}){hint}",
+        error_class=condition or None,
     )
 
 

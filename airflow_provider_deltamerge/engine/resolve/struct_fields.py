@@ -14,13 +14,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from pyspark.sql.types import DataType, StructType
+from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError
 from airflow_provider_deltamerge.spec import MatchedUpdate, MergeClause, NotMatchedBySourceUpdate
 from airflow_provider_deltamerge.spec.clauses import describe_clause
-from airflow_provider_deltamerge.spec.delta_messages import delta_message
 from airflow_provider_deltamerge.spec.names import format_path, quote_part, split_column_path, strip_alias
+from airflow_provider_deltamerge.spec.validation import as_error, problem
 
 FieldUpdates = Sequence[tuple[tuple[str, ...], str]]  # (field path below the column, SQL expression)
 
@@ -77,16 +77,7 @@ def _rebuild(
     current: str, at: tuple[str, ...], data_type: DataType, updates: FieldUpdates, where: str
 ) -> str:
     if not isinstance(data_type, StructType):
-        raise ClauseResolutionError(
-            f"{where}: "
-            + delta_message(
-                "DELTA_UNSUPPORTED_FIELD_UPDATE_NON_STRUCT",
-                columnName=f"`{format_path(at)}`",
-                dataType=data_type.simpleString(),
-            )
-            + f" Assign `{format_path(at)}` as a whole instead.",
-            error_class="DELTA_UNSUPPORTED_FIELD_UPDATE_NON_STRUCT",
-        )
+        raise _not_a_struct(at, data_type, where)
     known = {f.name.lower() for f in data_type.fields}
     for path, _ in updates:
         if path[0].lower() not in known:
@@ -107,19 +98,45 @@ def _rebuild(
     return f"named_struct({', '.join(values)})"
 
 
+def _not_a_struct(at: tuple[str, ...], data_type: DataType, where: str) -> ClauseResolutionError:
+    """A field of a non-struct assigned: Spark's analysis refuses to extract from a scalar, Delta's update
+    support refuses a field of an array or a map (which Spark can extract from)."""
+    fix = f"Assign `{format_path(at)}` as a whole instead."
+    if isinstance(data_type, ArrayType | MapType):
+        return as_error(
+            problem(
+                "DELTA_UNSUPPORTED_FIELD_UPDATE_NON_STRUCT",
+                where,
+                fix,
+                columnName=f"`{format_path(at)}`",
+                dataType=data_type.simpleString(),
+            ),
+            ClauseResolutionError,
+        )
+    return as_error(
+        problem(
+            "INVALID_EXTRACT_BASE_FIELD_TYPE",
+            where,
+            fix,
+            base=f'"{".".join(at)}"',
+            other=f'"{data_type.simpleString().upper()}"',
+        ),
+        ClauseResolutionError,
+    )
+
+
 def _no_such_field(path: tuple[str, ...], struct: StructType, where: str) -> ClauseResolutionError:
     parent = format_path(path[:-1])
-    fields = ", ".join(f"{parent}.{quote_part(f.name)}" for f in struct.fields)
-    return ClauseResolutionError(
-        f"{where}: "
-        + delta_message(
+    return as_error(
+        problem(
             "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+            where,
+            f"`{parent}` has no field `{path[-1]}`; UPDATE SET assigns only fields the struct already has.",
             sqlExpr=format_path(path),
             clause="UPDATE clause",
-            cols=fields,
-        )
-        + f" `{parent}` has no field `{path[-1]}`; UPDATE SET can only assign fields the struct already has.",
-        error_class="DELTA_MERGE_UNRESOLVED_EXPRESSION",
+            cols=", ".join(f"{parent}.{quote_part(f.name)}" for f in struct.fields),
+        ),
+        ClauseResolutionError,
     )
 
 
