@@ -33,6 +33,11 @@ NUM_TARGET_FILES_REMOVED = "numTargetFilesRemoved"
 NUM_TARGET_BYTES_REMOVED = "numTargetBytesRemoved"
 NUM_TARGET_FILES_ADDED = "numTargetFilesAdded"
 NUM_TARGET_BYTES_ADDED = "numTargetBytesAdded"
+NUM_TARGET_CHANGE_FILES_ADDED = "numTargetChangeFilesAdded"
+NUM_TARGET_CHANGE_FILE_BYTES = "numTargetChangeFileBytes"
+NUM_TARGET_DELETION_VECTORS_ADDED = "numTargetDeletionVectorsAdded"
+NUM_TARGET_DELETION_VECTORS_REMOVED = "numTargetDeletionVectorsRemoved"
+NUM_TARGET_DELETION_VECTORS_UPDATED = "numTargetDeletionVectorsUpdated"
 EXECUTION_TIME_MS = "executionTimeMs"
 MATERIALIZE_SOURCE_TIME_MS = "materializeSourceTimeMs"
 SCAN_TIME_MS = "scanTimeMs"
@@ -61,6 +66,12 @@ METRIC_DESCRIPTIONS: Mapping[str, str] = {
     NUM_TARGET_BYTES_REMOVED: "number of target bytes removed",
     NUM_TARGET_FILES_ADDED: "number of files added to target",
     NUM_TARGET_BYTES_ADDED: "number of target bytes added",
+    # Reported by every Delta MERGE; 0 until the engine writes change data files and deletion vectors.
+    NUM_TARGET_CHANGE_FILES_ADDED: "number of change data capture files generated",
+    NUM_TARGET_CHANGE_FILE_BYTES: "total size of change data capture files generated",
+    NUM_TARGET_DELETION_VECTORS_ADDED: "number of deletion vectors added",
+    NUM_TARGET_DELETION_VECTORS_REMOVED: "number of deletion vectors removed",
+    NUM_TARGET_DELETION_VECTORS_UPDATED: "number of deletion vectors updated",
     EXECUTION_TIME_MS: "time taken to execute the entire operation",
     MATERIALIZE_SOURCE_TIME_MS: "time taken to materialize source (or determine it's not needed)",
     SCAN_TIME_MS: "time taken to scan the files for matches",
@@ -71,6 +82,35 @@ METRIC_DESCRIPTIONS: Mapping[str, str] = {
 TABLE_VERSION = "tableVersion"
 EXECUTOR = "executor"
 SPEC_HASH = "specHash"
+
+# The row a MERGE INTO statement returns (MergeIntoCommand.output), also in the XCom value.
+NUM_AFFECTED_ROWS = "num_affected_rows"
+NUM_UPDATED_ROWS = "num_updated_rows"
+NUM_DELETED_ROWS = "num_deleted_rows"
+NUM_INSERTED_ROWS = "num_inserted_rows"
+
+
+def merge_result(
+    metrics: Mapping[str, int], *, version: int, executor: Any, spec_hash: Any
+) -> dict[str, Any]:
+    """The operator's XCom value for a merge: Delta's metrics, the statement's result row (affected =
+    updated + deleted + inserted, as ``MergeIntoCommand`` returns it), the table version, executor and spec
+    hash. The same whether the job just merged or a retry found the commit."""
+    updated, deleted, inserted = (
+        metrics.get(NUM_TARGET_ROWS_UPDATED, 0),
+        metrics.get(NUM_TARGET_ROWS_DELETED, 0),
+        metrics.get(NUM_TARGET_ROWS_INSERTED, 0),
+    )
+    return {
+        **metrics,
+        NUM_AFFECTED_ROWS: updated + deleted + inserted,
+        NUM_UPDATED_ROWS: updated,
+        NUM_DELETED_ROWS: deleted,
+        NUM_INSERTED_ROWS: inserted,
+        TABLE_VERSION: version,
+        EXECUTOR: executor,
+        SPEC_HASH: spec_hash,
+    }
 
 
 def count_partitions(files: Iterable[Any]) -> int:

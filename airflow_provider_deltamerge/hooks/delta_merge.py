@@ -19,7 +19,7 @@ from airflow.providers.common.compat.sdk import AirflowException, BaseHook
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, MergeCommit, find_merge_commit
 from airflow_provider_deltamerge.delta.idempotency import SPEC_HASH_KEY, find_committed_run
 from airflow_provider_deltamerge.delta.job_reports import take_report
-from airflow_provider_deltamerge.engine.metrics import EXECUTOR, SPEC_HASH, TABLE_VERSION
+from airflow_provider_deltamerge.engine.metrics import merge_result
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.hooks.storage_credentials import storage_environment
 from airflow_provider_deltamerge.spec import MergeSpec
@@ -228,13 +228,13 @@ class DeltaMergeHook(BaseHook):
 
 
 def commit_result(commit: MergeCommit) -> dict[str, Any]:
-    """A merge commit as the operator's XCom value: Delta's metrics plus tableVersion, executor, specHash."""
-    return {
-        **commit.metrics,
-        TABLE_VERSION: commit.version,
-        EXECUTOR: commit.info.get("executor"),
-        SPEC_HASH: commit.info.get(SPEC_HASH_KEY),
-    }
+    """A merge commit as the operator's XCom value (``metrics.merge_result``)."""
+    return merge_result(
+        commit.metrics,
+        version=commit.version,
+        executor=commit.info.get("executor"),
+        spec_hash=commit.info.get(SPEC_HASH_KEY),
+    )
 
 
 def credentials_properties(

@@ -26,6 +26,24 @@ def test_hook_runs_the_merge_and_returns_metrics(tmp_path, local_spark_connectio
     assert metrics[m.TABLE_VERSION] == DeltaTable(target).version() == 1
     assert metrics[m.SPEC_HASH] == spec.spec_hash
     assert metrics[m.EXECUTOR] == "classic"
+    # MERGE INTO's own result row, as Delta's statement returns it.
+    assert (
+        metrics[m.NUM_AFFECTED_ROWS],
+        metrics[m.NUM_UPDATED_ROWS],
+        metrics[m.NUM_DELETED_ROWS],
+        metrics[m.NUM_INSERTED_ROWS],
+    ) == (2, 1, 0, 1)
+    # Metrics every Delta MERGE reports, 0 while no change data file or deletion vector is written; the
+    # commit carries them too.
+    always = (
+        m.NUM_TARGET_CHANGE_FILES_ADDED,
+        m.NUM_TARGET_CHANGE_FILE_BYTES,
+        m.NUM_TARGET_DELETION_VECTORS_ADDED,
+        m.NUM_TARGET_DELETION_VECTORS_REMOVED,
+        m.NUM_TARGET_DELETION_VECTORS_UPDATED,
+    )
+    committed = DeltaTable(target).history(1)[0]["operationMetrics"]
+    assert [metrics[name] for name in always] == [int(committed[name]) for name in always] == [0] * 5
     assert {"id": 42, "qty": 8, "region": "eu"} in sorted_rows(target)
     assert {"id": 1, "qty": 7, "region": "us"} in sorted_rows(target)
 

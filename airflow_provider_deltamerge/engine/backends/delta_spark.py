@@ -375,8 +375,8 @@ def _find_commit(table: Any, version_before: int, submission_id: str) -> Row | N
 def metrics_from_operation_metrics(operation_metrics: Mapping[str, str]) -> dict[str, int]:
     """Delta's commitInfo ``operationMetrics`` (strings) as our metrics (ints); unreported ones stay 0.
 
-    Our metric names are Delta's, so the mapping is by name; metrics we do not declare (CDC files,
-    deletion vectors, materializeSourceTimeMs) are left out so the XCom keys stay the same for both backends.
+    Our metric names are Delta's, so the mapping is by name; metrics we do not declare are left out so the
+    XCom keys stay the same for both backends.
     ``numOutputRows`` is derived (inserted + updated + copied), as Delta itself derives it.
     """
     recorder = MetricsRecorder()
