@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from airflow.providers.common.compat.sdk import AirflowException
 
-from airflow_provider_deltamerge.operators.delta_merge import MATERIALIZE_SOURCE_CONF
+from airflow_provider_deltamerge.operators.delta_merge import MATERIALIZE_SOURCE_CONF, DeltaMergeOperator
 from tests.test_lineage import make_operator
 
 
@@ -13,6 +13,13 @@ def test_schema_evolution_reaches_the_spec_and_its_hash():
     evolving = make_operator(schema_evolution=True).build_spec()
     assert evolving.schema_evolution
     assert evolving.spec_hash != make_operator().build_spec().spec_hash
+
+
+def test_schema_evolution_evolves_a_merge_sql_statement_too():
+    sql = "MERGE INTO delta.`/lake/t` t USING parquet.`/in/s` s ON t.id = s.id WHEN MATCHED THEN UPDATE SET *"
+    operator = DeltaMergeOperator(task_id="merge", merge_sql=sql, schema_evolution=True)
+    assert operator.build_spec().schema_evolution
+    assert not DeltaMergeOperator(task_id="merge", merge_sql=sql).build_spec().schema_evolution
 
 
 def test_materialize_source_becomes_deltas_conf_of_the_job():

@@ -34,6 +34,12 @@ from airflow_provider_deltamerge.engine.plan.planning import ExecutorName, Merge
 from airflow_provider_deltamerge.engine.plan.pruning import prune_files
 from airflow_provider_deltamerge.engine.resolve.casting import cast_failure
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
+from airflow_provider_deltamerge.engine.session_confs import (
+    AUTO_MERGE,
+    auto_merge,
+    skip_empty_commits,
+    warn_ignored_delta_confs,
+)
 from airflow_provider_deltamerge.engine.source.load import deduplicated, load_source
 from airflow_provider_deltamerge.engine.source.materialize import prepare_merge_source
 from airflow_provider_deltamerge.engine.spark_errors import summarize
@@ -105,6 +111,12 @@ def run_merge(
     """
     info = {"engineVersion": __version__, "specHash": spec.spec_hash, **(provenance or {})}
     info.setdefault(SUBMISSION_ID, uuid.uuid4().hex)
+    warn_ignored_delta_confs(spark)
+    if auto_merge(spark) and not spec.schema_evolution:
+        # As Delta's ResolveDeltaMergeInto: canEvolveSchema = WITH SCHEMA EVOLUTION or autoMerge.enabled.
+        # The run keeps the spec's hash: it is the same merge, run under the session's conf.
+        log.info("Schema evolution: on, from %s", AUTO_MERGE)
+        spec = dataclasses.replace(spec, schema_evolution=True)
     table = table_location(spark, spec.target)
     if table != spec.target:
         log.info("Target: the catalog's table %s is the Delta table at %s", spec.target, table)
@@ -152,7 +164,9 @@ def _attempt(
         crash_point("after_snapshot")
         plan, changes, read = _execute(spark, spec, snapshot, executor, recorder)
     _log_work(recorder, changes)
-    if not changes.removed and not changes.added:
+    # Delta commits a merge that only evolves the schema, and with skipRecordingEmptyCommits=false one that
+    # changes nothing at all (its commitInfo keeps the metrics).
+    if not changes.removed and not changes.added and not plan.evolves_schema and skip_empty_commits(spark):
         log.info("Nothing to change: no commit made; table stays at version %d", snapshot.version)
         return MergeResult(recorder.freeze(), snapshot.version, plan.executor, committed=False)
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -247,7 +248,9 @@ class DeltaMergeOperator(BaseOperator):
     def build_spec(self) -> MergeSpec:
         """The merge spec from the (rendered) arguments."""
         if self.merge_sql is not None:
-            return parse_merge_sql(self.merge_sql)
+            spec = parse_merge_sql(self.merge_sql)
+            # schema_evolution=True evolves a merge_sql statement too, as WITH SCHEMA EVOLUTION would.
+            return dataclasses.replace(spec, schema_evolution=True) if self.schema_evolution else spec
         assert self.target is not None and self.source is not None and self.condition is not None
         source = (
             PathSource(self.source, format=self.source_format, options=tuple(self.source_options.items()))

@@ -23,6 +23,7 @@ from airflow_provider_deltamerge.engine.resolve.resolution import (
     resolve_clauses,
 )
 from airflow_provider_deltamerge.engine.resolve.schema_evolution import evolved_schema
+from airflow_provider_deltamerge.engine.session_confs import case_sensitive, optimize_insert_only
 from airflow_provider_deltamerge.exceptions import MergeSpecError
 from airflow_provider_deltamerge.spec import MatchedUpdate, MergeSpec
 from airflow_provider_deltamerge.spec.clauses import CLAUSE_SQL_NAMES, describe_clause
@@ -126,7 +127,7 @@ def make_plan(
     if forced is not None and forced not in SERVES:
         raise MergeSpecError(f"Unknown executor {forced!r}; choose one of {', '.join(SERVES)}.")
     target = table_schema(snapshot)
-    resolved = resolve_clauses(spec, target, source_schema)
+    resolved = resolve_clauses(spec, target, source_schema, case_sensitive=case_sensitive(spark))
     if forced is not None and not SERVES[forced](resolved):
         raise MergeSpecError(_cannot_serve(forced, resolved))
     condition, clauses = pin_current_time(
@@ -149,7 +150,10 @@ def make_plan(
             timestamp_ntz="timestampNtz" in snapshot.protocol.writer_features,
         )
     values = _cast_values(spark, spec, clauses, types, target, final)
-    executor = forced if forced is not None else next(n for n, serves in SERVES.items() if serves(clauses))
+    # With optimizeInsertOnlyMerge off, Delta runs insert-only merges the classic way (multiple-match check
+    # included).
+    choices = [n for n in SERVES if n != "insert_only" or optimize_insert_only(spark)]
+    executor = forced if forced is not None else next(n for n in choices if SERVES[n](clauses))
     return MergePlan(spec, snapshot, target, condition, clauses, snapshot.files, executor, final, values)
 
 

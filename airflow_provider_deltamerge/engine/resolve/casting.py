@@ -41,6 +41,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from airflow_provider_deltamerge.engine.session_confs import ansi_enabled, casting_follows_ansi
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError, MergeExecutionError
 
 Policy = Literal["ANSI", "LEGACY", "STRICT"]
@@ -68,7 +69,11 @@ _INTEGRAL_BITS: dict[type[DataType], int] = {ByteType: 8, ShortType: 16, Integer
 
 
 def store_assignment_policy(spark: SparkSession) -> Policy:
-    """The session's ``spark.sql.storeAssignmentPolicy`` (ANSI unless set)."""
+    """The session's ``spark.sql.storeAssignmentPolicy`` (ANSI unless set); with Delta's
+    ``updateAndMergeCastingFollowsAnsiEnabledFlag``, ANSI or LEGACY as ``spark.sql.ansi.enabled`` says
+    (Delta then casts as Spark's ``Cast`` does: an overflow fails under ANSI and wraps without it)."""
+    if casting_follows_ansi(spark):
+        return "ANSI" if ansi_enabled(spark) else "LEGACY"
     value = (spark.conf.get(POLICY_KEY) or "ANSI").upper()
     if value not in _POLICIES:
         raise ClauseResolutionError(

@@ -60,77 +60,80 @@ def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def resolve_clauses(spec: MergeSpec, target: StructType, source: StructType) -> tuple[ResolvedClause, ...]:
+def resolve_clauses(
+    spec: MergeSpec, target: StructType, source: StructType, *, case_sensitive: bool = False
+) -> tuple[ResolvedClause, ...]:
     """Expand and check every clause of ``spec`` against the target and source schemas; assignments of
-    struct fields become one assignment of their column (``struct_fields``).
+    struct fields become one assignment of their column (``struct_fields``). Names match ignoring case
+    unless ``case_sensitive`` (Spark's ``spark.sql.caseSensitive``).
 
     Raises:
         ClauseResolutionError: with Delta's wording, naming the clause and the columns it could use.
     """
-    target_names = [f.name for f in target.fields]
-    source_names = [f.name for f in source.fields]
+    names = _Names([f.name for f in target.fields], [f.name for f in source.fields], case_sensitive)
     return tuple(
         _resolve(
             spec,
             position,
             assign_struct_fields(clause, position, target, target_alias=spec.target_alias),
-            target_names,
-            source_names,
+            names,
         )
         for position, clause in enumerate(spec.clauses, start=1)
     )
 
 
-def _resolve(
-    spec: MergeSpec, position: int, clause: MergeClause, target: Sequence[str], source: Sequence[str]
-) -> ResolvedClause:
+@dataclass(frozen=True)
+class _Names:
+    """The target's and the source's column names, compared as the session compares names."""
+
+    target: Sequence[str]
+    source: Sequence[str]
+    case_sensitive: bool
+
+    def key(self, name: str) -> str:
+        return name if self.case_sensitive else name.lower()
+
+    def new_columns(self) -> list[str]:
+        """Source columns the target lacks, which schema evolution may add. Compared ignoring case even in
+        a case-sensitive session: a Delta table cannot hold two columns that differ only in case."""
+        known = {name.lower() for name in self.target}
+        return [name for name in self.source if name.lower() not in known]
+
+
+def _resolve(spec: MergeSpec, position: int, clause: MergeClause, names: _Names) -> ResolvedClause:
     # With schema evolution, WHEN MATCHED / NOT MATCHED clauses may assign source columns the target lacks.
     evolve = spec.schema_evolution and clause.group != "not_matched_by_source"
-    assignable = [*target, *_new_columns(target, source)] if evolve else target
+    assignable = [*names.target, *names.new_columns()] if evolve else names.target
     assignments: dict[str, str] = {}
     match clause:
-        case MatchedUpdate(star=True):
-            assignments = _star(spec, position, clause, target, source)
+        case MatchedUpdate(star=True) | NotMatchedInsert(star=True):
+            assignments = _star(spec, position, clause, names)
         case MatchedUpdate() | NotMatchedBySourceUpdate():
-            assignments = _explicit(spec, position, clause, clause.set, assignable)
-        case NotMatchedInsert(star=True):
-            assignments = _star(spec, position, clause, target, source)
+            assignments = _explicit(spec, position, clause, clause.set, assignable, names)
         case NotMatchedInsert():
-            given = _explicit(spec, position, clause, clause.values, assignable)
-            assignments = {column: given.get(column, NULL) for column in target} | given
+            given = _explicit(spec, position, clause, clause.values, assignable, names)
+            assignments = {column: given.get(column, NULL) for column in names.target} | given
     return ResolvedClause(position, clause.kind, clause.group, clause.condition, assignments)
 
 
-def _new_columns(target: Sequence[str], source: Sequence[str]) -> list[str]:
-    """Source columns the target lacks (compared case-insensitively), which schema evolution may add."""
-    known = {name.lower() for name in target}
-    return [name for name in source if name.lower() not in known]
-
-
 def _star(
-    spec: MergeSpec,
-    position: int,
-    clause: MatchedUpdate | NotMatchedInsert,
-    target: Sequence[str],
-    source: Sequence[str],
+    spec: MergeSpec, position: int, clause: MatchedUpdate | NotMatchedInsert, names: _Names
 ) -> dict[str, str]:
     """``*`` as Delta expands it: over the target's columns, from same-named source columns, each of which
     the source must have (``ResolveDeltaMergeInto``: else DELTA_MERGE_UNRESOLVED_EXPRESSION naming the
     column, given the source's columns). With schema evolution, over the source's columns instead:
     target-only columns keep their values (UPDATE) or are NULL (INSERT)."""
-    by_lower = {name.lower(): name for name in source}
-    excluded = {name.lower() for name in clause.except_columns}
+    by_key = {names.key(name): name for name in names.source}
+    excluded = {names.key(name) for name in clause.except_columns}
     is_insert = isinstance(clause, NotMatchedInsert)
-    out: dict[str, str] = {}
+    target = names.target
     if spec.schema_evolution:
-        target = [
-            *(c for c in target if c.lower() in by_lower or is_insert),
-            *_new_columns(target, source),
-        ]
+        target = [*(c for c in target if names.key(c) in by_key or is_insert), *names.new_columns()]
+    out: dict[str, str] = {}
     for column in target:
-        if column.lower() in excluded:
+        if names.key(column) in excluded:
             continue
-        source_column = by_lower.get(column.lower())
+        source_column = by_key.get(names.key(column))
         if source_column is not None:
             out[column] = f"{spec.source_alias}.{quote(source_column)}"
         elif spec.schema_evolution:
@@ -140,7 +143,7 @@ def _star(
                 position,
                 clause,
                 quote_part(column),
-                [f"{quote_part(spec.source_alias)}.{quote_part(c)}" for c in source],
+                [f"{quote_part(spec.source_alias)}.{quote_part(c)}" for c in names.source],
                 f"{'INSERT' if is_insert else 'UPDATE'} clause",
                 "The source has no column of this name: add it to the source, list the columns instead of "
                 "*, or enable schema evolution.",
@@ -154,12 +157,13 @@ def _explicit(
     clause: MergeClause,
     pairs: Sequence[tuple[str, str]],
     target: Sequence[str],
+    names: _Names,
 ) -> dict[str, str]:
-    by_lower = {name.lower(): name for name in target}
+    by_key = {names.key(name): name for name in target}
     out: dict[str, str] = {}
     for raw_column, expression in pairs:
         column = _strip_alias(raw_column, spec.target_alias)
-        resolved = by_lower.get(column.lower())
+        resolved = by_key.get(names.key(column))
         if resolved is None:
             clause_name = "INSERT clause" if clause.kind == "not_matched_insert" else "UPDATE clause"
             raise _unresolved(

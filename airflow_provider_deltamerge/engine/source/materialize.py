@@ -32,17 +32,22 @@ from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan
 from airflow_provider_deltamerge.engine.plan.pruning import reads_source
+from airflow_provider_deltamerge.engine.session_confs import (
+    MATERIALIZE_SOURCE,
+    flag,
+)
+from airflow_provider_deltamerge.engine.session_confs import (
+    MATERIALIZE_STORAGE_LEVEL as STORAGE_LEVEL,
+)
+from airflow_provider_deltamerge.engine.session_confs import (
+    MATERIALIZE_UNREADABLE as FORCE_WITH_UNREADABLE_FILES,
+)
 from airflow_provider_deltamerge.engine.source.delta_tables import VIEW_PREFIX
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
 from airflow_provider_deltamerge.spec import MergeSource, PathSource
 
 log = logging.getLogger(__name__)
 
-MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
-STORAGE_LEVEL = "spark.databricks.delta.merge.materializeSource.rddStorageLevel"
-FORCE_WITH_UNREADABLE_FILES = (
-    "spark.databricks.delta.merge.forceSourceMaterializationWithUnreadableFilesConfig"
-)
 IGNORE_UNREADABLE_FILES = ("spark.sql.files.ignoreMissingFiles", "spark.sql.files.ignoreCorruptFiles")
 _IGNORE_UNREADABLE_OPTIONS = ("ignoreMissingFiles", "ignoreCorruptFiles")
 # Plan nodes Delta lets through its determinism check (besides Delta scans and a one-row relation).
@@ -103,8 +108,8 @@ def should_materialize(mode: str, *, read_once: bool, traits: SourceTraits) -> t
 def source_traits(spark: SparkSession, source: MergeSource, rows: DataFrame) -> SourceTraits:
     """The traits of ``rows``, the source as ``source`` describes it (before de-duplication)."""
     plan = rows._jdf.queryExecution().analyzed()
-    ignores = any(_flag(spark, conf) for conf in IGNORE_UNREADABLE_FILES) and _flag(
-        spark, FORCE_WITH_UNREADABLE_FILES, default="true"
+    ignores = any(flag(spark, conf, default=False) for conf in IGNORE_UNREADABLE_FILES) and flag(
+        spark, FORCE_WITH_UNREADABLE_FILES, default=True
     )
     ignores = ignores or any(_relation_ignores_unreadable_files(node) for node in _nodes(plan))
     if isinstance(source, PathSource) and source.format == "delta":
@@ -257,7 +262,3 @@ def _relation_ignores_unreadable_files(node: Any) -> bool:
         return False
     options = node.relation().options()
     return any(str(options.get(key)) == "Some(true)" for key in _IGNORE_UNREADABLE_OPTIONS)
-
-
-def _flag(spark: SparkSession, conf: str, default: str = "false") -> bool:
-    return (spark.conf.get(conf, None) or default).strip().lower() == "true"
