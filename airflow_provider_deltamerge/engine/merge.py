@@ -67,7 +67,8 @@ MAX_RERUNS = 3
 # The pause before a re-run: uniform in [0, min(cap, base * 2**attempt)] seconds.
 RERUN_BACKOFF_BASE_S = 0.5
 RERUN_BACKOFF_CAP_S = 10.0
-RerunPolicy = Literal["skip_if_committed", "always"]
+# The operator's rerun policy once resolved: skip returns a committed run's result, merge merges again.
+RerunPolicy = Literal["skip", "merge"]
 
 
 @dataclass(frozen=True)
@@ -91,13 +92,13 @@ def run_merge(
     *,
     executor: ExecutorName | None = None,
     provenance: Mapping[str, Any] | None = None,
-    rerun: RerunPolicy = "skip_if_committed",
+    rerun: RerunPolicy = "skip",
 ) -> MergeResult:
     """Resolve, plan, execute, commit.
 
     1. Find the table (a catalog name is looked up in the session's catalog) and read its snapshot; refuse
        tables and merges the engine cannot do correctly; with
-       ``rerun="skip_if_committed"``, return the recorded result if the log already holds this run's commit
+       ``rerun="skip"``, return the recorded result if the log already holds this run's commit
        (same dag, task, run, map index and spec hash in ``provenance``).
     2. Resolve the clauses against the real target and source schemas.
     3. Plan: pick the executor (unless ``executor`` forces one) and prune the target files to read.
@@ -158,7 +159,7 @@ def _attempt(
         snapshot = read_snapshot(table)
         log.info("Snapshot: %s at version %d, %d files", table, snapshot.version, len(snapshot.files))
         check_writable(snapshot, modifies_rows=any(c.kind != "not_matched_insert" for c in spec.clauses))
-        earlier = find_committed_run(table, info) if rerun == "skip_if_committed" else None
+        earlier = find_committed_run(table, info) if rerun == "skip" else None
         if earlier is not None:
             return _already_committed(earlier)
         crash_point("after_snapshot")

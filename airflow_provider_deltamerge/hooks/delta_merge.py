@@ -81,7 +81,7 @@ class DeltaMergeHook(BaseHook):
         provenance: Mapping[str, Any] | None = None,
         executor: str | None = None,
         backend: str = "auto",
-        rerun: str = "skip_if_committed",
+        rerun: str = "skip",
     ) -> dict[str, Any]:
         """Submit ``spec`` and wait; return Delta's metrics plus tableVersion, executor and specHash.
 

@@ -356,7 +356,7 @@ class DeltaMergeOperator(BaseOperator):
                 )
             # The job checks the log again just before merging (a concurrent duplicate, a catalog table),
             # unless this task has decided to merge again.
-            job_rerun = "skip_if_committed" if earlier is None and policy != "merge" else "always"
+            job_rerun = "skip" if earlier is None and policy != "merge" else "merge"
             metrics = self._hook.run_merge(spec, provenance=provenance, backend=self.backend, rerun=job_rerun)
             unannounced = True
         self.log.info("Merge into %s done: %s", spec.target, metrics)

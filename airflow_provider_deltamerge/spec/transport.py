@@ -29,16 +29,17 @@ ANSWER_FILE_ARG = "--answer-file"
 class JobRequest:
     """One submission of a merge: the spec, who asked for it (run identity), and how to run it.
 
-    ``backend`` ("auto", "engine" or "delta-spark"), ``executor`` and ``rerun`` ("skip_if_committed" or
-    "always") choose how the merge is run, not what it does, so they travel beside the spec and do not
-    change its hash. ``report_file`` asks the job to leave its answer in a report file too.
+    ``backend`` ("auto", "engine" or "delta-spark"), ``executor`` and ``rerun`` ("skip" or "merge": the
+    operator's policy once resolved) choose how the merge is run, not what it does, so they travel beside
+    the spec and do not change its hash. ``report_file`` asks the job to leave its answer in a report file
+    too.
     """
 
     spec: MergeSpec
     provenance: Mapping[str, Any] = field(default_factory=dict)
     executor: str | None = None
     backend: str = "auto"
-    rerun: str = "skip_if_committed"
+    rerun: str = "skip"
     report_file: bool = False
 
 
@@ -68,7 +69,7 @@ def decode_request(text: str) -> JobRequest:
             body.get("provenance", {}),
             body.get("executor"),
             body.get("backend", "auto"),
-            body.get("rerun", "skip_if_committed"),
+            body.get("rerun", "skip"),
             body.get("report_file", False),
         )
     except (ValueError, KeyError, TypeError) as err:

@@ -60,14 +60,24 @@ def test_an_automatic_retry_returns_the_commit_and_announces_it(mocker, merge):
 
     run.submit.assert_not_called()
     # The try that committed failed, so no event announced the commit yet: this one does.
-    assert event_extra(run) == {**METRICS, "tableVersion": 1, "executor": None, "specHash": merge_hash(merge)}
+    # The commit's metrics in the same shape as a fresh merge's, MERGE INTO's result row included.
+    assert event_extra(run) == {
+        **METRICS,
+        "num_affected_rows": 7,
+        "num_updated_rows": 0,
+        "num_deleted_rows": 0,
+        "num_inserted_rows": 7,
+        "tableVersion": 1,
+        "executor": None,
+        "specHash": merge_hash(merge),
+    }
 
 
 def test_a_cleared_task_merges_again_and_announces_the_new_commit(mocker, merge):
     run = run_task(mocker, {}, tries=AFTER_CLEAR, **{**merge, "rerun": "auto"})
 
     run.submit.assert_called_once()
-    assert run.submit.call_args.kwargs["rerun"] == "always"  # the job must not skip it either
+    assert run.submit.call_args.kwargs["rerun"] == "merge"  # the job must not skip it either
     provenance = run.submit.call_args.kwargs["provenance"]
     assert (provenance["clearNumber"], provenance["logicalDate"]) == (1, "2024-01-02T00:00:00+00:00")
     assert event_extra(run) == {"tableVersion": 1}
@@ -91,7 +101,7 @@ def test_a_first_try_without_a_commit_lets_the_job_check_the_log_again(mocker, t
     table = make_table(tmp_path / "orders")
     run = run_task(mocker, {}, tries=FIRST_TRY, **orders_merge(table, clauses=[insert_all()], rerun="auto"))
 
-    assert run.submit.call_args.kwargs["rerun"] == "skip_if_committed"
+    assert run.submit.call_args.kwargs["rerun"] == "skip"
 
 
 @pytest.mark.parametrize(("chosen", "merges"), [("merge", True), ("skip", False), ("auto", True)])

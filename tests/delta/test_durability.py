@@ -54,7 +54,7 @@ def test_retry_of_a_committed_run_returns_its_metrics_and_changes_nothing(spark,
     assert retry.metrics == first.metrics
     assert table_state(target) == after_first
     # A deliberate re-run applies the merge again
-    again = run_merge(spark, spec, provenance={**RUN, "tryNumber": 3}, rerun="always")
+    again = run_merge(spark, spec, provenance={**RUN, "tryNumber": 3}, rerun="merge")
     assert not again.already_committed and again.version == first.version + 1
     assert again.metrics[m.NUM_TARGET_ROWS_UPDATED] == 2  # ids 3 and 42 now both exist
 
