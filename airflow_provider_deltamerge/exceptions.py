@@ -56,6 +56,12 @@ class MergeCommitError(DeltaMergeError):
     phase = "commit"
 
 
+class MergeGuardError(DeltaMergeError):
+    """The merge's metrics broke its declared bounds before the commit: nothing was committed."""
+
+    phase = "guard"
+
+
 class DeltaRuntimeError(DeltaMergeError):
     """The Spark session lacks Delta Lake's own runtime, which the delta-spark backend needs."""
 
@@ -79,6 +85,7 @@ ERRORS_BY_PHASE: dict[str, type[DeltaMergeError]] = {
         TargetTableError,
         MergeExecutionError,
         MergeCommitError,
+        MergeGuardError,
         DeltaRuntimeError,
     )
 }

@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from airflow_provider_deltamerge import __version__
 from airflow_provider_deltamerge.delta.commit import Committed, commit_merge, crash_point
+from airflow_provider_deltamerge.delta.commit_match import MetricBounds
 from airflow_provider_deltamerge.delta.conflicts import AlreadyCommitted, ReadSet, Rerun
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, MergeCommit
 from airflow_provider_deltamerge.delta.idempotency import find_committed_run, same_run
@@ -29,6 +30,7 @@ from airflow_provider_deltamerge.engine.execute.classic import run_classic
 from airflow_provider_deltamerge.engine.execute.insert_only import run_insert_only
 from airflow_provider_deltamerge.engine.execute.matched_only import run_matched_only
 from airflow_provider_deltamerge.engine.execute.phases import FileChanges
+from airflow_provider_deltamerge.engine.guards import check_bounds, dry_run_report
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.plan.planning import ExecutorName, MergePlan, make_plan
 from airflow_provider_deltamerge.engine.plan.pruning import prune_files
@@ -48,6 +50,7 @@ from airflow_provider_deltamerge.exceptions import (
     DeltaMergeError,
     MergeCommitError,
     MergeExecutionError,
+    MergeGuardError,
 )
 from airflow_provider_deltamerge.spec import MergeSpec
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
@@ -84,6 +87,8 @@ class MergeResult:
     already_committed: bool = False
     attempts: int = 1  # runs of the merge (more than 1 after conflicting concurrent commits)
     rebased_over: tuple[int, ...] = ()  # concurrent commits the final commit was placed after
+    # A dry run's report of what the merge would have committed (``guards.dry_run_report``); None otherwise.
+    dry_run: Mapping[str, Any] | None = None
 
 
 def run_merge(
@@ -93,6 +98,8 @@ def run_merge(
     executor: ExecutorName | None = None,
     provenance: Mapping[str, Any] | None = None,
     rerun: RerunPolicy = "skip",
+    bounds: MetricBounds | None = None,
+    dry_run: bool = False,
 ) -> MergeResult:
     """Resolve, plan, execute, commit.
 
@@ -103,7 +110,9 @@ def run_merge(
     2. Resolve the clauses against the real target and source schemas.
     3. Plan: pick the executor (unless ``executor`` forces one) and prune the target files to read.
     4. Execute: write new files; metrics are observed during the write, not by extra scans.
-    5. Commit once, atomically, with the metrics and ``provenance`` (run identity) in commitInfo. Concurrent
+    5. Check the metrics against ``bounds``: a breach deletes the written files and fails the merge. A
+       ``dry_run`` stops here too, deletes its files and reports what it would commit.
+    6. Commit once, atomically, with the metrics and ``provenance`` (run identity) in commitInfo. Concurrent
        commits that cannot change the answer are rebased over; otherwise the merge runs again from a fresh
        snapshot, at most ``MAX_RERUNS`` times.
 
@@ -123,7 +132,7 @@ def run_merge(
         log.info("Target: the catalog's table %s is the Delta table at %s", spec.target, table)
     competing: list[str] = []
     for attempt in range(1, MAX_RERUNS + 2):
-        outcome = _attempt(spark, spec, table, executor, info, rerun)
+        outcome = _attempt(spark, spec, table, executor, info, _Checks(rerun, bounds, dry_run))
         if isinstance(outcome, MergeResult):
             return dataclasses.replace(outcome, attempts=attempt)
         competing.append(f"{outcome.version} ({outcome.reason})")
@@ -145,13 +154,22 @@ def run_merge(
     )
 
 
+@dataclass(frozen=True)
+class _Checks:
+    """What a run checks besides the merge itself: an earlier commit of the run, bounds, a dry run."""
+
+    rerun: RerunPolicy
+    bounds: MetricBounds | None
+    dry_run: bool
+
+
 def _attempt(
     spark: SparkSession,
     spec: MergeSpec,
     table: str,
     executor: ExecutorName | None,
     info: Mapping[str, Any],
-    rerun: RerunPolicy,
+    checks: _Checks,
 ) -> MergeResult | Rerun:
     """One run of the merge on a fresh snapshot: its result, or the conflict that calls for another run."""
     recorder = MetricsRecorder()
@@ -159,12 +177,31 @@ def _attempt(
         snapshot = read_snapshot(table)
         log.info("Snapshot: %s at version %d, %d files", table, snapshot.version, len(snapshot.files))
         check_writable(snapshot, modifies_rows=any(c.kind != "not_matched_insert" for c in spec.clauses))
-        earlier = find_committed_run(table, info) if rerun == "skip" else None
+        earlier = find_committed_run(table, info) if checks.rerun == "skip" and not checks.dry_run else None
         if earlier is not None:
             return _already_committed(earlier)
         crash_point("after_snapshot")
         plan, changes, read = _execute(spark, spec, snapshot, executor, recorder)
     _log_work(recorder, changes)
+    try:
+        check_bounds(checks.bounds, recorder.freeze(), spec.target)
+    except MergeGuardError:
+        discard(spark, snapshot, changes.added)
+        raise
+    if checks.dry_run:
+        discard(spark, snapshot, changes.added)
+        report = dry_run_report(
+            executor=plan.executor,
+            removed=changes.removed,
+            added=changes.added,
+            new_columns=[f.name for f in plan.final_schema.fields if f.name not in plan.target_schema.names],
+        )
+        log.info(
+            "Dry run: nothing committed; table stays at version %d; would commit %s", snapshot.version, report
+        )
+        return MergeResult(
+            recorder.freeze(), snapshot.version, plan.executor, committed=False, dry_run=report
+        )
     # Delta commits a merge that only evolves the schema, and with skipRecordingEmptyCommits=false one that
     # changes nothing at all (its commitInfo keeps the metrics).
     if not changes.removed and not changes.added and not plan.evolves_schema and skip_empty_commits(spark):

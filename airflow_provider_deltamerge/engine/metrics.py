@@ -82,6 +82,7 @@ METRIC_DESCRIPTIONS: Mapping[str, str] = {
 TABLE_VERSION = "tableVersion"
 EXECUTOR = "executor"
 SPEC_HASH = "specHash"
+DRY_RUN = "dryRun"  # a dry run's report of what it would have committed
 
 # The row a MERGE INTO statement returns (MergeIntoCommand.output), also in the XCom value.
 NUM_AFFECTED_ROWS = "num_affected_rows"

@@ -82,8 +82,13 @@ class DeltaMergeHook(BaseHook):
         executor: str | None = None,
         backend: str = "auto",
         rerun: str = "skip",
+        bounds: Mapping[str, Mapping[str, float]] | None = None,
+        dry_run: bool = False,
     ) -> dict[str, Any]:
         """Submit ``spec`` and wait; return Delta's metrics plus tableVersion, executor and specHash.
+
+        ``bounds`` (metric or ratio -> min/max) are checked by the job before it commits; a ``dry_run``
+        commits nothing and adds its report under ``dryRun``.
 
         Raises:
             DeltaMergeError: the job's own error (clause, column, conflict...), as the job reported it.
@@ -98,7 +103,14 @@ class DeltaMergeHook(BaseHook):
                 "job can look up. Give the Delta table's path or URI as the target, or submit in client mode."
             )
         request = JobRequest(
-            spec, {**(provenance or {}), SUBMISSION_ID: submission_id}, executor, backend, rerun, in_cluster
+            spec,
+            {**(provenance or {}), SUBMISSION_ID: submission_id},
+            executor,
+            backend,
+            rerun,
+            in_cluster,
+            bounds,
+            dry_run,
         )
         # A private folder (mode 0700): the request may hold a source's options, the answer the metrics.
         with tempfile.TemporaryDirectory(prefix="deltamerge-") as scratch:

@@ -18,12 +18,13 @@ from pyspark import SparkFiles
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
+from airflow_provider_deltamerge.delta.commit_match import MetricBounds
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID
 from airflow_provider_deltamerge.delta.job_reports import report_path
 from airflow_provider_deltamerge.delta.writer import TableFiles
 from airflow_provider_deltamerge.engine import MergeResult, run_merge
 from airflow_provider_deltamerge.engine.backends.delta_spark import choose_backend, run_with_delta_spark
-from airflow_provider_deltamerge.engine.metrics import merge_result
+from airflow_provider_deltamerge.engine.metrics import DRY_RUN, merge_result
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.spec.transport import (
@@ -107,6 +108,8 @@ def answer(spark: SparkSession, request: JobRequest, *, answer_file: Path | None
         report = merge_result(
             result.metrics, version=result.version, executor=result.executor, spec_hash=request.spec.spec_hash
         )
+        if result.dry_run is not None:
+            report[DRY_RUN] = dict(result.dry_run)
         text, status = answer_text(submission_id, result=report), 0
     if answer_file is not None:
         answer_file.write_text(text, encoding="utf-8")
@@ -126,6 +129,8 @@ def _run(spark: SparkSession, request: JobRequest) -> MergeResult:
         executor=request.executor,  # type: ignore[arg-type]
         provenance=request.provenance,
         rerun=request.rerun,  # type: ignore[arg-type]
+        bounds=MetricBounds(request.bounds) if request.bounds else None,
+        dry_run=request.dry_run,
     )
 
 

@@ -32,7 +32,7 @@ class JobRequest:
     ``backend`` ("auto", "engine" or "delta-spark"), ``executor`` and ``rerun`` ("skip" or "merge": the
     operator's policy once resolved) choose how the merge is run, not what it does, so they travel beside
     the spec and do not change its hash. ``report_file`` asks the job to leave its answer in a report file
-    too.
+    too. ``bounds`` (metric or ratio -> min/max) are checked before the commit; a ``dry_run`` commits nothing.
     """
 
     spec: MergeSpec
@@ -41,6 +41,8 @@ class JobRequest:
     backend: str = "auto"
     rerun: str = "skip"
     report_file: bool = False
+    bounds: Mapping[str, Mapping[str, float]] | None = None
+    dry_run: bool = False
 
 
 def encode_request(request: JobRequest) -> str:
@@ -52,6 +54,8 @@ def encode_request(request: JobRequest) -> str:
         "backend": request.backend,
         "rerun": request.rerun,
         "report_file": request.report_file,
+        "bounds": dict(request.bounds) if request.bounds else None,
+        "dry_run": request.dry_run,
     }
     return json.dumps(body, sort_keys=True)
 
@@ -71,6 +75,8 @@ def decode_request(text: str) -> JobRequest:
             body.get("backend", "auto"),
             body.get("rerun", "skip"),
             body.get("report_file", False),
+            body.get("bounds"),
+            bool(body.get("dry_run", False)),
         )
     except (ValueError, KeyError, TypeError) as err:
         raise MergeSpecError(f"The merge job's request file is not a merge request: {err!r}") from err

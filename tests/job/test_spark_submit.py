@@ -6,7 +6,7 @@ import pytest
 from deltalake import DeltaTable
 
 from airflow_provider_deltamerge.engine import metrics as m
-from airflow_provider_deltamerge.exceptions import MergeExecutionError, SourceError
+from airflow_provider_deltamerge.exceptions import MergeExecutionError, MergeGuardError, SourceError
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all
 from tests.conftest import make_table, table_state, upsert_from_extract
@@ -46,6 +46,26 @@ def test_hook_runs_the_merge_and_returns_metrics(tmp_path, local_spark_connectio
     assert [metrics[name] for name in always] == [int(committed[name]) for name in always] == [0] * 5
     assert {"id": 42, "qty": 8, "region": "eu"} in sorted_rows(target)
     assert {"id": 1, "qty": 7, "region": "us"} in sorted_rows(target)
+
+
+def test_bounds_and_dry_runs_travel_to_the_job_and_back(tmp_path, local_spark_connection):
+    target = make_table(tmp_path / "orders", partition_by=["region"])
+    spec = upsert_from_extract(target, tmp_path / "extract.parquet", [(1, 7, "us"), (42, 8, "eu")])
+    before = table_state(target)
+    hook = DeltaMergeHook(local_spark_connection)
+
+    dry = hook.run_merge(spec, provenance={"dagId": "d"}, dry_run=True)
+    with pytest.raises(MergeGuardError) as raised:
+        hook.run_merge(spec, provenance={"dagId": "d"}, bounds={"numTargetRowsInserted": {"max": 0}})
+
+    assert (dry[m.NUM_TARGET_ROWS_UPDATED], dry[m.NUM_TARGET_ROWS_INSERTED], dry[m.TABLE_VERSION]) == (
+        1,
+        1,
+        0,
+    )
+    assert dry[m.DRY_RUN]["partitionsToTouch"] == [{"region": "eu"}, {"region": "us"}]
+    assert raised.value.error_class == "DELTAMERGE_METRIC_BOUNDS_BROKEN"
+    assert table_state(target) == before
 
 
 def test_job_error_becomes_the_task_error(tmp_path, local_spark_connection):
