@@ -12,6 +12,7 @@ from urllib.parse import urlparse
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseOperator
 from airflow.sdk import Asset
 
+from airflow_provider_deltamerge.delta.commit_match import MetricBounds
 from airflow_provider_deltamerge.delta.log_schema import read_path_schema, read_table_schema
 from airflow_provider_deltamerge.engine.metrics import (
     NUM_OUTPUT_ROWS,
@@ -129,6 +130,13 @@ class DeltaMergeOperator(BaseOperator):
         params may choose, e.g. ``"{{ params.rerun }}"``; a rendered value must be one of the three)
     :param preflight: Check column references against the target's schema (read from the Delta log)
         before submitting the Spark job.
+    :param bounds: Metric (or ratio ``"a / b"``) -> ``{"min": x, "max": y}``, as ``DeltaMergeCheckOperator``
+        takes them, checked by the job after writing and *before* committing: a breach commits nothing,
+        deletes the written files and fails the task without retries, listing every broken bound.
+    :param dry_run: Run the merge up to the commit and return what it would commit (metrics, and under
+        ``dryRun`` the files and bytes it would rewrite, the partitions it would touch, the executor and
+        the new columns) without committing or emitting an asset event. (templated: e.g.
+        ``"{{ params.dry_run }}"``, so a UI user can ask for one)
     :param spark_conn_id: Spark connection used for spark-submit.
     :param storage_conn_id: Connection holding object-store credentials (``aws``, ``wasb``, or any type with
         an ``env`` extra); they reach the job as environment variables, never the spec or the log.
@@ -158,6 +166,7 @@ class DeltaMergeOperator(BaseOperator):
         "source_options",
         "conf",
         "rerun",
+        "merge_dry_run",
     )
     template_ext: Sequence[str] = (".sql",)
     template_fields_renderers: ClassVar[dict[str, str]] = {
@@ -187,6 +196,8 @@ class DeltaMergeOperator(BaseOperator):
         backend: Literal["auto", "engine", "delta-spark"] = "auto",
         rerun: RerunPolicy | str = "auto",
         preflight: bool = True,
+        bounds: Mapping[str, Mapping[str, float]] | None = None,
+        dry_run: bool | str = False,
         spark_conn_id: str = DeltaMergeHook.default_conn_name,
         storage_conn_id: str | None = None,
         allowed_paths: Sequence[str] | None = None,
@@ -203,6 +214,9 @@ class DeltaMergeOperator(BaseOperator):
         self.deduplicate_source_by = tuple(deduplicate_source_by)
         self.deduplicate_order_by = tuple(deduplicate_order_by)
         self.backend, self.rerun, self.preflight = backend, rerun, preflight
+        self.bounds = MetricBounds(bounds) if bounds else None  # a wrong metric name fails at DAG parse time
+        # Not ``self.dry_run``: BaseOperator has a method of that name.
+        self.merge_dry_run = dry_run
         self.spark_conn_id, self.storage_conn_id, self.conf = spark_conn_id, storage_conn_id, dict(conf or {})
         self.spark_submit_kwargs = dict(spark_submit_kwargs or {})
         self.allowed_paths = None if allowed_paths is None else tuple(allowed_paths)
@@ -332,7 +346,8 @@ class DeltaMergeOperator(BaseOperator):
         }
         # A catalog table's log is found by the job, which then skips a committed run whatever the policy
         # but "merge" says: only this side knows the task's tries.
-        checks_log = policy != "merge" and is_path_like(spec.target)
+        dry_run = _dry_run(self.merge_dry_run, task_id=self.task_id)
+        checks_log = policy != "merge" and is_path_like(spec.target) and not dry_run
         earlier = self._hook.committed_run(spec, provenance) if checks_log else None
         if earlier is not None and replays(policy, series, earlier.info):
             self.log.info(
@@ -357,10 +372,24 @@ class DeltaMergeOperator(BaseOperator):
             # The job checks the log again just before merging (a concurrent duplicate, a catalog table),
             # unless this task has decided to merge again.
             job_rerun = "skip" if earlier is None and policy != "merge" else "merge"
-            metrics = self._hook.run_merge(spec, provenance=provenance, backend=self.backend, rerun=job_rerun)
+            metrics = self._hook.run_merge(
+                spec,
+                provenance=provenance,
+                backend=self.backend,
+                rerun=job_rerun,
+                bounds=self.bounds.declared if self.bounds else None,
+                dry_run=dry_run,
+            )
             unannounced = True
-        self.log.info("Merge into %s done: %s", spec.target, metrics)
         self._metrics = metrics
+        if dry_run:
+            self.log.info(
+                "Dry run of the merge into %s: nothing committed. It would: %s", spec.target, metrics
+            )
+            table = target_asset(spec.target).uri
+            self.outlets = [o for o in self.outlets if not (isinstance(o, Asset) and o.uri == table)]
+            return metrics
+        self.log.info("Merge into %s done: %s", spec.target, metrics)
         self._announce(spec.target, metrics, context, new=unannounced)
         return metrics
 
@@ -466,3 +495,13 @@ class DeltaMergeOperator(BaseOperator):
     def on_kill(self) -> None:
         if self._hook is not None:
             self._hook.on_kill()
+
+
+def _dry_run(value: Any, *, task_id: str) -> bool:
+    """``dry_run`` as given or rendered from a template (``"True"``, ``"false"``, ``""``)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value or "").strip().lower()
+    if text in ("true", "false", "", "none"):
+        return text == "true"
+    raise AirflowException(f"{task_id}: dry_run is {str(value)[:80]!r}; give true or false.")

@@ -122,3 +122,25 @@ def test_the_old_policy_names_still_work_with_a_deprecation_warning(tmp_path):
             task_id="merge", rerun="always", **orders_merge("/lake/t", clauses=[insert_all()])
         )
     assert operator.rerun == "merge"
+
+
+@pytest.mark.parametrize("asked", [True, "True", "{{ params.dry_run }}"], ids=["argument", "text", "param"])
+def test_a_dry_run_asks_the_job_for_one_merges_even_when_committed_and_announces_nothing(
+    mocker, merge, asked
+):
+    # A UI user can ask for a dry run through a param; the committed run in the log does not stop it.
+    run = run_task(
+        mocker, {"dry_run": True}, tries=AUTOMATIC_RETRY, **{**merge, "rerun": "auto", "dry_run": asked}
+    )
+
+    run.submit.assert_called_once()
+    assert run.submit.call_args.kwargs["dry_run"] is True
+    assert event_extra(run) == "no event"
+
+
+def test_bounds_travel_to_the_job_as_declared(mocker, merge):
+    bounds = {"numTargetRowsDeleted / numTargetRowsCopied": {"max": 0.01}}
+    run = run_task(mocker, {}, tries=FIRST_TRY, **{**merge, "rerun": "merge", "bounds": bounds})
+
+    assert run.submit.call_args.kwargs["bounds"] == bounds
+    assert run.submit.call_args.kwargs["dry_run"] is False

@@ -10,6 +10,7 @@ from airflow_provider_deltamerge.exceptions import (
     DeltaMergeError,
     MergeCommitError,
     MergeExecutionError,
+    MergeGuardError,
     MergeSpecError,
     SourceError,
     TargetTableError,
@@ -25,6 +26,7 @@ FINAL = [
     MergeExecutionError("null", error_class="DELTA_NOT_NULL_CONSTRAINT_VIOLATED"),
     TargetTableError("feature", error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"),
     SourceError("dedup", error_class="UNRESOLVED_COLUMN"),
+    MergeGuardError("bounds", error_class="DELTAMERGE_METRIC_BOUNDS_BROKEN"),
 ]
 TRANSIENT = [
     MergeCommitError("conflicts", error_class="DELTA_CONCURRENT_MODIFICATION"),
