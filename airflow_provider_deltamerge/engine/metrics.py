@@ -91,19 +91,31 @@ NUM_DELETED_ROWS = "num_deleted_rows"
 NUM_INSERTED_ROWS = "num_inserted_rows"
 
 
+def declared_metrics(values: Mapping[str, Any]) -> dict[str, int]:
+    """``values`` (ints, or strings as a commit's ``operationMetrics`` holds them) as the declared metrics:
+    every declared name, 0 where ``values`` has none; others left out; ``numOutputRows`` derived."""
+    recorder = MetricsRecorder()
+    for name, value in values.items():
+        if name in METRIC_DESCRIPTIONS and value is not None:
+            recorder.set(name, int(value))
+    return recorder.freeze()
+
+
 def merge_result(
     metrics: Mapping[str, int], *, version: int, executor: Any, spec_hash: Any
 ) -> dict[str, Any]:
     """The operator's XCom value for a merge: Delta's metrics, the statement's result row (affected =
     updated + deleted + inserted, as ``MergeIntoCommand`` returns it), the table version, executor and spec
-    hash. The same whether the job just merged or a retry found the commit."""
+    hash. The same keys whether the job just merged or a retry found the commit, whichever backend made it
+    (``declared_metrics``)."""
+    declared = declared_metrics(metrics)
     updated, deleted, inserted = (
-        metrics.get(NUM_TARGET_ROWS_UPDATED, 0),
-        metrics.get(NUM_TARGET_ROWS_DELETED, 0),
-        metrics.get(NUM_TARGET_ROWS_INSERTED, 0),
+        declared[NUM_TARGET_ROWS_UPDATED],
+        declared[NUM_TARGET_ROWS_DELETED],
+        declared[NUM_TARGET_ROWS_INSERTED],
     )
     return {
-        **metrics,
+        **declared,
         NUM_AFFECTED_ROWS: updated + deleted + inserted,
         NUM_UPDATED_ROWS: updated,
         NUM_DELETED_ROWS: deleted,

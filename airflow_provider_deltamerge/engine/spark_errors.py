@@ -46,16 +46,23 @@ def summarize(err: PySparkException | Py4JJavaError) -> SparkFailure:
 
 
 def _chain(err: PySparkException | Py4JJavaError) -> list[tuple[str | None, str]]:
-    """(class, first line) of ``err`` and of each Java cause under it."""
+    """(class, first line) of ``err`` and of each Java cause under it.
+
+    A PySpark exception converted from the JVM keeps the Java throwable (``_origin``): its own message is
+    the one to read, because PySpark's ``getMessage()`` re-renders the text from Spark's error catalogue,
+    which lacks the classes of libraries on the classpath (Delta's ``DELTA_*`` come out as
+    ``[INTERNAL_ERROR] Cannot find main error class``).
+    """
+    throwable = err.java_exception if isinstance(err, Py4JJavaError) else getattr(err, "_origin", None)
+    found: list[tuple[str | None, str]] = []
+    while throwable is not None and len(found) < _MAX_CHAIN:
+        found.append(_first_line(str(throwable.getMessage() or throwable.toString())))
+        throwable = throwable.getCause()
+    if found:
+        return found
     if isinstance(err, Py4JJavaError):
-        throwable = err.java_exception
-        found: list[tuple[str | None, str]] = []
-        while throwable is not None and len(found) < _MAX_CHAIN:
-            found.append(_first_line(str(throwable.getMessage() or throwable.toString())))
-            throwable = throwable.getCause()
-        return found or [_first_line(str(err))]
-    condition = err.getCondition()
-    return [(condition, _first_line(err.getMessage())[1])]
+        return [_first_line(str(err))]
+    return [(err.getCondition(), _first_line(err.getMessage())[1])]
 
 
 def _first_line(text: str) -> tuple[str | None, str]:

@@ -26,7 +26,7 @@ from airflow_provider_deltamerge.engine import MergeResult, run_merge
 from airflow_provider_deltamerge.engine.backends.delta_spark import choose_backend, run_with_delta_spark
 from airflow_provider_deltamerge.engine.metrics import DRY_RUN, merge_result
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
-from airflow_provider_deltamerge.exceptions import DeltaMergeError
+from airflow_provider_deltamerge.exceptions import DeltaMergeError, MergeSpecError
 from airflow_provider_deltamerge.spec.transport import (
     ANSWER_FILE_ARG,
     REQUEST_FILE_ARG,
@@ -122,7 +122,16 @@ def answer(spark: SparkSession, request: JobRequest, *, answer_file: Path | None
 def _run(spark: SparkSession, request: JobRequest) -> MergeResult:
     """Our engine, or Delta's own MERGE where the table needs it and the session has Delta's runtime."""
     if choose_backend(spark, request.spec, request.backend) == "delta-spark":
-        return run_with_delta_spark(spark, request.spec, provenance=request.provenance)
+        if request.bounds or request.dry_run:
+            # Delta's MERGE commits as it finishes writing: there is no moment to check or stop before it.
+            raise MergeSpecError(
+                "Metric bounds and dry runs need this provider's engine, which holds a merge's metrics "
+                "before its commit; this merge runs on Delta's own runtime (backend='delta-spark', or "
+                "'auto' on a table with features only that runtime writes). Drop bounds/dry_run, or check "
+                "the metrics after the merge with DeltaMergeCheckOperator.",
+                error_class="DELTAMERGE_GUARDS_NEED_ENGINE",
+            )
+        return run_with_delta_spark(spark, request.spec, provenance=request.provenance, rerun=request.rerun)
     return run_merge(
         spark,
         request.spec,

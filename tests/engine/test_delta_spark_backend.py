@@ -25,6 +25,7 @@ from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import Row
 
 from airflow_provider_deltamerge import __version__
+from airflow_provider_deltamerge.delta.history import MergeCommit
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.backends import delta_spark as backend
 from airflow_provider_deltamerge.exceptions import (
@@ -35,6 +36,7 @@ from airflow_provider_deltamerge.exceptions import (
     MergeSpecError,
     TargetTableError,
 )
+from airflow_provider_deltamerge.hooks.delta_merge import commit_result
 from airflow_provider_deltamerge.spec import (
     MergeSpec,
     PathSource,
@@ -144,6 +146,42 @@ class FakeDeltaRuntime:
 
 class FakeConcurrentAppend(PySparkException):
     """Stands in for delta.exceptions.ConcurrentAppendException."""
+
+
+class FakeJavaThrowable:
+    """A JVM exception as py4j shows it: its own message (what Delta's error catalogue rendered), a cause."""
+
+    def __init__(self, message: str, cause: FakeJavaThrowable | None = None) -> None:
+        self.message, self.cause = message, cause
+
+    def getMessage(self) -> str:
+        return self.message
+
+    def getCause(self) -> FakeJavaThrowable | None:
+        return self.cause
+
+    def toString(self) -> str:
+        return self.message
+
+
+JVM_FRAMES = "".join(f"\n\tat org.apache.spark.sql.delta.Frame{n}.run(Frame.scala:{n})" for n in range(400))
+
+
+def delta_error(kind: type[PySparkException], error_class: str, message: str) -> PySparkException:
+    """A Delta error as PySpark 4 hands it over (pyspark/errors/exceptions/captured.py): getCondition() is
+    Delta's class, getMessage() is re-rendered from Spark's catalogue, which lacks DELTA_* (so it says
+    INTERNAL_ERROR), str() carries the JVM stack, and ``_origin`` is the Java exception with Delta's text."""
+
+    class Captured(kind):  # type: ignore[misc, valid-type]
+        def getCondition(self) -> str:
+            return error_class
+
+        def getMessage(self) -> str:
+            return f"[INTERNAL_ERROR] Cannot find main error class '{error_class}' SQLSTATE: XX000"
+
+    error = Captured(message=f"[{error_class}] {message}{JVM_FRAMES}")
+    error._origin = FakeJavaThrowable(f"[{error_class}] {message} SQLSTATE: 42601;{JVM_FRAMES}")  # type: ignore[attr-defined]
+    return error
 
 
 def install_delta_package(mocker: Any, delta_table: Any = None) -> None:
@@ -494,28 +532,90 @@ def test_a_newer_commit_that_is_not_ours_is_not_reported_as_ours(delta, spark, t
     assert result.metrics[m.NUM_OUTPUT_ROWS] == 0
 
 
+UNRESOLVED = "Cannot resolve s.nope in search condition given columns t.id, t.qty, s.id, s.qty."
+OVERFLOW = 'Failed to write a value of "BIGINT" type into the "INT" type column `qty` due to an overflow.'
+
+
 @pytest.mark.parametrize(
-    ("error", "expected", "error_class"),
+    ("error", "expected", "error_class", "text"),
     [
         (
-            AnalysisException(message="[INTERNAL_ERROR] Cannot find main error class 'DELTA_MERGE_X'"),
+            delta_error(AnalysisException, "DELTA_MERGE_UNRESOLVED_EXPRESSION", UNRESOLVED),
             ClauseResolutionError,
-            "DELTA_MERGE_X",
+            "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+            f"{UNRESOLVED} (Delta's analysis of the merge) Fix the clause or column it names.",
         ),
-        (FakeConcurrentAppend(message="files were added to partition [region=eu]"), MergeCommitError, None),
-        (PySparkException(message="task failed"), MergeExecutionError, None),
+        (
+            # Not converted to AnalysisException: the class still says it is Delta's analysis.
+            delta_error(PySparkException, "DELTA_MERGE_UNRESOLVED_EXPRESSION", UNRESOLVED),
+            ClauseResolutionError,
+            "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+            UNRESOLVED,
+        ),
+        (
+            delta_error(PySparkException, "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE", OVERFLOW),
+            MergeExecutionError,
+            "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE",
+            f"{OVERFLOW} (Delta's merge) Nothing was committed.",
+        ),
+        (
+            FakeConcurrentAppend(message="files were added to partition [region=eu]"),
+            MergeCommitError,
+            None,
+            "files were added to partition [region=eu]",
+        ),
+        (PySparkException(message="task failed"), MergeExecutionError, None, "task failed"),
     ],
-    ids=["analysis", "conflict", "execution"],
+    ids=["analysis", "analysis-unconverted", "cast-overflow", "conflict", "execution"],
 )
-def test_delta_errors_become_the_merges_own(delta, spark, tmp_path, source, error, expected, error_class):
+def test_delta_errors_become_the_merges_own_in_delta_s_words(
+    delta, spark, tmp_path, source, error, expected, error_class, text
+):
     delta.execute_error = error
     with pytest.raises(expected) as raised:
         backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
     assert raised.value.error_class == error_class
+    assert text in raised.value.message
+    # Delta's sentence, not PySpark's INTERNAL_ERROR or the JVM's frames.
+    assert "INTERNAL_ERROR" not in raised.value.message and "\tat org.apache" not in raised.value.message
+    assert len(raised.value.message) < 400
     assert raised.value.__cause__ is error
     assert spark.conf.get(USER_METADATA, None) is None  # restored on failure too
+
+
+RUN = {"dagId": "orders", "taskId": "merge", "runId": "manual__1", "mapIndex": -1}
+
+
+def test_a_retried_run_returns_its_commit_instead_of_merging_again(delta, spark, tmp_path, source):
+    spec = spec_of(source, tmp_path, (update_all(), insert_all()))
+    first = backend.run_with_delta_spark(spark, spec, provenance={**RUN, "tryNumber": 1})
+    again = backend.run_with_delta_spark(spark, spec, provenance={**RUN, "tryNumber": 2})
+    assert (again.version, again.committed, again.already_committed) == (first.version, True, True)
+    assert delta.builder.execute.call_count == 1
+    assert dict(again.metrics) == dict(first.metrics)  # one shape, whichever try
+
+
+def test_rerun_merge_or_another_spec_merges_again(delta, spark, tmp_path, source):
+    spec = spec_of(source, tmp_path, (update_all(), insert_all()))
+    backend.run_with_delta_spark(spark, spec, provenance=RUN)
+    forced = backend.run_with_delta_spark(spark, spec, provenance=RUN, rerun="merge")
+    other = backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)), provenance=RUN)
+    assert (forced.already_committed, other.already_committed) == (False, False)
+    assert delta.builder.execute.call_count == 3
 
 
 def test_run_without_runtime_raises_before_touching_anything(spark, tmp_path, source):
     with pytest.raises(DeltaRuntimeError):
         backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
+
+
+def test_the_xcom_value_has_one_shape_for_a_fresh_merge_and_a_found_commit(delta, spark, tmp_path, source):
+    # The Airflow side reads a delta-spark commit found by a retry straight from the log: Delta's raw
+    # operationMetrics, with names we do not declare and without the ones Delta does not report.
+    spec = spec_of(source, tmp_path, (update_all(), insert_all()))
+    fresh = backend.run_with_delta_spark(spark, spec, provenance=RUN)
+    found = MergeCommit(
+        4, {k: int(v) for k, v in DELTA_OPERATION_METRICS.items()}, {"executor": "delta-spark"}
+    )
+    from_job = m.merge_result(fresh.metrics, version=fresh.version, executor=fresh.executor, spec_hash="h")
+    assert commit_result(found).keys() == from_job.keys()

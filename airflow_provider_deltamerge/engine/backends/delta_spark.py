@@ -25,13 +25,15 @@ from pyspark.sql import Row, SparkSession
 
 from airflow_provider_deltamerge import PACKAGE_NAME, __version__
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, provenance_of
+from airflow_provider_deltamerge.delta.idempotency import IDEMPOTENCY_DEPTH, run_identity, same_run
 from airflow_provider_deltamerge.delta.snapshot import open_table
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.merge import MergeResult
-from airflow_provider_deltamerge.engine.metrics import METRIC_DESCRIPTIONS, MetricsRecorder
+from airflow_provider_deltamerge.engine.metrics import MetricsRecorder, declared_metrics
 from airflow_provider_deltamerge.engine.resolve.resolution import quote
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
 from airflow_provider_deltamerge.engine.source.load import merge_source
+from airflow_provider_deltamerge.engine.spark_errors import summarize
 from airflow_provider_deltamerge.exceptions import (
     ClauseResolutionError,
     DeltaMergeError,
@@ -220,10 +222,17 @@ def _is_true(value: str | None) -> bool:
 
 
 def run_with_delta_spark(
-    spark: SparkSession, spec: MergeSpec, *, provenance: Mapping[str, Any] | None = None
+    spark: SparkSession,
+    spec: MergeSpec,
+    *,
+    provenance: Mapping[str, Any] | None = None,
+    rerun: str = "skip",
 ) -> MergeResult:
     """Run ``spec`` with Delta Lake's ``DeltaMergeBuilder`` and read Delta's metrics back from the log.
 
+    0. With ``rerun="skip"``, return the recorded result if Delta's history already holds this run's commit
+       (same dag, task, run, map index and spec hash in ``provenance``), as the engine does: a retried job
+       never merges twice, whatever the target (path or catalog name).
     1. Build ``DeltaTable.forPath(target).alias(t).merge(source.alias(s), condition)`` and one builder call
        per clause, in clause order (see ``builder_calls``), then ``withSchemaEvolution()`` if asked.
     2. Execute with the run identity (``submissionId``, ``specHash``, ``engineVersion``, ``executor`` and
@@ -252,11 +261,19 @@ def run_with_delta_spark(
     try:
         table = DeltaTable.forPath(spark, table_location(spark, spec.target))
     except AnalysisException as err:
+        failure = summarize(err)
         raise TargetTableError(
-            f"Delta's runtime cannot open {spec.target} as a Delta table: {err.getMessage()}",
-            error_class=_error_class(err),
+            f"Delta's runtime cannot open {spec.target} as a Delta table: {failure}",
+            error_class=_error_class(err, failure.error_class),
         ) from err
     with _delta_errors():
+        earlier = _committed_run(table, info) if rerun == "skip" else None
+        if earlier is not None:
+            log.info("This run already committed version %d: nothing to do", earlier["version"])
+            metrics = metrics_from_operation_metrics(earlier["operationMetrics"] or {})
+            return MergeResult(
+                metrics, earlier["version"], EXECUTOR_NAME, committed=True, already_committed=True
+            )
         version_before = _latest_commit(table)["version"]
         builder = table.alias(spec.target_alias).merge(source.alias(spec.source_alias), spec.condition)
         for method, kwargs in builder_calls(spec, source.columns, table.toDF().columns):
@@ -357,6 +374,17 @@ def _latest_commit(table: Any) -> Row:
     return rows[0]
 
 
+def _committed_run(table: Any, info: Mapping[str, Any]) -> Row | None:
+    """The newest commit in Delta's history made by the same run and spec as ``info``, if any."""
+    if run_identity(info) is None:
+        return None
+    matches = same_run(info)
+    for row in table.history(IDEMPOTENCY_DEPTH).collect():
+        if matches(provenance_of({"userMetadata": row["userMetadata"]})):
+            return row
+    return None
+
+
 def _find_commit(table: Any, version_before: int, submission_id: str) -> Row | None:
     """Our MERGE commit among those made after ``version_before`` (others may have committed after ours)."""
     latest = _latest_commit(table)
@@ -373,17 +401,9 @@ def _find_commit(table: Any, version_before: int, submission_id: str) -> Row | N
 
 
 def metrics_from_operation_metrics(operation_metrics: Mapping[str, str]) -> dict[str, int]:
-    """Delta's commitInfo ``operationMetrics`` (strings) as our metrics (ints); unreported ones stay 0.
-
-    Our metric names are Delta's, so the mapping is by name; metrics we do not declare are left out so the
-    XCom keys stay the same for both backends.
-    ``numOutputRows`` is derived (inserted + updated + copied), as Delta itself derives it.
-    """
-    recorder = MetricsRecorder()
-    for name, value in operation_metrics.items():
-        if name in METRIC_DESCRIPTIONS and value is not None:
-            recorder.set(name, int(value))
-    return recorder.freeze()
+    """Delta's commitInfo ``operationMetrics`` (strings) as our metrics: ``metrics.declared_metrics``, so
+    the keys are the same for both backends; metrics Delta does not report are 0."""
+    return declared_metrics(operation_metrics)
 
 
 # execute()'s result columns (DeltaMergeBuilder.execute) -> our metric names.
@@ -410,18 +430,23 @@ def _delta_errors() -> Iterator[None]:
         yield
     except DeltaMergeError:
         raise
-    except AnalysisException as err:
-        raise ClauseResolutionError(
-            f"Delta's merge does not resolve against the target and source: {err.getMessage()}",
-            error_class=_error_class(err),
-        ) from err
     except (PySparkException, Py4JJavaError) as err:
+        # Delta's class and first sentence, read from the JVM's exception (spark_errors), never its frames.
+        failure = summarize(err)
+        error_class = _error_class(err, failure.error_class)
         if _is_conflict(err):
             raise MergeCommitError(
-                f"A concurrent commit conflicted with the merge; nothing was committed: {err}",
-                error_class=_error_class(err),
+                f"A concurrent commit conflicted with the merge; nothing was committed: {failure}",
+                error_class=error_class,
             ) from err
-        raise MergeExecutionError(f"Delta's merge failed: {err}", error_class=_error_class(err)) from err
+        if isinstance(err, AnalysisException) or (error_class or "").startswith(_ANALYSIS_CLASS_PREFIXES):
+            raise ClauseResolutionError(
+                f"{failure} (Delta's analysis of the merge) Fix the clause or column it names.",
+                error_class=error_class,
+            ) from err
+        raise MergeExecutionError(
+            f"{failure} (Delta's merge) Nothing was committed.", error_class=error_class
+        ) from err
 
 
 def _is_conflict(err: BaseException) -> bool:
@@ -431,10 +456,26 @@ def _is_conflict(err: BaseException) -> bool:
     return isinstance(err, conflicts)
 
 
-def _error_class(err: BaseException) -> str | None:
-    """Delta's error class; from PySpark it can hide behind INTERNAL_ERROR, with its name in the text."""
+# Classes of errors Delta's analysis raises (also when PySpark does not convert them to AnalysisException).
+_ANALYSIS_CLASS_PREFIXES = (
+    "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+    "DELTA_MERGE_RESOLVED_ATTRIBUTE_MISSING_FROM_INPUT",
+    "DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED",
+    "DELTA_AGGREGATION_NOT_SUPPORTED",
+    "DELTA_UNSUPPORTED_SUBQUERY",
+    "DELTA_CONFLICT_SET_COLUMN",
+    "UNRESOLVED_COLUMN",
+    "AMBIGUOUS_REFERENCE",
+)
+
+
+def _error_class(err: BaseException, from_message: str | None = None) -> str | None:
+    """Delta's error class: the exception's own condition, else the ``[CLASS]`` its JVM message starts
+    with, else a ``DELTA_*`` name in its text (PySpark can hide it behind INTERNAL_ERROR)."""
     condition = err.getCondition() if isinstance(err, PySparkException) else None
-    if condition in (None, "INTERNAL_ERROR"):
-        named = re.search(r"\bDELTA_[A-Z0-9_]+", str(err))
-        return named.group(0) if named else condition
-    return condition
+    if condition not in (None, "INTERNAL_ERROR"):
+        return condition
+    if from_message not in (None, "INTERNAL_ERROR"):
+        return from_message
+    named = re.search(r"\bDELTA_[A-Z0-9_]+", str(err))
+    return named.group(0) if named else condition
