@@ -223,8 +223,9 @@ def spec_of(source: PathSource, tmp_path: Path, clauses: tuple[Any, ...], **kwar
 class DeltaConfiguredSession:
     """A session whose confs name Delta's extension and catalog, with no JVM to ask (as Spark Connect)."""
 
-    def __init__(self, confs: dict[str, str]) -> None:
+    def __init__(self, confs: dict[str, str], version: str = "4.2.1") -> None:
         self.conf = SimpleNamespace(get=lambda key, default=None: confs.get(key, default))
+        self.version = version
 
 
 DELTA_CONFS = {
@@ -285,6 +286,23 @@ def test_configured_session_with_package_has_runtime(mocker):
     install_delta_package(mocker)
     assert backend.has_delta_runtime(DeltaConfiguredSession(DELTA_CONFS)) is True  # type: ignore[arg-type]
     backend.require_delta_runtime(DeltaConfiguredSession(DELTA_CONFS))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("spark_version", "runs"), [("4.2.1", True), ("4.0.0", True), ("4.3.0", False)])
+def test_a_spark_version_delta_was_not_built_for_is_refused_before_the_jvm_crashes(
+    mocker, spark_version, runs
+):
+    # delta-spark 4.4's own metadata declares the pyspark versions it works with, as its wheel does.
+    install_delta_package(mocker)
+    requires = {"delta-spark": ["pyspark<4.3.0,>=4.0.0", "importlib-metadata>=1.0.0"]}
+    mocker.patch.object(backend.importlib.metadata, "requires", side_effect=requires.__getitem__)
+    mocker.patch.object(backend.importlib.metadata, "version", return_value="4.4.0")
+    session = DeltaConfiguredSession(DELTA_CONFS, spark_version)
+    refused = (
+        f"a Spark version delta-spark 4.4.0 supports (<4.3.0,>=4.0.0); this session runs Spark "
+        f"{spark_version}: install the delta-spark release built for it, or that Spark"
+    )
+    assert backend.missing_delta_runtime(session) == (() if runs else (refused,))  # type: ignore[arg-type]
 
 
 def test_configured_session_without_package_has_no_runtime():

@@ -16,7 +16,7 @@ import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from py4j.java_gateway import JavaClass
 from py4j.protocol import Py4JJavaError
@@ -51,6 +51,9 @@ from airflow_provider_deltamerge.spec import (
     NotMatchedBySourceUpdate,
     NotMatchedInsert,
 )
+
+if TYPE_CHECKING:
+    from packaging.specifiers import SpecifierSet
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +124,30 @@ def missing_delta_runtime(spark: SparkSession) -> tuple[str, ...]:
         )
     if spark.conf.get(CATALOG_CONF, "") != DELTA_CATALOG:
         missing.append(f"the Spark conf {CATALOG_CONF}={DELTA_CATALOG}")
+    supported = _delta_spark_range()
+    if supported is not None and not supported.contains(spark.version, prereleases=True):
+        # Delta built for other Spark versions fails inside the JVM (NoSuchMethodError) at its first MERGE.
+        missing.append(
+            f"a Spark version delta-spark {_delta_version()} supports ({supported}); this session runs "
+            f"Spark {spark.version}: install the delta-spark release built for it, or that Spark"
+        )
     return tuple(missing)
+
+
+def _delta_spark_range() -> SpecifierSet | None:
+    """The pyspark versions the installed delta-spark declares it works with; None if it is not installed
+    or declares none."""
+    try:
+        requirements = importlib.metadata.requires("delta-spark") or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    from packaging.requirements import Requirement  # the delta-spark extra's dependency
+
+    for text in requirements:
+        requirement = Requirement(text)
+        if requirement.name == "pyspark" and requirement.marker is None and requirement.specifier:
+            return requirement.specifier
+    return None
 
 
 def _delta_python_api_importable() -> bool:
