@@ -57,6 +57,16 @@ def column_references(sql: str) -> tuple[tuple[str, ...], ...] | ExpressionSynta
     return tuple(found)
 
 
+def conjuncts(sql: str) -> list[exp.Expr] | None:
+    """The ``AND``-ed parts of a condition, parentheses removed; None if ``sql`` does not parse."""
+    try:
+        condition = sqlglot.parse_one(sql, read="spark")
+    except ParseError:
+        return None
+    parts = condition.flatten() if isinstance(condition, exp.And) else [condition]
+    return [part.unnest() for part in parts]
+
+
 def called_functions(sql: str) -> set[str]:
     """The lower-cased names called in ``sql`` (``f(`` with ``f`` plain, backquoted or qualified).
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import sqlglot
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -27,6 +26,7 @@ from airflow_provider_deltamerge.delta.snapshot import DataFile
 from airflow_provider_deltamerge.engine.execute.clause_output import SOURCE_PRESENT, TARGET_PRESENT
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan
 from airflow_provider_deltamerge.spec.names import quote_part
+from airflow_provider_deltamerge.spec.references import conjuncts
 
 # The most bytes (estimated) of rows the engine broadcasts: every executor and the driver hold a copy.
 MAX_BROADCAST_BYTES = 64 * 1024 * 1024
@@ -72,9 +72,8 @@ def join_condition(plan: MergePlan, source: StructType) -> Column:
 def _integer_key_pairs(plan: MergePlan, source: StructType) -> list[tuple[str, str, int]] | None:
     """(target column, source column, key bytes) of each ``t.a = s.b`` conjunct of the ON condition, or None
     when some equality is not between integer columns of the two sides (then Spark does not pack the keys)."""
-    try:
-        condition = sqlglot.parse_one(plan.condition, read="spark")
-    except sqlglot.errors.ParseError:
+    parts = conjuncts(plan.condition)
+    if parts is None:
         return None
     target_alias, source_alias = plan.spec.target_alias.lower(), plan.spec.source_alias.lower()
     schemas = {target_alias: plan.target_schema, source_alias: source}
@@ -92,8 +91,7 @@ def _integer_key_pairs(plan: MergePlan, source: StructType) -> list[tuple[str, s
         return node.table.lower(), f"{node.table}.{quote_part(found.name)}", size
 
     pairs = []
-    for conjunct in condition.flatten() if isinstance(condition, exp.And) else [condition]:
-        conjunct = conjunct.unnest()
+    for conjunct in parts:
         if not isinstance(conjunct, exp.EQ):
             continue
         sides = {side[0]: side for side in map(integer_column, (conjunct.this, conjunct.expression)) if side}

@@ -28,7 +28,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import sqlglot
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -49,6 +48,7 @@ from sqlglot import exp
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
 from airflow_provider_deltamerge.engine.metrics import count_partitions
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_not_matched_by_source
+from airflow_provider_deltamerge.spec.references import conjuncts
 
 # Above this many distinct source values of a partition column, (b) falls back to the values' range.
 MAX_PARTITION_VALUES = 10_000
@@ -314,9 +314,8 @@ def _analyse(
 ) -> tuple[list[str], list[tuple[int, str]]] | None:
     """(stats tests from target-only conjuncts, (target column index, source expression) per equi-join key),
     or None when the condition cannot be parsed (then nothing is skipped)."""
-    try:
-        condition = sqlglot.parse_one(plan.condition, read="spark")
-    except sqlglot.errors.ParseError:
+    parts = conjuncts(plan.condition)
+    if parts is None:
         return None
     target_index = {f.name.lower(): n for n, f in enumerate(plan.target_schema.fields)}
     source_names = {f.name.lower() for f in source.schema.fields}
@@ -358,8 +357,7 @@ def _analyse(
 
     tests: list[str] = []
     equalities: list[tuple[int, str]] = []
-    for conjunct in condition.flatten() if isinstance(condition, exp.And) else [condition]:
-        conjunct = conjunct.unnest()
+    for conjunct in parts:
         test = _constant_test(spark, plan, conjunct, target_column, is_constant)
         if test is not None:
             tests.append(test)
