@@ -76,7 +76,13 @@ class MergeResult:
     # ``metrics`` and ``version`` are that commit's.
     already_committed: bool = False
     attempts: int = 1  # runs of the merge (more than 1 after conflicting concurrent commits)
+    earlier_attempts_ms: int = 0  # from the start of the first run to the start of the last
     rebased_over: tuple[int, ...] = ()  # concurrent commits the final commit was placed after
+
+    @property
+    def runs(self) -> dict[str, int]:
+        """The attempts as a commit records them (``metrics.attempts_report`` reads either)."""
+        return {m.MERGE_ATTEMPTS: self.attempts, m.EARLIER_ATTEMPTS_TIME_MS: self.earlier_attempts_ms}
 
 
 def run_merge(
@@ -109,10 +115,15 @@ def run_merge(
     if table != spec.target:
         log.info("Target: the catalog's table %s is the Delta table at %s", spec.target, table)
     competing: list[str] = []
+    started = time.monotonic()
     for attempt in range(1, MAX_RERUNS + 2):
-        outcome = _attempt(spark, spec, table, executor, info, rerun)
+        earlier_ms = round((time.monotonic() - started) * 1000)
+        runs = {m.MERGE_ATTEMPTS: attempt, m.EARLIER_ATTEMPTS_TIME_MS: earlier_ms}
+        outcome = _attempt(spark, spec, table, executor, info, rerun, runs=runs)
+        if isinstance(outcome, MergeResult) and outcome.already_committed:
+            return outcome
         if isinstance(outcome, MergeResult):
-            return dataclasses.replace(outcome, attempts=attempt)
+            return dataclasses.replace(outcome, attempts=attempt, earlier_attempts_ms=earlier_ms)
         competing.append(f"{outcome.version} ({outcome.reason})")
         if attempt > MAX_RERUNS:
             break
@@ -139,8 +150,14 @@ def _attempt(
     executor: ExecutorName | None,
     info: Mapping[str, Any],
     rerun: RerunPolicy,
+    *,
+    runs: Mapping[str, int],
 ) -> MergeResult | Rerun:
-    """One run of the merge on a fresh snapshot: its result, or the conflict that calls for another run."""
+    """One run of the merge on a fresh snapshot: its result, or the conflict that calls for another run.
+
+    ``runs`` counts this run and times the earlier ones; the commit records it, so that a task finding the
+    commit later reports the same attempts as the job did.
+    """
     recorder = MetricsRecorder()
     with recorder.timed(m.EXECUTION_TIME_MS):
         snapshot = read_snapshot(table)
@@ -164,7 +181,7 @@ def _attempt(
             added=changes.added,
             operation_parameters=operation_parameters(spec),
             operation_metrics=recorder.freeze(),
-            info={**info, "executor": plan.executor},
+            info={**info, **runs, "executor": plan.executor},
             read=read,
             same_run=same_run(info),
             schema=plan.final_schema.json() if plan.evolves_schema else None,
@@ -195,6 +212,8 @@ def _already_committed(commit: MergeCommit) -> MergeResult:
         str(commit.info.get("executor", "")),
         committed=True,
         already_committed=True,
+        attempts=int(commit.info.get(m.MERGE_ATTEMPTS) or 1),
+        earlier_attempts_ms=int(commit.info.get(m.EARLIER_ATTEMPTS_TIME_MS) or 0),
     )
 
 

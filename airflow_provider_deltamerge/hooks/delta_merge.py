@@ -18,7 +18,7 @@ from airflow.providers.common.compat.sdk import AirflowException, BaseHook
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, MergeCommit, find_merge_commit
 from airflow_provider_deltamerge.delta.idempotency import SPEC_HASH_KEY, find_committed_run
 from airflow_provider_deltamerge.delta.job_reports import take_report
-from airflow_provider_deltamerge.engine.metrics import EXECUTOR, SPEC_HASH, TABLE_VERSION
+from airflow_provider_deltamerge.engine.metrics import EXECUTOR, SPEC_HASH, TABLE_VERSION, attempts_report
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.hooks.spark_setup import (
     LocalDefaultSparkSubmitHook,
@@ -247,6 +247,7 @@ def commit_result(commit: MergeCommit) -> dict[str, Any]:
         TABLE_VERSION: commit.version,
         EXECUTOR: commit.info.get("executor"),
         SPEC_HASH: commit.info.get(SPEC_HASH_KEY),
+        **attempts_report(commit.metrics, commit.info),
     }
 
 

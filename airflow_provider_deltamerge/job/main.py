@@ -23,7 +23,13 @@ from airflow_provider_deltamerge.delta.job_reports import report_path
 from airflow_provider_deltamerge.delta.writer import TableFiles
 from airflow_provider_deltamerge.engine import MergeResult, run_merge
 from airflow_provider_deltamerge.engine.backends.delta_spark import choose_backend, run_with_delta_spark
-from airflow_provider_deltamerge.engine.metrics import EXECUTOR, SPEC_HASH, TABLE_VERSION
+from airflow_provider_deltamerge.engine.metrics import (
+    EXECUTOR,
+    SPEC_HASH,
+    TABLE_VERSION,
+    attempts_report,
+    summary_line,
+)
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.spec.transport import (
@@ -109,7 +115,9 @@ def answer(spark: SparkSession, request: JobRequest, *, answer_file: Path | None
             TABLE_VERSION: result.version,
             EXECUTOR: result.executor,
             SPEC_HASH: request.spec.spec_hash,
+            **attempts_report(result.metrics, result.runs),
         }
+        log.info("Merge done: %s", summary_line(report))
         text, status = answer_text(submission_id, result=report), 0
     if answer_file is not None:
         answer_file.write_text(text, encoding="utf-8")

@@ -16,6 +16,8 @@ from airflow_provider_deltamerge.engine.metrics import (
     NUM_OUTPUT_ROWS,
     NUM_TARGET_BYTES_ADDED,
     NUM_TARGET_FILES_ADDED,
+    SUMMARY,
+    readable,
 )
 from airflow_provider_deltamerge.exceptions import DeltaMergeError, is_final
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook, commit_result
@@ -356,7 +358,10 @@ class DeltaMergeOperator(BaseOperator):
             job_rerun = "skip_if_committed" if earlier is None and policy != "merge" else "always"
             metrics = self._hook.run_merge(spec, provenance=provenance, backend=self.backend, rerun=job_rerun)
             unannounced = True
-        self.log.info("Merge into %s done: %s", spec.target, metrics)
+        # The headline first: the full metrics are many numbers, most of them for tuning.
+        metrics = readable(metrics)
+        self.log.info("Merge into %s: %s", spec.target, metrics[SUMMARY])
+        self.log.info("All metrics (also the task's XCom value): %s", metrics)
         self._metrics = metrics
         self._announce(spec.target, metrics, context, new=unannounced)
         return metrics

@@ -66,3 +66,7 @@ def test_readme_first_dag_runs_on_a_fresh_airflow(airflow_env, tmp_path):
     assert rows == {1: 10.0, 2: 20.0, 3: 35.0, 4: 40.0}
     metrics = xcom_value({"AIRFLOW_HOME": str(home)}, "my_first_merge", "merge_orders")
     assert (metrics["numTargetRowsInserted"], metrics["numTargetRowsUpdated"]) == (1, 1)
+    # The headline the README quotes leads the XCom value and the task's report of the merge.
+    headline = "1 inserted, 1 updated, 0 deleted, 2 copied rows; 1 file rewritten, 1 added;"
+    assert next(iter(metrics)) == "summary" and metrics["summary"].startswith(headline)
+    assert f"Merge into {lake}/orders: {headline}" in output
