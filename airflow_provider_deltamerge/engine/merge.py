@@ -32,6 +32,7 @@ from airflow_provider_deltamerge.engine.execute.phases import FileChanges
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.plan.planning import ExecutorName, MergePlan, make_plan
 from airflow_provider_deltamerge.engine.plan.pruning import prune_files
+from airflow_provider_deltamerge.engine.progress import enter_phase
 from airflow_provider_deltamerge.engine.resolve.casting import cast_failure
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
 from airflow_provider_deltamerge.engine.source.load import deduplicated, load_source
@@ -160,6 +161,7 @@ def _attempt(
     """
     recorder = MetricsRecorder()
     with recorder.timed(m.EXECUTION_TIME_MS):
+        enter_phase("reading the table's snapshot")
         snapshot = read_snapshot(table)
         log.info("Snapshot: %s at version %d, %d files", table, snapshot.version, len(snapshot.files))
         check_writable(snapshot, modifies_rows=any(c.kind != "not_matched_insert" for c in spec.clauses))
@@ -173,6 +175,7 @@ def _attempt(
         log.info("Nothing to change: no commit made; table stays at version %d", snapshot.version)
         return MergeResult(recorder.freeze(), snapshot.version, plan.executor, committed=False)
     try:
+        enter_phase("committing")
         crash_point("after_write")
         check_record_counts(changes, recorder)
         outcome = commit_merge(
@@ -225,10 +228,12 @@ def _execute(
     recorder: MetricsRecorder,
 ) -> tuple[MergePlan, FileChanges, ReadSet]:
     """Plan and run the executor, turning Spark's errors into the merge's own."""
+    enter_phase("loading the source and planning")
     loaded = load_source(spark, spec.source)
     source = deduplicated(spec, loaded)
     try:
         plan = make_plan(spark, spec, snapshot, source.schema, forced=executor)
+        enter_phase("materializing the source")
         prepared = prepare_merge_source(spark, plan, loaded, source, recorder)
         try:
             return _prune_and_run(spark, plan, prepared.rows, recorder)
@@ -258,6 +263,7 @@ def _prune_and_run(
 ) -> tuple[MergePlan, FileChanges, ReadSet]:
     """Prune the target files with the source, then run the plan's executor over the candidates."""
     snapshot = plan.snapshot
+    enter_phase("pruning the target's files", files=len(snapshot.files))
     pruning = prune_files(spark, plan, source)
     plan = dataclasses.replace(plan, candidate_files=pruning.files)
     recorder.set(m.NUM_TARGET_FILES_BEFORE_SKIPPING, len(snapshot.files))

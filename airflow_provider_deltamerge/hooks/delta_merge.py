@@ -21,7 +21,7 @@ from airflow_provider_deltamerge.delta.job_reports import take_report
 from airflow_provider_deltamerge.engine.metrics import EXECUTOR, SPEC_HASH, TABLE_VERSION, attempts_report
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.hooks.spark_setup import (
-    LocalDefaultSparkSubmitHook,
+    JobSubmitHook,
     is_local_default,
     spark_connection,
     spark_submit_binary,
@@ -144,7 +144,7 @@ class DeltaMergeHook(BaseHook):
             kwargs.setdefault("name", f"deltamerge-{spec.target.rstrip('/').rsplit('/', 1)[-1]}")
             if binary is not None:
                 kwargs["spark_binary"] = binary
-            submit = LocalDefaultSparkSubmitHook(
+            submit = JobSubmitHook(
                 conn_id=self.spark_conn_id,
                 conf=self._job_conf(credentials),
                 application_args=arguments,

@@ -23,6 +23,8 @@ from airflow.providers.common.compat.sdk import (
     Connection,
 )
 
+from airflow_provider_deltamerge.hooks.submit_log import SubmitOutputLog
+
 DEFAULT_CONN_ID = "spark_default"
 LOCAL_MASTER = "local[*]"
 CONNECTION_EXAMPLE = '\'{"conn_type": "spark", "host": "spark://HOST:7077"}\''
@@ -84,9 +86,18 @@ def _pyspark_bin_folders() -> list[Path]:
     return [*folders, Path(sys.executable).parent]
 
 
-class LocalDefaultSparkSubmitHook(SparkSubmitHook):
-    """SparkSubmitHook whose undefined default connection means ``local[*]`` rather than YARN."""
+class JobSubmitHook(SparkSubmitHook):
+    """SparkSubmitHook as the merge job needs it: an undefined default connection means ``local[*]`` rather
+    than YARN, and spark-submit's output reaches the task log at each line's own level."""
+
+    _output_log: SubmitOutputLog | None = None
 
     @classmethod
     def get_connection(cls, conn_id: str) -> Any:
         return spark_connection(conn_id)
+
+    @property
+    def log(self) -> Any:
+        if self._output_log is None:
+            self._output_log = SubmitOutputLog(super().log)
+        return self._output_log

@@ -70,3 +70,7 @@ def test_readme_first_dag_runs_on_a_fresh_airflow(airflow_env, tmp_path):
     headline = "1 inserted, 1 updated, 0 deleted, 2 copied rows; 1 file rewritten, 1 added;"
     assert next(iter(metrics)) == "summary" and metrics["summary"].startswith(headline)
     assert f"Merge into {lake}/orders: {headline}" in output
+    # Spark's start-up is at DEBUG, below the task log's level; the job's own lines are at theirs.
+    assert "SparkContext: Running Spark version" not in output
+    assert "was locally checkpointed" not in output  # the materialized source's warning, expected
+    assert re.search(r"\[info +\] Snapshot: \S+/orders at version 0", output)
