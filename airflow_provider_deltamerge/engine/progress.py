@@ -71,15 +71,16 @@ def active_stage_counts(spark: Any) -> StageCounts | None:
 
 def progress_line(phase: Phase, counts: StageCounts | None, now: float) -> str:
     """One progress line, e.g. ``Progress: rewrite of the touched files and the inserts (12 files), 31 s:
-    Spark tasks 5 of 8 done, 1200000 rows read, 900000 written so far``."""
+    Spark tasks 5 of 8 done, 1200000 rows read, 900000 written so far`` (rows once Spark has counted some)."""
     files = f" ({phase.files} file{'' if phase.files == 1 else 's'})" if phase.files is not None else ""
     line = f"Progress: {phase.name}{files}, {now - phase.started:.0f} s"
     if counts is None:
         return line
-    return (
-        f"{line}: Spark tasks {counts.tasks_done} of {counts.tasks} done, {counts.rows_read} rows read, "
-        f"{counts.rows_written} written so far"
-    )
+    line += f": Spark tasks {counts.tasks_done} of {counts.tasks} done"
+    # Spark counts a running task's rows only at its executor's heartbeat: no rows yet is no news.
+    if counts.rows_read or counts.rows_written:
+        line += f", {counts.rows_read} rows read, {counts.rows_written} written so far"
+    return line
 
 
 class ProgressReporter:

@@ -30,6 +30,7 @@ from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.spec.transport import (
     ANSWER_FILE_ARG,
     REQUEST_FILE_ARG,
+    SPARK_STARTED,
     JobRequest,
     answer_text,
     decode_request,
@@ -52,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark = SparkSession.builder.getOrCreate()
         spark.sparkContext.setLogLevel("WARN")
         quiet_known_warnings(spark)
+        log.info("%s: Spark %s, master %s", SPARK_STARTED, spark.version, spark.sparkContext.master)
         progress.watch(spark)
         drop_reflection_functions(spark)
         answer_file = Path(args.answer_file) if args.answer_file else None

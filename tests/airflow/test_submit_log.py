@@ -28,18 +28,23 @@ def logged(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str]]:
 
 
 def test_spark_start_up_goes_to_debug_and_the_job_keeps_its_levels(output, caplog):
-    for line in [*START_UP, "deltamerge INFO Snapshot: /lake/orders at version 0, 1 files"]:
+    # A progress line of the job while Spark starts does not end the start-up; the job's word does.
+    lines = [START_UP[0], "deltamerge INFO Progress: starting Spark, 10 s", *START_UP[1:]]
+    for line in [*lines, "deltamerge INFO Spark started: Spark 4.2.1, master local[*]", START_UP[2]]:
         output.info(line)
 
     assert logged(caplog) == [
-        *(("DEBUG", line) for line in START_UP),
-        ("INFO", "Snapshot: /lake/orders at version 0, 1 files"),
+        ("DEBUG", START_UP[0]),
+        ("INFO", "Progress: starting Spark, 10 s"),
+        *(("DEBUG", line) for line in START_UP[1:]),
+        ("INFO", "Spark started: Spark 4.2.1, master local[*]"),
+        ("WARNING", START_UP[2]),
     ]
 
 
 def test_after_start_up_spark_warnings_are_warnings_and_stack_frames_follow_their_record(output, caplog):
     lines = [
-        "deltamerge INFO Plan: classic executor; pruning kept 1 of 1 files (0 skipped)",
+        "deltamerge INFO Spark started: Spark 4.2.1, master local[*]",
         "26/11/24 06:16:15 WARN TaskSetManager: Lost task 0.0 in stage 3.0: java.io.IOException: disk full",
         "\tat org.apache.spark.executor.Executor$TaskRunner.run(Executor.scala:620)",
         "26/11/24 06:16:16 INFO DAGScheduler: Job 3 finished",

@@ -27,7 +27,8 @@ def test_progress_lines_name_the_phase_and_count_spark_tasks_while_a_job_runs(sp
         for line in lines
     )
     with_counts = [line for line in lines if "Spark tasks " in line]
-    assert with_counts and " of 8 done, " in with_counts[-1] and "written so far" in with_counts[-1]
+    assert with_counts and all(" of 8 done" in line for line in with_counts)
+    assert any(" rows read, " in line and line.endswith(" written so far") for line in with_counts), lines
 
 
 def test_progress_before_spark_runs_gives_the_phase_alone(caplog):
