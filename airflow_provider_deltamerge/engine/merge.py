@@ -34,6 +34,7 @@ from airflow_provider_deltamerge.engine.guards import check_bounds, dry_run_repo
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.plan.planning import ExecutorName, MergePlan, make_plan
 from airflow_provider_deltamerge.engine.plan.pruning import prune_files
+from airflow_provider_deltamerge.engine.progress import enter_phase
 from airflow_provider_deltamerge.engine.resolve.casting import cast_failure
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
 from airflow_provider_deltamerge.engine.session_confs import (
@@ -86,9 +87,15 @@ class MergeResult:
     # ``metrics`` and ``version`` are that commit's.
     already_committed: bool = False
     attempts: int = 1  # runs of the merge (more than 1 after conflicting concurrent commits)
+    earlier_attempts_ms: int = 0  # from the start of the first run to the start of the last
     rebased_over: tuple[int, ...] = ()  # concurrent commits the final commit was placed after
     # A dry run's report of what the merge would have committed (``guards.dry_run_report``); None otherwise.
     dry_run: Mapping[str, Any] | None = None
+
+    @property
+    def runs(self) -> dict[str, int]:
+        """The attempts as a commit records them (``metrics.attempts_report`` reads either)."""
+        return {m.MERGE_ATTEMPTS: self.attempts, m.EARLIER_ATTEMPTS_TIME_MS: self.earlier_attempts_ms}
 
 
 def run_merge(
@@ -131,10 +138,15 @@ def run_merge(
     if table != spec.target:
         log.info("Target: the catalog's table %s is the Delta table at %s", spec.target, table)
     competing: list[str] = []
+    started = time.monotonic()
     for attempt in range(1, MAX_RERUNS + 2):
-        outcome = _attempt(spark, spec, table, executor, info, _Checks(rerun, bounds, dry_run))
+        earlier_ms = round((time.monotonic() - started) * 1000)
+        runs = {m.MERGE_ATTEMPTS: attempt, m.EARLIER_ATTEMPTS_TIME_MS: earlier_ms}
+        outcome = _attempt(spark, spec, table, executor, info, _Checks(rerun, bounds, dry_run), runs=runs)
+        if isinstance(outcome, MergeResult) and outcome.already_committed:
+            return outcome
         if isinstance(outcome, MergeResult):
-            return dataclasses.replace(outcome, attempts=attempt)
+            return dataclasses.replace(outcome, attempts=attempt, earlier_attempts_ms=earlier_ms)
         competing.append(f"{outcome.version} ({outcome.reason})")
         if attempt > MAX_RERUNS:
             break
@@ -170,10 +182,17 @@ def _attempt(
     executor: ExecutorName | None,
     info: Mapping[str, Any],
     checks: _Checks,
+    *,
+    runs: Mapping[str, int],
 ) -> MergeResult | Rerun:
-    """One run of the merge on a fresh snapshot: its result, or the conflict that calls for another run."""
+    """One run of the merge on a fresh snapshot: its result, or the conflict that calls for another run.
+
+    ``runs`` counts this run and times the earlier ones; the commit records it, so that a task finding the
+    commit later reports the same attempts as the job did.
+    """
     recorder = MetricsRecorder()
     with recorder.timed(m.EXECUTION_TIME_MS):
+        enter_phase("reading the table's snapshot")
         snapshot = read_snapshot(table)
         log.info("Snapshot: %s at version %d, %d files", table, snapshot.version, len(snapshot.files))
         check_writable(snapshot, modifies_rows=any(c.kind != "not_matched_insert" for c in spec.clauses))
@@ -208,6 +227,7 @@ def _attempt(
         log.info("Nothing to change: no commit made; table stays at version %d", snapshot.version)
         return MergeResult(recorder.freeze(), snapshot.version, plan.executor, committed=False)
     try:
+        enter_phase("committing")
         crash_point("after_write")
         check_record_counts(changes, recorder)
         outcome = commit_merge(
@@ -216,7 +236,7 @@ def _attempt(
             added=changes.added,
             operation_parameters=operation_parameters(spec),
             operation_metrics=recorder.freeze(),
-            info={**info, "executor": plan.executor},
+            info={**info, **runs, "executor": plan.executor},
             read=read,
             same_run=same_run(info),
             schema=plan.final_schema.json() if plan.evolves_schema else None,
@@ -247,6 +267,8 @@ def _already_committed(commit: MergeCommit) -> MergeResult:
         str(commit.info.get("executor", "")),
         committed=True,
         already_committed=True,
+        attempts=int(commit.info.get(m.MERGE_ATTEMPTS) or 1),
+        earlier_attempts_ms=int(commit.info.get(m.EARLIER_ATTEMPTS_TIME_MS) or 0),
     )
 
 
@@ -258,10 +280,12 @@ def _execute(
     recorder: MetricsRecorder,
 ) -> tuple[MergePlan, FileChanges, ReadSet]:
     """Plan and run the executor, turning Spark's errors into the merge's own."""
+    enter_phase("loading the source and planning")
     loaded = load_source(spark, spec.source)
     source = deduplicated(spec, loaded)
     try:
         plan = make_plan(spark, spec, snapshot, source.schema, forced=executor)
+        enter_phase("materializing the source")
         prepared = prepare_merge_source(spark, plan, loaded, source, recorder)
         try:
             return _prune_and_run(spark, plan, prepared.rows, recorder)
@@ -291,6 +315,7 @@ def _prune_and_run(
 ) -> tuple[MergePlan, FileChanges, ReadSet]:
     """Prune the target files with the source, then run the plan's executor over the candidates."""
     snapshot = plan.snapshot
+    enter_phase("pruning the target's files", files=len(snapshot.files))
     pruning = prune_files(spark, plan, source)
     plan = dataclasses.replace(plan, candidate_files=pruning.files)
     recorder.set(m.NUM_TARGET_FILES_BEFORE_SKIPPING, len(snapshot.files))

@@ -102,11 +102,17 @@ def declared_metrics(values: Mapping[str, Any]) -> dict[str, int]:
 
 
 def merge_result(
-    metrics: Mapping[str, int], *, version: int, executor: Any, spec_hash: Any
+    metrics: Mapping[str, int],
+    *,
+    version: int,
+    executor: Any,
+    spec_hash: Any,
+    runs: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The operator's XCom value for a merge: Delta's metrics, the statement's result row (affected =
     updated + deleted + inserted, as ``MergeIntoCommand`` returns it), the table version, executor and spec
-    hash. The same keys whether the job just merged or a retry found the commit, whichever backend made it
+    hash, and the attempts (``attempts_report`` of ``runs``, the job's count or the commit's record). The
+    same keys whether the job just merged or a retry found the commit, whichever backend made it
     (``declared_metrics``)."""
     declared = declared_metrics(metrics)
     updated, deleted, inserted = (
@@ -123,7 +129,31 @@ def merge_result(
         TABLE_VERSION: version,
         EXECUTOR: executor,
         SPEC_HASH: spec_hash,
+        **attempts_report(declared, runs or {}),
     }
+
+
+# Runs of the merge (more than 1 after conflicting concurrent commits), and the time from the start of the
+# first to the end of the last; ``executionTimeMs`` is the last run's alone, as in Delta.
+MERGE_ATTEMPTS = "attempts"
+ALL_ATTEMPTS_TIME_MS = "allAttemptsTimeMs"
+# In commitInfo, next to the attempt number: from the start of the first run to the start of the last.
+EARLIER_ATTEMPTS_TIME_MS = "earlierAttemptsTimeMs"
+# The headline a person reads first: row counts, files, duration (``readable``).
+SUMMARY = "summary"
+HEADLINE = (
+    SUMMARY,
+    NUM_TARGET_ROWS_INSERTED,
+    NUM_TARGET_ROWS_UPDATED,
+    NUM_TARGET_ROWS_DELETED,
+    NUM_TARGET_ROWS_COPIED,
+    NUM_TARGET_FILES_REMOVED,
+    NUM_TARGET_FILES_ADDED,
+    EXECUTION_TIME_MS,
+    MERGE_ATTEMPTS,
+    ALL_ATTEMPTS_TIME_MS,
+    TABLE_VERSION,
+)
 
 
 def count_partitions(files: Iterable[Any]) -> int:
@@ -171,3 +201,46 @@ class MetricsRecorder:
     def _check(name: str) -> None:
         if name not in METRIC_DESCRIPTIONS:
             raise KeyError(f"{name} is not a declared merge metric (see engine/metrics.py)")
+
+
+def attempts_report(metrics: Mapping[str, Any], runs: Mapping[str, Any]) -> dict[str, int]:
+    """``attempts`` and ``allAttemptsTimeMs`` of a merge from the record of its runs (its commitInfo, or the
+    job's count); a merge recorded before attempts were (or by Delta's own MERGE) counts as one run."""
+    return {
+        MERGE_ATTEMPTS: int(runs.get(MERGE_ATTEMPTS) or 1),
+        ALL_ATTEMPTS_TIME_MS: int(runs.get(EARLIER_ATTEMPTS_TIME_MS) or 0)
+        + int(metrics.get(EXECUTION_TIME_MS) or 0),
+    }
+
+
+def summary_line(report: Mapping[str, Any]) -> str:
+    """One line a person reads first: rows inserted, updated, deleted, copied; files rewritten; duration.
+
+    E.g. ``100 inserted, 100 updated, 0 deleted, 900 copied rows; 1 file rewritten, 1 added; 4.2 s``, with
+    ``(2 attempts, 9.8 s in all)`` after a conflict made the merge run again.
+    """
+
+    def count(name: str) -> int:
+        return int(report.get(name) or 0)
+
+    def seconds(name: str) -> str:
+        return f"{count(name) / 1000:.1f} s"
+
+    rewritten = count(NUM_TARGET_FILES_REMOVED)
+    line = (
+        f"{count(NUM_TARGET_ROWS_INSERTED)} inserted, {count(NUM_TARGET_ROWS_UPDATED)} updated, "
+        f"{count(NUM_TARGET_ROWS_DELETED)} deleted, {count(NUM_TARGET_ROWS_COPIED)} copied rows; "
+        f"{rewritten} file{'' if rewritten == 1 else 's'} rewritten, {count(NUM_TARGET_FILES_ADDED)} added; "
+        f"{seconds(EXECUTION_TIME_MS)}"
+    )
+    if count(MERGE_ATTEMPTS) > 1:
+        line += f" ({count(MERGE_ATTEMPTS)} attempts, {seconds(ALL_ATTEMPTS_TIME_MS)} in all)"
+    return line
+
+
+def readable(report: Mapping[str, Any]) -> dict[str, Any]:
+    """``report`` with its ``summary`` line and the headline metrics first, then the others by name."""
+    ordered = {SUMMARY: summary_line(report)}
+    ordered.update({name: report[name] for name in HEADLINE if name in report})
+    ordered.update({name: report[name] for name in sorted(report) if name not in ordered})
+    return ordered

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.common.compat.sdk import AirflowException, BaseHook
 
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, MergeCommit, find_merge_commit
@@ -21,6 +20,12 @@ from airflow_provider_deltamerge.delta.idempotency import SPEC_HASH_KEY, find_co
 from airflow_provider_deltamerge.delta.job_reports import take_report
 from airflow_provider_deltamerge.engine.metrics import merge_result
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
+from airflow_provider_deltamerge.hooks.spark_setup import (
+    JobSubmitHook,
+    is_local_default,
+    spark_connection,
+    spark_submit_binary,
+)
 from airflow_provider_deltamerge.hooks.storage_credentials import storage_environment
 from airflow_provider_deltamerge.spec import MergeSpec
 from airflow_provider_deltamerge.spec.sql_parse import is_path_like
@@ -95,6 +100,17 @@ class DeltaMergeHook(BaseHook):
             AirflowException: spark-submit failed before the merge could report anything.
         """
         submission_id = uuid.uuid4().hex
+        connection = self._connection()
+        if is_local_default(connection):
+            self.log.warning(
+                "No Spark connection %r is defined: the merge runs on this worker's Spark (%s). Define it "
+                "(e.g. AIRFLOW_CONN_SPARK_DEFAULT) to submit to a cluster",
+                self.spark_conn_id,
+                connection.host,
+            )
+        binary = spark_submit_binary(
+            self.spark_submit_kwargs.get("spark_binary") or connection.extra_dejson.get("spark-binary")
+        )
         in_cluster = self._deploy_mode() == "cluster"
         if in_cluster and not is_path_like(spec.target):
             raise AirflowException(
@@ -138,7 +154,9 @@ class DeltaMergeHook(BaseHook):
                 shipped = package_zip(Path(scratch))
                 kwargs["py_files"] = ",".join(filter(None, [kwargs.get("py_files"), str(shipped)]))
             kwargs.setdefault("name", f"deltamerge-{spec.target.rstrip('/').rsplit('/', 1)[-1]}")
-            submit = SparkSubmitHook(
+            if binary is not None:
+                kwargs["spark_binary"] = binary
+            submit = JobSubmitHook(
                 conn_id=self.spark_conn_id,
                 conf=self._job_conf(credentials),
                 application_args=arguments,
@@ -212,14 +230,13 @@ class DeltaMergeHook(BaseHook):
         return conf
 
     def _is_local_master(self) -> bool:
-        connection = self._connection()
-        return connection is not None and (connection.host or "").startswith("local")
+        return (self._connection().host or "").startswith("local")
 
     def _remote_env_prefixes(self) -> list[str]:
         """Spark conf prefixes that set environment variables of the processes that run on the cluster."""
         prefixes = ["spark.executorEnv."]
         if self._deploy_mode() == "cluster":
-            master = (self._connection().host or "") if self._connection() else ""
+            master = self._connection().host or ""
             prefixes.append(
                 "spark.kubernetes.driverEnv." if master.startswith("k8s") else "spark.yarn.appMasterEnv."
             )
@@ -229,14 +246,10 @@ class DeltaMergeHook(BaseHook):
         """``client`` or ``cluster``, as SparkSubmitHook will decide it (argument first, then connection)."""
         if self.spark_submit_kwargs.get("deploy_mode"):
             return str(self.spark_submit_kwargs["deploy_mode"])
-        connection = self._connection()
-        return str(connection.extra_dejson.get("deploy-mode") or "client") if connection else "client"
+        return str(self._connection().extra_dejson.get("deploy-mode") or "client")
 
     def _connection(self) -> Any:
-        try:
-            return self.get_connection(self.spark_conn_id)
-        except AirflowException:
-            return None
+        return spark_connection(self.spark_conn_id)
 
 
 def commit_result(commit: MergeCommit) -> dict[str, Any]:
@@ -246,6 +259,7 @@ def commit_result(commit: MergeCommit) -> dict[str, Any]:
         version=commit.version,
         executor=commit.info.get("executor"),
         spec_hash=commit.info.get(SPEC_HASH_KEY),
+        runs=commit.info,
     )
 
 

@@ -25,11 +25,13 @@ from airflow_provider_deltamerge.delta.writer import TableFiles
 from airflow_provider_deltamerge.engine import MergeResult, run_merge
 from airflow_provider_deltamerge.engine.backends.delta_spark import choose_backend, run_with_delta_spark
 from airflow_provider_deltamerge.engine.metrics import DRY_RUN, merge_result
+from airflow_provider_deltamerge.engine.progress import ProgressReporter, enter_phase
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
 from airflow_provider_deltamerge.exceptions import DeltaMergeError, MergeSpecError
 from airflow_provider_deltamerge.spec.transport import (
     ANSWER_FILE_ARG,
     REQUEST_FILE_ARG,
+    SPARK_STARTED,
     JobRequest,
     answer_text,
     decode_request,
@@ -46,20 +48,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(ANSWER_FILE_ARG, help="where to write the answer (client mode)")
     args = parser.parse_args(argv)
     _log_to_stdout()
-    # The app's name is spark-submit's --name, which the hook sets.
-    spark = SparkSession.builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    drop_reflection_functions(spark)
-    answer_file = Path(args.answer_file) if args.answer_file else None
-    try:
-        request = decode_request(_request_text(args.request_file))
-    except (DeltaMergeError, OSError) as err:
-        log.error("The merge request cannot be read: %s", err)
-        return 1
-    try:
-        return answer(spark, request, answer_file=answer_file)
-    finally:
-        spark.stop()
+    # From the first second: starting Spark alone can take a minute on a busy machine.
+    with ProgressReporter() as progress:
+        # The app's name is spark-submit's --name, which the hook sets.
+        spark = SparkSession.builder.getOrCreate()
+        spark.sparkContext.setLogLevel("WARN")
+        quiet_known_warnings(spark)
+        log.info("%s: Spark %s, master %s", SPARK_STARTED, spark.version, spark.sparkContext.master)
+        progress.watch(spark)
+        drop_reflection_functions(spark)
+        answer_file = Path(args.answer_file) if args.answer_file else None
+        try:
+            request = decode_request(_request_text(args.request_file))
+        except (DeltaMergeError, OSError) as err:
+            log.error("The merge request cannot be read: %s", err)
+            return 1
+        try:
+            return answer(spark, request, answer_file=answer_file)
+        finally:
+            enter_phase("stopping Spark")
+            spark.stop()
+
+
+# Spark warnings that the merge's own way of working causes on every run and no user can act on: a source is
+# checkpointed locally on purpose (engine/source/materialize.py), its lineage never needed after the merge;
+# the engine's wide plans have their string form truncated, which only Spark's debug output shows.
+EXPECTED_WARNINGS_LOGGERS = (
+    "org.apache.spark.rdd.MapPartitionsRDD",
+    "org.apache.spark.util.SparkStringUtils",
+)
+
+
+def quiet_known_warnings(spark: SparkSession) -> None:
+    """Log only errors from the loggers of ``EXPECTED_WARNINGS_LOGGERS``, so warnings mean something."""
+    jvm = spark._jvm
+    assert jvm is not None  # a classic (non-Connect) session, as spark-submit gives the job
+    for name in EXPECTED_WARNINGS_LOGGERS:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+            name, jvm.org.apache.logging.log4j.Level.ERROR
+        )
 
 
 def _request_text(name: str) -> str:
@@ -106,7 +133,11 @@ def answer(spark: SparkSession, request: JobRequest, *, answer_file: Path | None
         text, status = answer_text(submission_id, error=err), 1
     else:
         report = merge_result(
-            result.metrics, version=result.version, executor=result.executor, spec_hash=request.spec.spec_hash
+            result.metrics,
+            version=result.version,
+            executor=result.executor,
+            spec_hash=request.spec.spec_hash,
+            runs=result.runs,
         )
         if result.dry_run is not None:
             report[DRY_RUN] = dict(result.dry_run)

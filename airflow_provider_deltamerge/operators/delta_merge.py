@@ -15,9 +15,12 @@ from airflow.sdk import Asset
 from airflow_provider_deltamerge.delta.commit_match import MetricBounds
 from airflow_provider_deltamerge.delta.log_schema import read_path_schema, read_table_schema
 from airflow_provider_deltamerge.engine.metrics import (
+    DRY_RUN,
     NUM_OUTPUT_ROWS,
     NUM_TARGET_BYTES_ADDED,
     NUM_TARGET_FILES_ADDED,
+    SUMMARY,
+    readable,
 )
 from airflow_provider_deltamerge.exceptions import DeltaMergeError, is_final
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook, commit_result
@@ -381,15 +384,19 @@ class DeltaMergeOperator(BaseOperator):
                 dry_run=dry_run,
             )
             unannounced = True
+        # The headline first: the full metrics are many numbers, most of them for tuning.
+        metrics = readable(metrics)
         self._metrics = metrics
         if dry_run:
             self.log.info(
-                "Dry run of the merge into %s: nothing committed. It would: %s", spec.target, metrics
+                "Dry run of the merge into %s, nothing committed: %s", spec.target, metrics[SUMMARY]
             )
+            self.log.info("What it would commit: %s", metrics.get(DRY_RUN))
             table = target_asset(spec.target).uri
             self.outlets = [o for o in self.outlets if not (isinstance(o, Asset) and o.uri == table)]
             return metrics
-        self.log.info("Merge into %s done: %s", spec.target, metrics)
+        self.log.info("Merge into %s: %s", spec.target, metrics[SUMMARY])
+        self.log.info("All metrics (also the task's XCom value): %s", metrics)
         self._announce(spec.target, metrics, context, new=unannounced)
         return metrics
 

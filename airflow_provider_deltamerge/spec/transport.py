@@ -23,6 +23,8 @@ from airflow_provider_deltamerge.spec.merge_spec import MergeSpec
 
 REQUEST_FILE_ARG = "--request-file"
 ANSWER_FILE_ARG = "--answer-file"
+# The job's line once its SparkSession is up: the task log treats Spark's output before it as start-up.
+SPARK_STARTED = "Spark started"
 
 
 @dataclass(frozen=True)

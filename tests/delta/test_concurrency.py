@@ -16,6 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from airflow_provider_deltamerge.delta.history import find_merge_commit_where
+from airflow_provider_deltamerge.engine.metrics import summary_line
+from airflow_provider_deltamerge.hooks.delta_merge import commit_result
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update, update_all
 from tests.conftest import make_table
 from tests.delta import workers
@@ -89,6 +92,13 @@ def test_concurrent_update_is_never_lost(tmp_path):
     # Then: both changes are in the table (30 + 100 + 1); the merge ran again on the updated snapshot
     assert {r["id"]: r["qty"] for r in sorted_rows(target)}[3] == 131
     assert outcome["attempts"] == 2
+    # The first run's time (it waited for delta-rs) counts in the whole, not in Delta's executionTimeMs; the
+    # commit records both, so a task that finds it later in the log reports the same.
+    assert outcome["earlier_attempts_ms"] > 0
+    report = commit_result(find_merge_commit_where(target, lambda info: True))
+    assert report["attempts"] == 2
+    assert report["allAttemptsTimeMs"] == outcome["earlier_attempts_ms"] + report["executionTimeMs"]
+    assert "(2 attempts, " in summary_line(report)
 
 
 def test_merges_into_four_date_partitions_all_commit_without_rerun(tmp_path):

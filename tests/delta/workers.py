@@ -71,6 +71,7 @@ def merge_job(
                     "version": result.version,
                     "committed": result.committed,
                     "attempts": result.attempts,
+                    "earlier_attempts_ms": result.earlier_attempts_ms,
                     "rebased_over": list(result.rebased_over),
                     "metrics": dict(result.metrics),
                 },

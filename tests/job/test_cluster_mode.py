@@ -114,9 +114,7 @@ def test_storage_credentials_travel_in_a_private_file_not_arguments(
     driver = RemoteDriver(spark)
     mocker.patch("airflow.providers.apache.spark.hooks.spark_submit.subprocess.Popen", side_effect=driver)
 
-    DeltaMergeHook(
-        "spark_local", storage_conn_id="lake", spark_submit_kwargs={"deploy_mode": "cluster"}
-    ).run_merge(spec)
+    DeltaMergeHook(yarn_cluster_connection, storage_conn_id="lake").run_merge(spec)
 
     [command] = driver.commands
     assert not any(planted in part for part in command)

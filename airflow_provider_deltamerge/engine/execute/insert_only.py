@@ -19,6 +19,7 @@ from airflow_provider_deltamerge.engine.execute.rewrite import write_inserts
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.observed import observe, observed_count
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan
+from airflow_provider_deltamerge.engine.progress import enter_phase
 
 
 def run_insert_only(
@@ -26,6 +27,7 @@ def run_insert_only(
 ) -> FileChanges:
     """Append the source rows that match no candidate target row and that a NOT MATCHED clause inserts."""
     with recorder.timed(m.REWRITE_TIME_MS):
+        enter_phase("inserts: source rows against the candidate files", files=len(plan.candidate_files))
         counted, source_count = observe(source, F.count(F.lit(1)).alias("rows"))
         target = target_rows(spark, plan, plan.candidate_files)
         condition = join_condition(plan, source.schema)

@@ -23,6 +23,7 @@ from airflow_provider_deltamerge.engine.execute.rewrite import rewrite_touched_f
 from airflow_provider_deltamerge.engine.execute.touched_files import find_touched_files
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan
+from airflow_provider_deltamerge.engine.progress import enter_phase
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,10 @@ def run_two_phases(
         touches: over a matched (source, target) pair: whether it makes its file touched.
     """
     with recorder.timed(m.SCAN_TIME_MS):
+        enter_phase("scan: finding the touched files among the candidates", files=len(plan.candidate_files))
         found = find_touched_files(plan, source, recorder, touches=touches)
     with recorder.timed(m.REWRITE_TIME_MS):
+        enter_phase("rewrite of the touched files and the inserts", files=len(found.touched))
         # Nothing touched: the source comes straight from its scan (or materialization) into the writer.
         added = rewrite_touched_files(spark, plan, source, found, recorder, presized=not found.touched)
         # Several source rows deleting one target row count it once (Delta's correction).

@@ -1,0 +1,64 @@
+"""spark-submit's output in the task log at the level each line was written at, not all at INFO.
+
+SparkSubmitHook logs every line of spark-submit at INFO: Spark's start-up alone is some 60 lines before
+the merge says anything, and a Spark warning looks like the rest. ``SubmitOutputLog`` stands in for the
+hook's logger and gives each line its own level: the job's lines (``deltamerge LEVEL message``) theirs;
+Spark's log4j lines (``yy/MM/dd HH:mm:ss LEVEL Logger: message``) WARNING or ERROR for WARN and ERROR
+and DEBUG below; Spark's start-up (everything before the job says ``Spark started``, warnings included:
+they are about the machine, such as a loopback host name) DEBUG unless an error; and a line that is no
+record (a stack frame, a traceback) the level of the record it continues. The hook's own messages are
+untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from airflow_provider_deltamerge.spec.transport import SPARK_STARTED
+
+JOB_LINE = re.compile(r"^deltamerge (DEBUG|INFO|WARNING|ERROR|CRITICAL) (.*)$", re.DOTALL)
+SPARK_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ")
+SPARK_LEVELS = {
+    "TRACE": logging.DEBUG,
+    "DEBUG": logging.DEBUG,
+    "INFO": logging.DEBUG,  # Spark's progress chatter; the job reports what matters in its own lines
+    "WARN": logging.WARNING,
+    "ERROR": logging.ERROR,
+    "FATAL": logging.CRITICAL,
+}
+
+
+class SubmitOutputLog:
+    """A logger for SparkSubmitHook that logs spark-submit's lines at their own level (see the module)."""
+
+    def __init__(self, logger: Any) -> None:
+        self._logger = logger
+        self._started = False  # the job has said its SparkSession is up: Spark's start-up is over
+        self._level = logging.DEBUG  # the level of the record the next non-record line continues
+
+    def info(self, message: Any, *args: Any, **kwargs: Any) -> None:
+        # SparkSubmitHook logs an output line as the message alone; anything else is its own message.
+        if args or kwargs or not isinstance(message, str):
+            self._logger.info(message, *args, **kwargs)
+            return
+        level, text = self.level_of(message)
+        self._logger.log(level, "%s", text)
+
+    def level_of(self, line: str) -> tuple[int, str]:
+        """The level to log ``line`` at, and its text (a job line without its prefix)."""
+        job = JOB_LINE.match(line)
+        if job:
+            self._started = self._started or job.group(2).startswith(SPARK_STARTED)
+            self._level = logging.getLevelNamesMapping()[job.group(1)]
+            return self._level, job.group(2)
+        spark = SPARK_LINE.match(line)
+        if spark:
+            self._level = SPARK_LEVELS[spark.group(1)]
+        if not self._started and self._level < logging.ERROR:
+            return logging.DEBUG, line
+        return self._level, line
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._logger, name)
