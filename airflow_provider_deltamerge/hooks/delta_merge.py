@@ -21,7 +21,7 @@ from airflow_provider_deltamerge.delta.idempotency import SPEC_HASH_KEY, find_co
 from airflow_provider_deltamerge.delta.job_reports import take_report
 from airflow_provider_deltamerge.engine.metrics import EXECUTOR, SPEC_HASH, TABLE_VERSION
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
-from airflow_provider_deltamerge.hooks.storage_credentials import storage_environment
+from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
 from airflow_provider_deltamerge.spec import MergeSpec
 from airflow_provider_deltamerge.spec.sql_parse import is_path_like
 from airflow_provider_deltamerge.spec.transport import (
@@ -70,9 +70,7 @@ class DeltaMergeHook(BaseHook):
 
     def storage_options(self) -> dict[str, str]:
         """The storage connection's credentials (environment-variable names, which deltalake also reads)."""
-        if self.storage_conn_id is None:
-            return {}
-        return storage_environment(self.get_connection(self.storage_conn_id))
+        return connection_storage_options(self.storage_conn_id)
 
     def run_merge(
         self,

@@ -12,6 +12,7 @@ from airflow_provider_deltamerge.exceptions import (
     MergeExecutionError,
     MergeSpecError,
     SourceError,
+    StorageCredentialsError,
     TargetTableError,
     is_final,
 )
@@ -34,6 +35,7 @@ TRANSIENT = [
     SourceError("half uploaded", error_class="FAILED_READ_FILE.CANNOT_READ_FILE_FOOTER"),
     MergeExecutionError("executor lost"),
     DeltaMergeError("answer unreadable"),
+    StorageCredentialsError("the role could not be assumed"),
 ]
 
 
