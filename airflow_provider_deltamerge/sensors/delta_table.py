@@ -17,7 +17,7 @@ from deltalake.exceptions import DeltaError
 from airflow_provider_deltamerge.delta.commit_match import CommitCriteria, MetricBounds, find_commit
 from airflow_provider_deltamerge.delta.history import DEFAULT_HISTORY_DEPTH
 from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
-from airflow_provider_deltamerge.operators.delta_merge import target_asset
+from airflow_provider_deltamerge.operators.assets import target_asset
 from airflow_provider_deltamerge.triggers.delta_table import DeltaTableTrigger
 
 if TYPE_CHECKING:

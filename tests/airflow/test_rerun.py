@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException
 
-from airflow_provider_deltamerge.operators.delta_merge import DeltaMergeOperator, target_asset
+from airflow_provider_deltamerge.operators.assets import target_asset
+from airflow_provider_deltamerge.operators.delta_merge import DeltaMergeOperator
 from airflow_provider_deltamerge.spec import insert_all
 from tests.airflow.conftest import make_table, merge_commit
 from tests.airflow.test_template_injection import run_task
@@ -60,7 +61,8 @@ def test_an_automatic_retry_returns_the_commit_and_announces_it(mocker, merge):
 
     run.submit.assert_not_called()
     # The try that committed failed, so no event announced the commit yet: this one does.
-    assert event_extra(run) == {**METRICS, "tableVersion": 1, "executor": None, "specHash": merge_hash(merge)}
+    expected = {**METRICS, "tableVersion": 1, "executor": None, "specHash": merge_hash(merge)}
+    assert event_extra(run) == {**expected, "partitions": []}  # a commit of no files touches no partition
 
 
 def test_a_cleared_task_merges_again_and_announces_the_new_commit(mocker, merge):
@@ -70,7 +72,7 @@ def test_a_cleared_task_merges_again_and_announces_the_new_commit(mocker, merge)
     assert run.submit.call_args.kwargs["rerun"] == "always"  # the job must not skip it either
     provenance = run.submit.call_args.kwargs["provenance"]
     assert (provenance["clearNumber"], provenance["logicalDate"]) == (1, "2024-01-02T00:00:00+00:00")
-    assert event_extra(run) == {"tableVersion": 1}
+    assert event_extra(run) == {"tableVersion": 1, "partitions": []}
 
 
 def test_a_reprocessing_backfill_merges_again(mocker, merge):
