@@ -14,14 +14,10 @@ from typing import Any
 from airflow.providers.common.compat.sdk import BaseHook
 from airflow.sdk.log import mask_secret
 
-from airflow_provider_deltamerge.exceptions import StorageCredentialsError
+from airflow_provider_deltamerge.hooks.cloud_credentials import aws_environment, azure_environment
 
-# Connection extras by the variables they feed, when the Amazon provider is not installed.
-_AWS_EXTRAS = {
-    "aws_session_token": "AWS_SESSION_TOKEN",
-    "region_name": "AWS_REGION",
-    "endpoint_url": "AWS_ENDPOINT_URL",
-}
+# The connection types whose own providers' hooks resolve them (hooks/cloud_credentials.py).
+_CLOUD_ENVIRONMENTS = {"aws": aws_environment, "wasb": azure_environment}
 # Where a store is and whose it is, not how to get in: every other value is registered as a secret, whatever
 # its name (an ``env`` extra may carry GCS_HMAC_KEY or any other).
 _PUBLIC_VARIABLES = {"AWS_REGION", "AWS_ENDPOINT_URL", "AWS_ALLOW_HTTP", "AZURE_STORAGE_ACCOUNT_NAME"}
@@ -36,72 +32,18 @@ def storage_environment(connection: Any) -> dict[str, str]:
     """The environment that carries ``connection``'s storage credentials (aws, wasb, or any ``env`` extra).
 
     A connection of another type may list variables under its ``env`` extra, e.g.
-    ``{"env": {"GOOGLE_APPLICATION_CREDENTIALS": "/secrets/key.json"}}``.
+    ``{"env": {"GOOGLE_APPLICATION_CREDENTIALS": "/secrets/key.json"}}``; they are added to those of an
+    ``aws`` or ``wasb`` connection too.
 
     Raises:
-        StorageCredentialsError: the Amazon provider could not obtain the connection's credentials.
+        StorageCredentialsError: the cloud provider's hook could not obtain the connection's credentials.
     """
     extra: Mapping[str, Any] = connection.extra_dejson
-    env: dict[str, str] = {}
-    if connection.conn_type == "aws":
-        env.update(_aws_environment(connection))
-    elif connection.conn_type == "wasb":
-        env.update(
-            AZURE_STORAGE_ACCOUNT_NAME=connection.login or "",
-            AZURE_STORAGE_ACCOUNT_KEY=connection.password or "",
-        )
+    cloud = _CLOUD_ENVIRONMENTS.get(connection.conn_type)
+    env = cloud(connection) if cloud else {}
     env.update({str(k): str(v) for k, v in dict(extra.get("env") or {}).items()})
     env = {k: v for k, v in env.items() if v}
     for variable, value in env.items():
         if variable not in _PUBLIC_VARIABLES:
             mask_secret(value, variable)
-    return env
-
-
-def _aws_environment(connection: Any) -> dict[str, str]:
-    """An ``aws`` connection's credentials, resolved by the Amazon provider's ``AwsBaseHook`` when installed.
-
-    The hook knows every way the Amazon provider's own operators authenticate (keys, ``role_arn``,
-    ``profile_name``, web identity, the instance's role); the job gets the resulting (possibly temporary)
-    keys. Without that provider, the connection's login and password are the key pair.
-    """
-    try:
-        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-    except ImportError:
-        extra = connection.extra_dejson
-        env = {
-            "AWS_ACCESS_KEY_ID": connection.login or "",
-            "AWS_SECRET_ACCESS_KEY": connection.password or "",
-        }
-        env.update({variable: str(extra[key]) for key, variable in _AWS_EXTRAS.items() if extra.get(key)})
-        return _with_plain_http(env)
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    hook = AwsBaseHook(aws_conn_id=connection.conn_id)
-    try:
-        credentials = hook.get_credentials()
-    except (BotoCoreError, ClientError) as err:
-        # botocore's messages name the role and the service, never a key; still, only its kind is kept.
-        raise StorageCredentialsError(
-            f"The Amazon provider could not get the credentials of connection {connection.conn_id!r} "
-            f"({type(err).__name__}). Check its login, password, role_arn or profile_name, and that the "
-            "role may be assumed from here."
-        ) from err
-    config = hook.conn_config
-    return _with_plain_http(
-        {
-            "AWS_ACCESS_KEY_ID": credentials.access_key or "",
-            "AWS_SECRET_ACCESS_KEY": credentials.secret_key or "",
-            "AWS_SESSION_TOKEN": credentials.token or "",
-            "AWS_REGION": config.region_name or "",
-            "AWS_ENDPOINT_URL": config.endpoint_url or "",
-        }
-    )
-
-
-def _with_plain_http(env: dict[str, str]) -> dict[str, str]:
-    """``env``, letting ``deltalake`` speak plain HTTP to an ``http://`` endpoint (a MinIO, say), which it
-    refuses unless told; the connection's endpoint is the author's explicit choice."""
-    if env.get("AWS_ENDPOINT_URL", "").startswith("http://"):
-        return {**env, "AWS_ALLOW_HTTP": "true"}
     return env
