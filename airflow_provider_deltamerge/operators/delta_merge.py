@@ -136,7 +136,6 @@ class DeltaMergeOperator(BaseOperator):
     :param conf: Spark configuration of the merge job. (templated: only keys that tune the merge, such as
         ``spark.sql.shuffle.partitions``, may take a templated value; see ``templated_conf.py``)
     :param spark_submit_kwargs: Further SparkSubmitHook arguments (executor_memory, packages, ...).
-
     :param asset_alias: Name of the ``AssetAlias`` that carries the asset event of a target known only at
         run time (templated, or in a ``.sql`` file); default ``deltamerge/<dag_id>/<task_id>``.
 
