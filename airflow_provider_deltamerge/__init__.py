@@ -50,4 +50,23 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["airflow_provider_deltamerge.triggers.delta_table"],
             }
         ],
+        # Read by DeltaMergeOperator.lake_roots(); declared so that `airflow config list` shows it.
+        "config": {
+            "deltamerge": {
+                "description": "Settings of the Delta Lake MERGE provider.",
+                "options": {
+                    "allowed_paths": {
+                        "description": (
+                            "Comma-separated lake roots (paths or URIs) that every merge's target, path "
+                            "source and the files a source query reads must lie under, checked after "
+                            "templating. A task's allowed_paths argument overrides it; empty allows any path."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "s3://lake/,/data/lake",
+                        "default": "",
+                    }
+                },
+            }
+        },
     }

@@ -74,6 +74,12 @@ class MetricBoundsError(DeltaMergeError):
     phase = "bounds"
 
 
+class StorageCredentialsError(DeltaMergeError):
+    """The storage connection's credentials could not be obtained (e.g. a role could not be assumed)."""
+
+    phase = "credentials"
+
+
 ERRORS_BY_PHASE: dict[str, type[DeltaMergeError]] = {
     cls.phase: cls
     for cls in (
@@ -92,9 +98,10 @@ ERRORS_BY_PHASE: dict[str, type[DeltaMergeError]] = {
 
 
 # Errors that another try of the same task may not meet: the store or the cluster failed, a concurrent
-# writer kept winning, or what the merge reads is not there yet. Every other error (the spec, a column,
-# a multiple match, a cast, a constraint, a table feature) comes back on every try.
-_TRANSIENT_PHASES = frozenset({"merge", "commit"})
+# writer kept winning, credentials could not be had (a role service down, a key being rotated), or what the
+# merge reads is not there yet. Every other error (the spec, a column, a multiple match, a cast, a
+# constraint, a table feature) comes back on every try.
+_TRANSIENT_PHASES = frozenset({"merge", "commit", "credentials"})
 _TRANSIENT_CLASSES = frozenset({"PATH_NOT_FOUND", "DELTA_TABLE_NOT_FOUND", "TABLE_OR_VIEW_NOT_FOUND"})
 _TRANSIENT_CLASS_PREFIXES = ("FAILED_READ_FILE",)
 

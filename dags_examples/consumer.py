@@ -1,10 +1,12 @@
-"""A consumer of merges: find the orders table's merge that triggered this run, check its metrics, use them.
+"""A consumer of merges: take the metrics of the orders merge that triggered this run from its asset event,
+check them, use them.
 
 Use it when a downstream job must run only after a good merge: the DAG is scheduled on the table's Asset,
-which every merge task updates once per commit; the sensor reads the Delta log (no Spark) for the merge
-commit of ``deltamerge_upsert`` made by the run whose asset event triggered this one (run by hand, the
-newest such commit; it waits while there is none), the check fails the run when that merge deleted or
-rewrote more than expected, and the last task reads its metrics from XCom.
+which every merge task updates once per commit, and each asset event's ``extra`` holds the merge's metrics,
+its ``tableVersion`` and the ``partitions`` it touched. So the run reads them from
+``triggering_asset_events``, without polling the table; run by hand (no event), it reads the newest merge
+commit from the Delta log once. The check fails the run when that merge deleted or rewrote more than
+expected, and the last task uses its metrics.
 """
 
 from __future__ import annotations
@@ -15,33 +17,43 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, Asset, task
+from airflow.sdk.exceptions import AirflowSkipException
 
+from airflow_provider_deltamerge.delta.commit_match import CommitCriteria, find_commit
 from airflow_provider_deltamerge.operators.delta_merge_check import DeltaMergeCheckOperator
-from airflow_provider_deltamerge.sensors.delta_table import DeltaTableSensor
 
 LAKE = os.environ.get("DELTAMERGE_LAKE", "/tmp/deltamerge-lake")
 ORDERS = f"{LAKE}/orders"
+ORDERS_ASSET = Asset(Path(ORDERS).absolute().as_uri())
 
 with DAG(
     dag_id="deltamerge_consumer",
-    schedule=[Asset(Path(ORDERS).absolute().as_uri())],
+    schedule=[ORDERS_ASSET],
     start_date=datetime(2024, 1, 1),
     catchup=False,
-    render_template_as_native_obj=True,  # the check receives the metrics as a dict, not as text
     tags=["deltamerge", "example"],
     doc_md=__doc__,
 ):
-    merged = DeltaTableSensor(
-        task_id="wait_for_merge",
-        table=ORDERS,
-        operation="MERGE",
-        merge_dag_id="deltamerge_upsert",
-        poke_interval=10,
-        timeout=15 * 60,
-    )
+
+    @task
+    def merge_metrics(triggering_asset_events: Any = None) -> dict[str, Any]:
+        """The metrics of the newest merge event that triggered this run; run by hand, the newest merge's."""
+        events = [
+            event
+            for asset, asset_events in (triggering_asset_events or {}).items()
+            if asset.uri == ORDERS_ASSET.uri
+            for event in asset_events
+        ]
+        if events:
+            return dict(max(events, key=lambda event: event.timestamp).extra)
+        commit = find_commit(ORDERS, CommitCriteria.from_values(operation="MERGE"))
+        if commit is None:
+            raise AirflowSkipException(f"No merge commit in {ORDERS} yet: nothing to check or publish.")
+        return {**commit.metrics, "tableVersion": commit.version}
+
     checked = DeltaMergeCheckOperator(
         task_id="check_merge",
-        metrics="{{ ti.xcom_pull(task_ids='wait_for_merge')['metrics'] }}",
+        metrics=merge_metrics(),
         bounds={
             "numTargetRowsDeleted": {"max": 0},
             "numTargetRowsInserted": {"min": 1},
@@ -52,6 +64,9 @@ with DAG(
     @task
     def publish(metrics: dict[str, Any]) -> None:
         """Downstream work that reads the merge's metrics from XCom."""
-        print(f"DELTAMERGE CONSUMER: {metrics['numTargetRowsInserted']} new orders to publish")
+        print(
+            f"DELTAMERGE CONSUMER: {metrics['numTargetRowsInserted']} new orders to publish "
+            f"(table version {metrics['tableVersion']})"
+        )
 
-    merged >> checked >> publish(checked.output)
+    publish(checked.output)

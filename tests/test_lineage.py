@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from airflow_provider_deltamerge.operators.delta_merge import DeltaMergeOperator, target_asset
+from airflow_provider_deltamerge.operators.assets import target_asset
+from airflow_provider_deltamerge.operators.delta_merge import DeltaMergeOperator
 from airflow_provider_deltamerge.spec import TableSource, insert_all
 
 
@@ -35,10 +36,10 @@ def test_lineage_on_start_has_no_statistics_and_names_catalog_tables():
     assert lineage.outputs[0].outputFacets == {}
 
 
-def test_target_is_the_outlet_asset_unless_templated(tmp_path):
+def test_target_is_the_outlet_asset(tmp_path):
+    # A templated target's AssetAlias: tests/airflow/test_assets.py
     assert make_operator().outlets == [target_asset("s3://lake/orders")]
     assert target_asset(str(tmp_path / "t")).uri == (tmp_path / "t").as_uri()
-    assert make_operator(target="s3://lake/{{ params.table }}").outlets == []
 
 
 def test_a_catalog_table_target_is_named_as_spark_names_it():

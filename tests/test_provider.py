@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
+import tomllib
+import zipfile
+from itertools import chain
+from pathlib import Path
+
+import pytest
 
 from airflow_provider_deltamerge import PACKAGE_NAME, __version__, get_provider_info
 
+ROOT = Path(__file__).parents[1]
 AIRFLOW_SIDE_MODULES = [
     "airflow_provider_deltamerge.operators.delta_merge",
     "airflow_provider_deltamerge.operators.delta_merge_check",
@@ -54,3 +64,77 @@ def test_airflow_side_imports_without_pyspark():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "ok"
+
+
+def provider_distribution(module: str) -> str:
+    """The distribution of provider module ``module``: its package root holds ``get_provider_info.py``."""
+    parts = module.split(".")
+    for n in range(len(parts), 2, -1):
+        spec = importlib.util.find_spec(".".join(parts[:n]))
+        locations = spec.submodule_search_locations if spec else None
+        if locations and any((Path(place) / "get_provider_info.py").exists() for place in locations):
+            return "apache-airflow-providers-" + "-".join(parts[2:n])
+    raise AssertionError(f"{module} belongs to no installed provider")
+
+
+def test_every_airflow_provider_imported_is_declared():
+    # A provider imported but not declared works only where something else happened to install it.
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = [*project["dependencies"], *chain(*project["optional-dependencies"].values())]
+    declared = {re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0] for requirement in requirements}
+    imported = {
+        node.module
+        for path in (ROOT / "airflow_provider_deltamerge").rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("airflow.providers.")
+    }
+    distributions = {provider_distribution(module) for module in imported}
+    assert "apache-airflow-providers-common-compat" in distributions  # the scan sees the imports
+    assert distributions - declared == set()
+
+
+def test_provider_info_is_valid_for_airflow():
+    # Airflow's own schema for what a provider tells its provider manager.
+    import airflow
+    import jsonschema
+
+    schema = json.loads((Path(airflow.__file__).parent / "provider_info.schema.json").read_text())
+    jsonschema.validate(get_provider_info(), schema)
+
+
+def test_airflow_shows_the_providers_settings(tmp_path):
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path)}
+    result = subprocess.run(
+        ["airflow", "config", "list", "--section", "deltamerge", "--include-descriptions", "--defaults"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "[deltamerge]" in result.stdout
+    assert "# allowed_paths = " in result.stdout
+    assert "lake roots" in result.stdout  # its description, for whoever sets it
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_the_license_classifiers_and_type_marker(tmp_path):
+    code = f"from setuptools import build_meta; print(build_meta.build_wheel({str(tmp_path)!r}))"
+    built = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    with zipfile.ZipFile(tmp_path / built.stdout.strip().splitlines()[-1]) as wheel:
+        names = wheel.namelist()
+        info = f"airflow_provider_deltamerge-{__version__}.dist-info"
+        metadata = wheel.read(f"{info}/METADATA").decode()
+        license_text = wheel.read(f"{info}/licenses/LICENSE").decode()
+    assert "airflow_provider_deltamerge/py.typed" in names
+    assert "License-Expression: Apache-2.0" in metadata
+    assert "Classifier: Framework :: Apache Airflow :: Provider" in metadata
+    assert "Apache License" in license_text and "Version 2.0, January 2004" in license_text
+    assert "END OF TERMS AND CONDITIONS" in license_text
+
+
+def test_the_changelog_has_a_section_for_this_version():
+    headings = re.findall(r"^## (\S+)", (ROOT / "CHANGELOG.md").read_text(), flags=re.MULTILINE)
+    assert headings and headings[0] == __version__  # the newest section is this version's

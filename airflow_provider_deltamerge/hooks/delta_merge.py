@@ -26,7 +26,7 @@ from airflow_provider_deltamerge.hooks.spark_setup import (
     spark_connection,
     spark_submit_binary,
 )
-from airflow_provider_deltamerge.hooks.storage_credentials import storage_environment
+from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
 from airflow_provider_deltamerge.spec import MergeSpec
 from airflow_provider_deltamerge.spec.sql_parse import is_path_like
 from airflow_provider_deltamerge.spec.transport import (
@@ -75,9 +75,7 @@ class DeltaMergeHook(BaseHook):
 
     def storage_options(self) -> dict[str, str]:
         """The storage connection's credentials (environment-variable names, which deltalake also reads)."""
-        if self.storage_conn_id is None:
-            return {}
-        return storage_environment(self.get_connection(self.storage_conn_id))
+        return connection_storage_options(self.storage_conn_id)
 
     def run_merge(
         self,

@@ -2,7 +2,8 @@
 
 Spark's s3a/abfs/gcs clients and ``deltalake`` all read these variables, so the credentials never enter the
 merge spec, never stand on the spark-submit command line in client mode, and every secret value is
-registered with Airflow's log masker before anything could print it.
+registered with Airflow's log masker before anything could print it. The sensor and its trigger resolve the
+same connection, so a DAG file names a connection id and holds no secret.
 """
 
 from __future__ import annotations
@@ -10,35 +11,36 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from airflow.providers.common.compat.sdk import BaseHook
 from airflow.sdk.log import mask_secret
 
-# Connection extras by the variables they feed; the connection's login and password are mapped per type.
-_AWS_EXTRAS = {
-    "aws_session_token": "AWS_SESSION_TOKEN",
-    "region_name": "AWS_REGION",
-    "endpoint_url": "AWS_ENDPOINT_URL",
-}
+from airflow_provider_deltamerge.hooks.cloud_credentials import aws_environment, azure_environment
+
+# The connection types whose own providers' hooks resolve them (hooks/cloud_credentials.py).
+_CLOUD_ENVIRONMENTS = {"aws": aws_environment, "wasb": azure_environment}
 # Where a store is and whose it is, not how to get in: every other value is registered as a secret, whatever
 # its name (an ``env`` extra may carry GCS_HMAC_KEY or any other).
-_PUBLIC_VARIABLES = {"AWS_REGION", "AWS_ENDPOINT_URL", "AZURE_STORAGE_ACCOUNT_NAME"}
+_PUBLIC_VARIABLES = {"AWS_REGION", "AWS_ENDPOINT_URL", "AWS_ALLOW_HTTP", "AZURE_STORAGE_ACCOUNT_NAME"}
+
+
+def connection_storage_options(conn_id: str | None) -> dict[str, str]:
+    """The storage credentials of connection ``conn_id`` (none without one), as ``deltalake`` options."""
+    return {} if conn_id is None else storage_environment(BaseHook.get_connection(conn_id))
 
 
 def storage_environment(connection: Any) -> dict[str, str]:
     """The environment that carries ``connection``'s storage credentials (aws, wasb, or any ``env`` extra).
 
     A connection of another type may list variables under its ``env`` extra, e.g.
-    ``{"env": {"GOOGLE_APPLICATION_CREDENTIALS": "/secrets/key.json"}}``.
+    ``{"env": {"GOOGLE_APPLICATION_CREDENTIALS": "/secrets/key.json"}}``; they are added to those of an
+    ``aws`` or ``wasb`` connection too.
+
+    Raises:
+        StorageCredentialsError: the cloud provider's hook could not obtain the connection's credentials.
     """
     extra: Mapping[str, Any] = connection.extra_dejson
-    env: dict[str, str] = {}
-    if connection.conn_type == "aws":
-        env.update(AWS_ACCESS_KEY_ID=connection.login or "", AWS_SECRET_ACCESS_KEY=connection.password or "")
-        env.update({variable: str(extra[key]) for key, variable in _AWS_EXTRAS.items() if extra.get(key)})
-    elif connection.conn_type == "wasb":
-        env.update(
-            AZURE_STORAGE_ACCOUNT_NAME=connection.login or "",
-            AZURE_STORAGE_ACCOUNT_KEY=connection.password or "",
-        )
+    cloud = _CLOUD_ENVIRONMENTS.get(connection.conn_type)
+    env = cloud(connection) if cloud else {}
     env.update({str(k): str(v) for k, v in dict(extra.get("env") or {}).items()})
     env = {k: v for k, v in env.items() if v}
     for variable, value in env.items():

@@ -10,20 +10,31 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import urlparse
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseOperator
-from airflow.sdk import Asset
+from airflow.sdk import Asset, AssetAlias
+from deltalake.exceptions import DeltaError
 
 from airflow_provider_deltamerge.delta.commit_match import MetricBounds
+from airflow_provider_deltamerge.delta.commit_partitions import Partition, touched_partitions
 from airflow_provider_deltamerge.delta.log_schema import read_path_schema, read_table_schema
 from airflow_provider_deltamerge.engine.metrics import (
     DRY_RUN,
     NUM_OUTPUT_ROWS,
     NUM_TARGET_BYTES_ADDED,
     NUM_TARGET_FILES_ADDED,
+    NUM_TARGET_FILES_REMOVED,
     SUMMARY,
+    TABLE_VERSION,
     readable,
 )
 from airflow_provider_deltamerge.exceptions import DeltaMergeError, is_final
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook, commit_result
+from airflow_provider_deltamerge.operators.assets import (
+    default_alias_name,
+    event_extra,
+    is_templated,
+    source_asset,
+    target_asset,
+)
 from airflow_provider_deltamerge.operators.rerun import RerunPolicy, TrySeries, replays, rerun_policy
 from airflow_provider_deltamerge.operators.sql_templates import render_sql, with_sql_filters
 from airflow_provider_deltamerge.operators.templated_conf import check_templated_conf, templated_keys
@@ -48,7 +59,6 @@ if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
     from airflow.providers.openlineage.extractors import OperatorLineage
 
-_TEMPLATE_MARKERS = ("{{", "{%")
 BACKENDS = ("auto", "engine", "delta-spark")
 MATERIALIZE_SOURCE_MODES = ("auto", "all", "none")
 # Delta's conf; the job's engine reads it from its SparkSession as Delta's MERGE does.
@@ -61,17 +71,6 @@ def _for_airflow(error: DeltaMergeError) -> Exception:
     """``error`` as the task raises it: a final one as Airflow's fail-fast exception, so no retry is spent
     on it (its Delta class stays in the message); a transient one as it is, for Airflow's retries."""
     return AirflowFailException(str(error)) if is_final(error) else error
-
-
-def _is_templated(text: str) -> bool:
-    return any(marker in text for marker in _TEMPLATE_MARKERS)
-
-
-def target_asset(target: str) -> Asset:
-    """The Airflow Asset of a Delta table: its URI, a local path's ``file://`` URI, or a catalog name."""
-    if "://" in target or not is_path_like(target):
-        return Asset(target)
-    return Asset(Path(target).absolute().as_uri())
 
 
 def lineage_dataset(
@@ -149,11 +148,16 @@ class DeltaMergeOperator(BaseOperator):
     :param conf: Spark configuration of the merge job. (templated: only keys that tune the merge, such as
         ``spark.sql.shuffle.partitions``, may take a templated value; see ``templated_conf.py``)
     :param spark_submit_kwargs: Further SparkSubmitHook arguments (executor_memory, packages, ...).
+    :param asset_alias: Name of the ``AssetAlias`` that carries the asset event of a target known only at
+        run time (templated, or in a ``.sql`` file); default ``deltamerge/<dag_id>/<task_id>``.
 
     Returns (as XCom ``return_value``) Delta's merge metrics (``numTargetRowsInserted``, ...) plus
-    ``tableVersion``, ``executor`` and ``specHash``. When the target is known at parse time (not templated),
-    it is declared as an outlet Asset and the asset event carries the same metrics as its ``extra``, so
-    data-aware DAGs scheduled on the table see what changed.
+    ``tableVersion``, ``executor`` and ``specHash``. Every merge that commits emits an asset event of the
+    target table whose ``extra`` holds the same metrics and the ``partitions`` the commit touched (a list of
+    column -> value; empty when unpartitioned), so data-aware DAGs scheduled on the table see what changed.
+    A target known at parse time is declared as an outlet Asset; one known only at run time goes through the
+    ``asset_alias``, and Airflow records the event for the rendered table's Asset. A path or table source
+    known at parse time is declared as an inlet.
 
     Template values are data, never SQL: in ``condition``, ``merge_sql``, clause conditions and expressions
     and a source query, a value printed inside quotes (``'{{ params.region }}'``) or backticks is escaped
@@ -206,6 +210,7 @@ class DeltaMergeOperator(BaseOperator):
         allowed_paths: Sequence[str] | None = None,
         conf: Mapping[str, Any] | None = None,
         spark_submit_kwargs: Mapping[str, Any] | None = None,
+        asset_alias: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -228,11 +233,11 @@ class DeltaMergeOperator(BaseOperator):
         self._spec: MergeSpec | None = None
         self._metrics: dict[str, Any] = {}
         self._check_structure()  # pure Python, no I/O: a bad DAG fails when it is parsed
-        if self.target is not None and not _is_templated(self.target):
-            self.outlets = [*self.outlets, target_asset(self.target)]
+        self.asset_alias: str | None = None
+        self._declare_assets(asset_alias)
 
     def _check_structure(self) -> None:
-        if not _is_templated(self.rerun):
+        if not is_templated(self.rerun):
             self.rerun = rerun_policy(self.rerun, task_id=self.task_id)
         for name, allowed in (
             ("backend", BACKENDS),
@@ -249,10 +254,7 @@ class DeltaMergeOperator(BaseOperator):
                     f"{self.task_id}: give the merge either as merge_sql or as target, source, condition and "
                     "clauses, not both."
                 )
-            if not self.merge_sql.endswith(".sql") and not any(
-                m in self.merge_sql for m in _TEMPLATE_MARKERS
-            ):
-                parse_merge_sql(self.merge_sql)
+            self._parse_time_merge_sql()
             return
         missing = [name for name in ("target", "source", "condition") if getattr(self, name) is None]
         if missing:
@@ -261,6 +263,27 @@ class DeltaMergeOperator(BaseOperator):
                 "or a merge_sql statement."
             )
         check_clauses(self.clauses, target_alias=self.target_alias)
+
+    def _parse_time_merge_sql(self) -> MergeSpec | None:
+        """The ``merge_sql`` statement parsed, when it is inline and holds no template (else None)."""
+        sql = self.merge_sql
+        if sql is None or sql.endswith(".sql") or is_templated(sql):
+            return None
+        return parse_merge_sql(sql)
+
+    def _declare_assets(self, alias: str | None) -> None:
+        """The target as outlet (an AssetAlias when it is known only at run time), a known source as inlet."""
+        target, source = self.target, self.source
+        if (spec := self._parse_time_merge_sql()) is not None:
+            target, source = spec.target, spec.source
+        if target is not None and not is_templated(target):
+            self.outlets = [*self.outlets, target_asset(target)]
+        else:
+            self.asset_alias = alias or default_alias_name(self.dag_id, self.task_id)
+            self.outlets = [*self.outlets, AssetAlias(self.asset_alias)]
+        inlet = source_asset(source)
+        if inlet is not None:
+            self.inlets = [*self.inlets, inlet]
 
     def build_spec(self) -> MergeSpec:
         """The merge spec from the (rendered) arguments."""
@@ -401,24 +424,43 @@ class DeltaMergeOperator(BaseOperator):
         return metrics
 
     def _announce(self, target: str, metrics: Mapping[str, Any], context: Context, *, new: bool) -> None:
-        """Give the target's asset event the merge's metrics, unless the commit was announced already.
+        """Give the target's asset event the merge's metrics and touched partitions, unless the commit was
+        announced already.
 
         Airflow emits an event for each Asset in the task's outlets when the task succeeds. A commit returned
         by an automatic retry was never announced (the try that made it failed), so it gets its event now. A
         commit returned after a Clear (``rerun="skip"``) was announced, with these same metrics, by the try
         that made it: a second event would start every consumer scheduled on the table again for data that
         did not change. So that try drops the table from its outlets (the DAG's declared outlets, which the
-        scheduler reads from the serialized DAG, stay as they are): one asset event per commit.
+        scheduler reads from the serialized DAG, stay as they are), or adds no event to its alias: one asset
+        event per commit.
         """
-        table = target_asset(target).uri
-        ours = [o for o in self.outlets if isinstance(o, Asset) and o.uri == table]
+        table = target_asset(target)
+        ours = [o for o in self.outlets if isinstance(o, Asset) and o.uri == table.uri]
         if not new:
             self.outlets = [o for o in self.outlets if o not in ours]
-            if ours:
-                self.log.info("No asset event for %s: the try that made its commit announced it", table)
+            self.log.info("No asset event for %s: the try that made its commit announced it", table.uri)
             return
+        extra = event_extra(metrics, self._touched_partitions(target, metrics))
         for outlet in ours:
-            context["outlet_events"][outlet].extra = dict(metrics)
+            context["outlet_events"][outlet].extra = extra
+        if self.asset_alias is not None:
+            context["outlet_events"][AssetAlias(self.asset_alias)].add(table, extra=extra)
+
+    def _touched_partitions(self, target: str, metrics: Mapping[str, Any]) -> list[Partition] | None:
+        """The partitions the merge's commit touched, from its log entry; None where that cannot be read (a
+        catalog table, whose place only the job looks up, or a log the store would not give)."""
+        if not is_path_like(target):
+            return None
+        if not (metrics.get(NUM_TARGET_FILES_ADDED) or metrics.get(NUM_TARGET_FILES_REMOVED)):
+            return []  # no commit of data files (perhaps none at all): no partition changed
+        assert self._hook is not None
+        try:
+            return touched_partitions(target, metrics[TABLE_VERSION], self._hook.storage_options() or None)
+        except (DeltaError, OSError) as err:
+            # The merge is committed; a retry would only return it. The event goes out without partitions.
+            self.log.warning("Partitions left out of the asset event of %s: its log entry: %s", target, err)
+            return None
 
     def _do_render_template_fields(
         self,

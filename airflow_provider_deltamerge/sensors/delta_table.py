@@ -12,10 +12,12 @@ from airflow.providers.common.compat.sdk import (
     PokeReturnValue,
     conf,
 )
+from deltalake.exceptions import DeltaError
 
 from airflow_provider_deltamerge.delta.commit_match import CommitCriteria, MetricBounds, find_commit
 from airflow_provider_deltamerge.delta.history import DEFAULT_HISTORY_DEPTH
-from airflow_provider_deltamerge.operators.delta_merge import target_asset
+from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
+from airflow_provider_deltamerge.operators.assets import target_asset
 from airflow_provider_deltamerge.triggers.delta_table import DeltaTableTrigger
 
 if TYPE_CHECKING:
@@ -43,7 +45,9 @@ class DeltaTableSensor(BaseSensorOperator):
     :param metrics: Bounds the commit's metrics must keep, in ``DeltaMergeCheckOperator``'s form, e.g.
         ``{"numTargetRowsInserted": {"min": 1}}``; ``tableVersion`` is the commit's version.
     :param depth: How many of the newest commits to look at.
-    :param storage_options: ``deltalake`` storage options (credentials of object stores).
+    :param storage_conn_id: Connection holding the object store's credentials, as for
+        ``DeltaMergeOperator`` (``aws``, ``wasb``, or any type with an ``env`` extra). The deferred trigger
+        receives this id, never the credentials, and resolves them in the triggerer.
     :param deferrable: Wait in the triggerer instead of a worker slot.
 
     Which merge: when this sensor's DAG run was triggered by an asset event of the table (a consumer
@@ -80,7 +84,7 @@ class DeltaTableSensor(BaseSensorOperator):
         merge_logical_date: datetime.datetime | str | None = None,
         metrics: Mapping[str, Mapping[str, float]] | None = None,
         depth: int = DEFAULT_HISTORY_DEPTH,
-        storage_options: dict[str, str] | None = None,
+        storage_conn_id: str | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
@@ -91,7 +95,7 @@ class DeltaTableSensor(BaseSensorOperator):
         self.merge_logical_date = merge_logical_date
         self.metrics = dict(metrics or {})
         MetricBounds(self.metrics)  # a wrong metric name fails at DAG parse time
-        self.depth, self.storage_options, self.deferrable = depth, storage_options, deferrable
+        self.depth, self.storage_conn_id, self.deferrable = depth, storage_conn_id, deferrable
 
     def criteria(self, context: Context | None = None) -> CommitCriteria:
         """The criteria with templates rendered, pinned to the merge whose asset event triggered the run."""
@@ -126,7 +130,15 @@ class DeltaTableSensor(BaseSensorOperator):
 
     def poke(self, context: Context) -> PokeReturnValue:
         criteria = self.criteria(context)
-        commit = find_commit(self.table, criteria, depth=self.depth, storage_options=self.storage_options)
+        options = connection_storage_options(self.storage_conn_id) or None
+        try:
+            commit = find_commit(self.table, criteria, depth=self.depth, storage_options=options)
+        except (DeltaError, OSError) as err:
+            # The store's answer (403, no such bucket, ...) names neither key nor secret.
+            raise AirflowException(
+                f"Cannot read {self.table} with connection {self.storage_conn_id}: {err}. Check the table "
+                "path and the connection's credentials."
+            ) from err
         if commit is None:
             self.log.info("No commit of %s yet with %s", self.table, criteria.describe())
             return PokeReturnValue(is_done=False)
@@ -145,7 +157,7 @@ class DeltaTableSensor(BaseSensorOperator):
                 criteria=self.criteria(context).to_json(),
                 poke_interval=self.poke_interval,
                 depth=self.depth,
-                storage_options=self.storage_options,
+                storage_conn_id=self.storage_conn_id,
             ),
             method_name="execute_complete",
             timeout=datetime.timedelta(seconds=self.timeout),
@@ -154,7 +166,7 @@ class DeltaTableSensor(BaseSensorOperator):
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         if event.get("status") != "success":
             raise AirflowException(
-                f"{event.get('message', event)}. Check the table path and storage_options of this sensor."
+                f"{event.get('message', event)}. Check the table path and storage_conn_id of this sensor."
             )
         commit: dict[str, Any] = event["commit"]
         self.log.info("Commit %d of %s matches", commit["version"], self.table)

@@ -6,12 +6,14 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+from airflow.providers.common.compat.sdk import AirflowNotFoundException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from deltalake.exceptions import DeltaError
 
-from airflow_provider_deltamerge.delta.commit_match import CommitCriteria, find_commit
+from airflow_provider_deltamerge.delta.commit_match import Commit, CommitCriteria, find_commit
 from airflow_provider_deltamerge.delta.history import DEFAULT_HISTORY_DEPTH
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
+from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
 
 
 class DeltaTableTrigger(BaseTrigger):
@@ -19,6 +21,10 @@ class DeltaTableTrigger(BaseTrigger):
 
     Events: ``{"status": "success", "commit": <Commit.to_xcom()>}``, or ``{"status": "error",
     "message": ...}`` when the log cannot be read.
+
+    Its serialized form, stored in Airflow's database, names the storage connection (``storage_conn_id``),
+    never a credential: the triggerer resolves the connection before each poll, so temporary credentials
+    (an assumed role's) are renewed while it waits.
     """
 
     def __init__(
@@ -28,11 +34,11 @@ class DeltaTableTrigger(BaseTrigger):
         criteria: dict[str, Any],
         poke_interval: float = 60.0,
         depth: int = DEFAULT_HISTORY_DEPTH,
-        storage_options: dict[str, str] | None = None,
+        storage_conn_id: str | None = None,
     ) -> None:
         super().__init__()
         self.table, self.criteria, self.poke_interval = table, criteria, poke_interval
-        self.depth, self.storage_options = depth, storage_options
+        self.depth, self.storage_conn_id = depth, storage_conn_id
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -42,7 +48,7 @@ class DeltaTableTrigger(BaseTrigger):
                 "criteria": self.criteria,
                 "poke_interval": self.poke_interval,
                 "depth": self.depth,
-                "storage_options": self.storage_options,
+                "storage_conn_id": self.storage_conn_id,
             },
         )
 
@@ -51,10 +57,8 @@ class DeltaTableTrigger(BaseTrigger):
         while True:
             try:
                 # deltalake reads block: keep them off the triggerer's event loop.
-                commit = await asyncio.to_thread(
-                    find_commit, self.table, criteria, depth=self.depth, storage_options=self.storage_options
-                )
-            except (DeltaMergeError, DeltaError, OSError) as err:
+                commit = await asyncio.to_thread(self._find, criteria)
+            except (DeltaMergeError, DeltaError, OSError, AirflowNotFoundException) as err:
                 yield TriggerEvent({"status": "error", "message": f"Cannot read {self.table}: {err}"})
                 return
             if commit is not None:
@@ -62,3 +66,7 @@ class DeltaTableTrigger(BaseTrigger):
                 return
             self.log.info("No commit of %s yet with %s", self.table, criteria.describe())
             await asyncio.sleep(self.poke_interval)
+
+    def _find(self, criteria: CommitCriteria) -> Commit | None:
+        options = connection_storage_options(self.storage_conn_id) or None
+        return find_commit(self.table, criteria, depth=self.depth, storage_options=options)

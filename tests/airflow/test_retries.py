@@ -13,6 +13,7 @@ from airflow_provider_deltamerge.exceptions import (
     MergeGuardError,
     MergeSpecError,
     SourceError,
+    StorageCredentialsError,
     TargetTableError,
     is_final,
 )
@@ -36,6 +37,7 @@ TRANSIENT = [
     SourceError("half uploaded", error_class="FAILED_READ_FILE.CANNOT_READ_FILE_FOOTER"),
     MergeExecutionError("executor lost"),
     DeltaMergeError("answer unreadable"),
+    StorageCredentialsError("the role could not be assumed"),
 ]
 
 

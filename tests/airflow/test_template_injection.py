@@ -7,7 +7,6 @@ submitted.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 import sqlglot
 from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow.sdk import DAG
+from airflow.sdk.execution_time.context import OutletEventAccessors
 from sqlglot import exp
 
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
@@ -82,7 +82,7 @@ def run_task(
             task=operator,
         ),
         "dag_run": SimpleNamespace(clear_number=clear_number, logical_date=LOGICAL_DATE),
-        "outlet_events": defaultdict(lambda: SimpleNamespace(extra=None)),
+        "outlet_events": OutletEventAccessors(),
     }
     submit = mocker.patch.object(
         DeltaMergeHook, "run_merge", return_value={"tableVersion": 1}, side_effect=failure

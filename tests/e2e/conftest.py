@@ -67,6 +67,33 @@ def start_dags_test(
     )
 
 
+TRIGGER_STARTED = "[DAG TEST] running trigger in line"
+
+
+def dags_test_with_deferral(
+    env: dict[str, str], dag_id: str, logical_date: str, when_deferred: Callable[[], object]
+) -> tuple[int, str]:
+    """Run ``airflow dags test`` and call ``when_deferred`` once, as soon as a task has deferred and its
+    trigger runs in line (``dags test`` runs triggers itself); the run's exit code and output."""
+    run = subprocess.Popen(
+        ["airflow", "dags", "test", dag_id, logical_date],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert run.stdout is not None
+    output, deferred = [], False
+    for line in run.stdout:
+        output.append(line)
+        if TRIGGER_STARTED in line and not deferred:
+            when_deferred()
+            deferred = True
+    text = "".join(output)
+    assert deferred, f"no task of {dag_id} deferred:\n{text[-3000:]}"
+    return run.wait(timeout=120), text
+
+
 def xcom_value(airflow_env: dict[str, str], dag_id: str, task_id: str) -> Any:
     """The newest ``return_value`` XCom of a task, read from the metadata database itself."""
     with sqlite3.connect(Path(airflow_env["AIRFLOW_HOME"]) / "airflow.db") as db:

@@ -1,0 +1,121 @@
+"""``wasb`` storage connections resolved by the Azure provider's own ``WasbHook`` (the real class), as the
+variables ``deltalake`` reads; only Azure's token service, which cannot be started here, is replaced."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from azure.core.credentials import AccessToken
+from azure.core.exceptions import ClientAuthenticationError
+
+from airflow_provider_deltamerge.exceptions import StorageCredentialsError
+from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
+
+ACCOUNT_KEY = "c2VjcmV0LWFjY291bnQta2V5"  # base64, as Azure's keys are
+
+
+def wasb_connection(monkeypatch, **connection: object) -> str:
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_AZURE", json.dumps({"conn_type": "wasb", **connection}))
+    return "lake_azure"
+
+
+def service_principal(monkeypatch) -> str:
+    """A connection of an app registration (login: client id, password: secret) to account lakeacct."""
+    return wasb_connection(
+        monkeypatch,
+        login="client-id",
+        password="client-secret",
+        host="https://lakeacct.blob.core.windows.net",
+        extra={"tenant_id": "t1"},
+    )
+
+
+def test_an_account_key_connection(monkeypatch):
+    conn_id = wasb_connection(monkeypatch, login="lakeacct", password=ACCOUNT_KEY)
+
+    assert connection_storage_options(conn_id) == {
+        "AZURE_STORAGE_ACCOUNT_NAME": "lakeacct",
+        "AZURE_STORAGE_ACCOUNT_KEY": ACCOUNT_KEY,
+    }
+
+
+def test_a_connection_string_gives_its_account_and_key(monkeypatch):
+    connection_string = (
+        f"DefaultEndpointsProtocol=https;AccountName=fromstring;AccountKey={ACCOUNT_KEY};"
+        "EndpointSuffix=core.windows.net"
+    )
+    conn_id = wasb_connection(monkeypatch, extra={"connection_string": connection_string})
+
+    assert connection_storage_options(conn_id) == {
+        "AZURE_STORAGE_ACCOUNT_NAME": "fromstring",
+        "AZURE_STORAGE_ACCOUNT_KEY": ACCOUNT_KEY,
+    }
+
+
+@pytest.mark.parametrize(
+    ("login", "sas_token"),
+    [
+        ("lakeacct", "sv=2024-05-04&ss=b&sig=c2ln"),
+        (None, "https://lakeacct.blob.core.windows.net/?sv=2024&sig=c2ln"),
+    ],
+    ids=["token", "url"],
+)
+def test_a_sas_token_connection(monkeypatch, login, sas_token):
+    conn_id = wasb_connection(monkeypatch, login=login, extra={"sas_token": sas_token})
+
+    options = connection_storage_options(conn_id)
+
+    assert options["AZURE_STORAGE_ACCOUNT_NAME"] == "lakeacct"
+    assert options["AZURE_STORAGE_SAS_KEY"] == sas_token.rsplit("?", 1)[-1]
+    assert "AZURE_STORAGE_ACCOUNT_KEY" not in options
+
+
+def test_a_service_principal_gets_a_storage_token(monkeypatch, mocker):
+    # Azure's token service is the boundary: the hook's own ClientSecretCredential asks it for a token.
+    ask = mocker.patch(
+        "azure.identity.ClientSecretCredential.get_token", return_value=AccessToken("storage-token", 2**40)
+    )
+    conn_id = service_principal(monkeypatch)
+
+    options = connection_storage_options(conn_id)
+
+    assert options == {"AZURE_STORAGE_ACCOUNT_NAME": "lakeacct", "AZURE_STORAGE_TOKEN": "storage-token"}
+    ask.assert_called_once_with("https://storage.azure.com/.default")
+
+
+def test_a_refused_service_principal_is_a_storage_credentials_error_without_the_secret(monkeypatch, mocker):
+    mocker.patch(
+        "azure.identity.ClientSecretCredential.get_token",
+        side_effect=ClientAuthenticationError("AADSTS7000215: Invalid client secret provided."),
+    )
+    conn_id = service_principal(monkeypatch)
+
+    with pytest.raises(StorageCredentialsError, match=r"lake_azure.*ClientAuthenticationError") as raised:
+        connection_storage_options(conn_id)
+    assert "client-secret" not in str(raised.value)
+
+
+def test_an_env_extra_adds_variables_to_a_wasb_connection(monkeypatch):
+    conn_id = wasb_connection(
+        monkeypatch,
+        login="lakeacct",
+        password=ACCOUNT_KEY,
+        extra={"env": {"AZURE_STORAGE_USE_EMULATOR": "true"}},
+    )
+
+    assert connection_storage_options(conn_id)["AZURE_STORAGE_USE_EMULATOR"] == "true"
+
+
+def test_without_the_azure_provider_login_and_password_are_account_and_key(monkeypatch):
+    monkeypatch.setitem(sys.modules, "airflow.providers.microsoft.azure.hooks.wasb", None)
+    # A SAS token only the Azure provider's hook would read: without it, the key pair is what counts.
+    conn_id = wasb_connection(
+        monkeypatch, login="lakeacct", password=ACCOUNT_KEY, extra={"sas_token": "sv=1"}
+    )
+
+    assert connection_storage_options(conn_id) == {
+        "AZURE_STORAGE_ACCOUNT_NAME": "lakeacct",
+        "AZURE_STORAGE_ACCOUNT_KEY": ACCOUNT_KEY,
+    }
