@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.providers.common.compat.sdk import AirflowException, BaseHook
+from airflow.sdk.log import mask_secret
 
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, MergeCommit, find_merge_commit
 from airflow_provider_deltamerge.delta.idempotency import SPEC_HASH_KEY, find_committed_run
@@ -66,12 +67,18 @@ class DeltaMergeHook(BaseHook):
         conf: Mapping[str, Any] | None = None,
         spark_submit_kwargs: Mapping[str, Any] | None = None,
         storage_conn_id: str | None = None,
+        private_conf: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__()
         self.spark_conn_id = spark_conn_id
         self.conf = dict(conf or {})
         self.spark_submit_kwargs = dict(spark_submit_kwargs or {})
         self.storage_conn_id = storage_conn_id
+        # Spark conf that may hold a secret (OpenLineage's transport API key): it goes in the owner-only
+        # properties file, never on spark-submit's command line, and is masked in the task log.
+        self.private_conf = dict(private_conf or {})
+        for value in self.private_conf.values():
+            mask_secret(value)
 
     def storage_options(self) -> dict[str, str]:
         """The storage connection's credentials (environment-variable names, which deltalake also reads)."""
@@ -141,11 +148,18 @@ class DeltaMergeHook(BaseHook):
                 arguments = [REQUEST_FILE_ARG, request_file.name]
             else:
                 arguments += [ANSWER_FILE_ARG, str(answer_file)]
-            if credentials and not self._is_local_master():
+            shipped_credentials = credentials if not self._is_local_master() else {}
+            if shipped_credentials or self.private_conf:
                 # Executors (and a cluster-mode driver) get them from a private properties file, which
                 # spark-submit reads locally; Spark's UI redacts such keys.
                 kwargs["properties_file"] = str(
-                    credentials_properties(Path(scratch), credentials, self._remote_env_prefixes(), kwargs)
+                    credentials_properties(
+                        Path(scratch),
+                        shipped_credentials,
+                        self._remote_env_prefixes(),
+                        kwargs,
+                        private_conf=self.private_conf,
+                    )
                 )
             if in_cluster:
                 # The driver runs on the cluster, which may not have this provider installed.
@@ -216,11 +230,13 @@ class DeltaMergeHook(BaseHook):
         """The job's Spark conf; on a local master the job runs with this worker's Python and packages.
 
         Spark's UI and event log redact conf entries whose name matches ``spark.redaction.regex``; its
-        default misses names such as ``AZURE_STORAGE_ACCOUNT_KEY``, so every credential's name is added.
+        default misses names such as ``AZURE_STORAGE_ACCOUNT_KEY`` or ``...transport.auth.apiKey``, so every
+        credential's name and every private conf key is added.
         """
         conf = dict(self.conf)
-        if credentials:
-            names = "|".join(re.escape(name) for name in sorted(credentials))
+        secret_names = sorted({*credentials, *self.private_conf})
+        if secret_names:
+            names = "|".join(re.escape(name) for name in secret_names)
             conf[REDACTION_CONF] = f"(?:{conf.get(REDACTION_CONF) or SPARK_REDACTION_DEFAULT})|{names}"
         if self._is_local_master():
             conf.setdefault("spark.pyspark.python", sys.executable)
@@ -262,13 +278,20 @@ def commit_result(commit: MergeCommit) -> dict[str, Any]:
 
 
 def credentials_properties(
-    folder: Path, credentials: Mapping[str, str], prefixes: list[str], kwargs: Mapping[str, Any]
+    folder: Path,
+    credentials: Mapping[str, str],
+    prefixes: list[str],
+    kwargs: Mapping[str, Any],
+    *,
+    private_conf: Mapping[str, str] | None = None,
 ) -> Path:
-    """An owner-only properties file: the user's own properties plus one entry per credential and prefix."""
+    """An owner-only properties file: the user's own properties, one entry per credential and prefix, and
+    the private Spark conf."""
     path = folder / "deltamerge-credentials.properties"
     user_file = kwargs.get("properties_file")
     lines = [Path(user_file).read_text()] if user_file else []
     lines += [f"{prefix}{name}={value}" for prefix in prefixes for name, value in credentials.items()]
+    lines += [f"{key}={value}" for key, value in (private_conf or {}).items()]
     path.touch(mode=0o600)
     path.write_text("\n".join(lines) + "\n")
     return path

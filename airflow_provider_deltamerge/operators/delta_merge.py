@@ -5,9 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
-from urllib.parse import urlparse
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseOperator
 from airflow.sdk import Asset, AssetAlias
@@ -18,8 +16,6 @@ from airflow_provider_deltamerge.delta.commit_partitions import Partition, touch
 from airflow_provider_deltamerge.delta.log_schema import read_path_schema, read_table_schema
 from airflow_provider_deltamerge.engine.metrics import (
     DRY_RUN,
-    NUM_OUTPUT_ROWS,
-    NUM_TARGET_BYTES_ADDED,
     NUM_TARGET_FILES_ADDED,
     NUM_TARGET_FILES_REMOVED,
     SUMMARY,
@@ -35,6 +31,11 @@ from airflow_provider_deltamerge.operators.assets import (
     source_asset,
     target_asset,
 )
+from airflow_provider_deltamerge.operators.lineage import (
+    injects_by_default,
+    merge_lineage,
+    openlineage_spark_conf,
+)
 from airflow_provider_deltamerge.operators.rerun import RerunPolicy, TrySeries, replays, rerun_policy
 from airflow_provider_deltamerge.operators.sql_templates import render_sql, with_sql_filters
 from airflow_provider_deltamerge.operators.templated_conf import check_templated_conf, templated_keys
@@ -43,8 +44,6 @@ from airflow_provider_deltamerge.spec import (
     MergeSource,
     MergeSpec,
     PathSource,
-    QuerySource,
-    TableSource,
     parse_merge_sql,
 )
 from airflow_provider_deltamerge.spec.json_form import spec_from_dict, spec_to_dict
@@ -55,7 +54,6 @@ from airflow_provider_deltamerge.spec.validation import check_clauses
 
 if TYPE_CHECKING:
     import jinja2
-    from airflow.providers.common.compat.openlineage.facet import OutputDataset
     from airflow.providers.common.compat.sdk import Context
     from airflow.providers.openlineage.extractors import OperatorLineage
 
@@ -71,29 +69,6 @@ def _for_airflow(error: DeltaMergeError) -> Exception:
     """``error`` as the task raises it: a final one as Airflow's fail-fast exception, so no retry is spent
     on it (its Delta class stays in the message); a transient one as it is, for Airflow's retries."""
     return AirflowFailException(str(error)) if is_final(error) else error
-
-
-def lineage_dataset(
-    where: str | MergeSource, *, output_facets: Mapping[str, Any] | None = None
-) -> OutputDataset:
-    """An OpenLineage dataset for a path or URI (namespace ``scheme://authority``, name the path) or a table.
-
-    Query sources have no dataset of their own; they are named by the query's place, the Spark catalog.
-    """
-    from airflow.providers.common.compat.openlineage.facet import OutputDataset
-
-    match where:
-        case TableSource(name=name) | str(name) if not is_path_like(name):
-            return OutputDataset(namespace="spark", name=name, outputFacets=dict(output_facets or {}))
-        case QuerySource():
-            return OutputDataset(namespace="spark", name="query")
-        case PathSource(path=path) | str(path):
-            parsed = urlparse(path if "://" in path else Path(path).absolute().as_uri())
-            namespace = f"{parsed.scheme}://{parsed.netloc}" if parsed.netloc else parsed.scheme
-            return OutputDataset(
-                namespace=namespace, name=parsed.path, outputFacets=dict(output_facets or {})
-            )
-    raise TypeError(f"No lineage dataset for {where!r}")
 
 
 class DeltaMergeOperator(BaseOperator):
@@ -148,6 +123,12 @@ class DeltaMergeOperator(BaseOperator):
     :param conf: Spark configuration of the merge job. (templated: only keys that tune the merge, such as
         ``spark.sql.shuffle.partitions``, may take a templated value; see ``templated_conf.py``)
     :param spark_submit_kwargs: Further SparkSubmitHook arguments (executor_memory, packages, ...).
+    :param openlineage_inject_parent_job_info: Give the Spark job OpenLineage's parent job (this task), so a
+        Spark-side OpenLineage listener links its events to the task. Default: Airflow's
+        ``[openlineage] spark_inject_parent_job_info``, as for the Spark provider's operator.
+    :param openlineage_inject_transport_info: Give the Spark job the OpenLineage transport of this Airflow
+        (default ``[openlineage] spark_inject_transport_info``); it may hold an API key, so it reaches the
+        job through the private properties file, never the command line.
     :param asset_alias: Name of the ``AssetAlias`` that carries the asset event of a target known only at
         run time (templated, or in a ``.sql`` file); default ``deltamerge/<dag_id>/<task_id>``.
 
@@ -211,6 +192,8 @@ class DeltaMergeOperator(BaseOperator):
         conf: Mapping[str, Any] | None = None,
         spark_submit_kwargs: Mapping[str, Any] | None = None,
         asset_alias: str | None = None,
+        openlineage_inject_parent_job_info: bool | None = None,
+        openlineage_inject_transport_info: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -227,6 +210,17 @@ class DeltaMergeOperator(BaseOperator):
         self.merge_dry_run = dry_run
         self.spark_conn_id, self.storage_conn_id, self.conf = spark_conn_id, storage_conn_id, dict(conf or {})
         self.spark_submit_kwargs = dict(spark_submit_kwargs or {})
+        # As the Spark provider's SparkSubmitOperator: the default is [openlineage] spark_inject_*_info.
+        self.openlineage_inject_parent_job_info = (
+            openlineage_inject_parent_job_info
+            if openlineage_inject_parent_job_info is not None
+            else injects_by_default("spark_inject_parent_job_info")
+        )
+        self.openlineage_inject_transport_info = (
+            openlineage_inject_transport_info
+            if openlineage_inject_transport_info is not None
+            else injects_by_default("spark_inject_transport_info")
+        )
         self.allowed_paths = None if allowed_paths is None else tuple(allowed_paths)
         self._templated_conf_keys = templated_keys(self.conf)
         self._hook: DeltaMergeHook | None = None
@@ -334,11 +328,18 @@ class DeltaMergeOperator(BaseOperator):
         check_templated_conf(self._templated_conf_keys)
         spec = self._spec = self._rendered(self.build_spec(), context)
         check_spec_locations(spec, allowed_roots=self.lake_roots())
+        conf, private_conf = openlineage_spark_conf(
+            self.job_conf(),
+            context,
+            parent_job=self.openlineage_inject_parent_job_info,
+            transport=self.openlineage_inject_transport_info,
+        )
         self._hook = DeltaMergeHook(
             self.spark_conn_id,
-            conf=self.job_conf(),
+            conf=conf,
             spark_submit_kwargs=self.spark_submit_kwargs,
             storage_conn_id=self.storage_conn_id,
+            private_conf=private_conf,
         )
         if self.preflight and not is_path_like(spec.target):
             self.log.info(
@@ -517,29 +518,25 @@ class DeltaMergeOperator(BaseOperator):
         return spec_from_dict(data)
 
     def get_openlineage_facets_on_start(self) -> OperatorLineage:
-        """Lineage for OpenLineage: the source as input dataset, the target table as output."""
-        return self._lineage(with_statistics=False)
+        """Lineage for OpenLineage: the source as input dataset, the target table as output, the statement."""
+        return merge_lineage(self._spec or self.build_spec(), None, None)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
-        """As on start, with the rows and bytes the merge wrote as output statistics."""
-        return self._lineage(with_statistics=True)
-
-    def _lineage(self, *, with_statistics: bool) -> OperatorLineage:
-        from airflow.providers.common.compat.openlineage.facet import OutputStatisticsOutputDatasetFacet
-        from airflow.providers.openlineage.extractors import OperatorLineage
-
+        """As on start, with the merge's statistics, the table version, schema and column lineage."""
         spec = self._spec or self.build_spec()
-        facets: dict[str, Any] = {}
-        if with_statistics and self._metrics:
-            facets["outputStatistics"] = OutputStatisticsOutputDatasetFacet(
-                rowCount=self._metrics.get(NUM_OUTPUT_ROWS),
-                size=self._metrics.get(NUM_TARGET_BYTES_ADDED),
-                fileCount=self._metrics.get(NUM_TARGET_FILES_ADDED),
-            )
-        return OperatorLineage(
-            inputs=[lineage_dataset(spec.source)],
-            outputs=[lineage_dataset(spec.target, output_facets=facets)],
-        )
+        return merge_lineage(spec, self._metrics or None, self._target_schema(spec.target))
+
+    def _target_schema(self, target: str) -> list[dict[str, Any]] | None:
+        """The target's top-level fields from its Delta log; None where it cannot be read (lineage is best
+        effort: it never fails the task)."""
+        if not is_path_like(target):
+            return None
+        options = self._hook.storage_options() if self._hook is not None else None
+        try:
+            return list(read_table_schema(target, storage_options=options or None).get("fields", []))
+        except (DeltaMergeError, DeltaError, OSError) as err:
+            self.log.info("Lineage without the target's schema: %s", err)
+            return None
 
     def on_kill(self) -> None:
         if self._hook is not None:
