@@ -22,7 +22,7 @@ from airflow_provider_deltamerge.engine.metrics import (
     TABLE_VERSION,
     readable,
 )
-from airflow_provider_deltamerge.exceptions import DeltaMergeError, is_final
+from airflow_provider_deltamerge.exceptions import DeltaMergeError, MergeSpecError, is_final
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook, commit_result
 from airflow_provider_deltamerge.operators.assets import (
     default_alias_name,
@@ -45,6 +45,7 @@ from airflow_provider_deltamerge.spec import (
     MergeSpec,
     PathSource,
     parse_merge_sql,
+    to_merge_sql,
 )
 from airflow_provider_deltamerge.spec.json_form import spec_from_dict, spec_to_dict
 from airflow_provider_deltamerge.spec.locations import check_spec_locations
@@ -155,11 +156,13 @@ class DeltaMergeOperator(BaseOperator):
         "conf",
         "rerun",
         "merge_dry_run",
+        "merge_statement",
     )
     template_ext: Sequence[str] = (".sql",)
     template_fields_renderers: ClassVar[dict[str, str]] = {
         "condition": "sql",
         "merge_sql": "sql",
+        "merge_statement": "sql",
         "conf": "json",
         "source_options": "json",
     }
@@ -225,6 +228,9 @@ class DeltaMergeOperator(BaseOperator):
         self._templated_conf_keys = templated_keys(self.conf)
         self._hook: DeltaMergeHook | None = None
         self._spec: MergeSpec | None = None
+        # The merge as it runs, clauses rendered: set when the task's fields are rendered, so the Rendered
+        # Templates tab shows it (a MERGE INTO statement, or the spec's JSON where MERGE INTO cannot say it).
+        self.merge_statement: str | None = None
         self._metrics: dict[str, Any] = {}
         self._check_structure()  # pure Python, no I/O: a bad DAG fails when it is parsed
         self.asset_alias: str | None = None
@@ -326,7 +332,11 @@ class DeltaMergeOperator(BaseOperator):
 
     def _merge(self, context: Context) -> dict[str, Any]:
         check_templated_conf(self._templated_conf_keys)
-        spec = self._spec = self._rendered(self.build_spec(), context)
+        if self._spec is None:  # executed without Airflow rendering the fields first
+            self._spec = self._rendered(self.build_spec(), context)
+            self.merge_statement = _statement(self._spec)
+        spec = self._spec
+        self.log.info("The merge, rendered:\n%s", self.merge_statement)
         check_spec_locations(spec, allowed_roots=self.lake_roots())
         conf, private_conf = openlineage_spark_conf(
             self.job_conf(),
@@ -485,8 +495,16 @@ class DeltaMergeOperator(BaseOperator):
                         setattr(self, name, render_sql(value, context, jinja_env, where=name))
                     except DeltaMergeError as err:
                         raise _for_airflow(err) from err
-            fields = [f for f in fields if f not in SQL_TEMPLATE_FIELDS]
+            fields = [f for f in fields if f not in SQL_TEMPLATE_FIELDS and f != "merge_statement"]
         super()._do_render_template_fields(parent, fields, context, with_sql_filters(jinja_env), seen_oids)
+        if parent is self:
+            # Clauses and source objects are rendered here too (once: a second render of rendered text
+            # would run template syntax that a bound value may hold).
+            try:
+                self._spec = self._rendered(self.build_spec(), context)
+            except DeltaMergeError as err:
+                raise _for_airflow(err) from err
+            self.merge_statement = _statement(self._spec)
 
     def _rendered(self, spec: MergeSpec, context: Context) -> MergeSpec:
         """Render Jinja in clause expressions and source objects too.
@@ -551,3 +569,11 @@ def _dry_run(value: Any, *, task_id: str) -> bool:
     if text in ("true", "false", "", "none"):
         return text == "true"
     raise AirflowException(f"{task_id}: dry_run is {str(value)[:80]!r}; give true or false.")
+
+
+def _statement(spec: MergeSpec) -> str:
+    """``spec`` as a person reads it: its ``MERGE INTO`` statement, else its JSON form."""
+    try:
+        return to_merge_sql(spec)
+    except MergeSpecError:
+        return spec.to_json()

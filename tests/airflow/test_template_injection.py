@@ -29,7 +29,9 @@ from airflow_provider_deltamerge.spec import (
     delete,
     insert,
     insert_all,
+    parse_merge_sql,
     update,
+    update_all,
 )
 
 EXAMPLES = Path(__file__).parents[2] / "dags_examples"
@@ -226,3 +228,16 @@ def test_only_harmless_spark_conf_keys_take_templated_values(mocker):
         )
     operator_conf = {"spark.sql.shuffle.partitions": "{{ params.n }}", "spark.jars": "/opt/fixed.jar"}
     submitted_spec(mocker, {"n": "8"}, **python_merge(conf=operator_conf))
+
+
+def test_the_rendered_merge_shows_its_clauses_with_their_values_bound(mocker):
+    # The Rendered Templates tab reads merge_statement: the clause condition rendered, the value quoted.
+    run = run_task(
+        mocker,
+        {"region": "eu' OR 1=1 --"},
+        **python_merge(clauses=[update_all(condition="s.region = '{{ params.region }}'"), insert_all()]),
+    )
+    statement = run.operator.merge_statement
+    assert "WHEN MATCHED AND s.region = 'eu\\' OR 1=1 --' THEN UPDATE SET *" in statement
+    assert "{{" not in statement
+    assert run.submit.call_args.args[0] == parse_merge_sql(statement)  # what ran is what the tab shows
