@@ -50,6 +50,10 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["airflow_provider_deltamerge.triggers.delta_table"],
             }
         ],
+        "extra-links": [
+            "airflow_provider_deltamerge.operators.links.SparkApplicationLink",
+            "airflow_provider_deltamerge.operators.links.DeltaTableLink",
+        ],
         # Read by DeltaMergeOperator.lake_roots(); declared so that `airflow config list` shows it.
         "config": {
             "deltamerge": {

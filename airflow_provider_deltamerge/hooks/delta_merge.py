@@ -190,6 +190,12 @@ class DeltaMergeHook(BaseHook):
             return answered
         return self._result_from_log(spec, submission_id)
 
+    def spark_application_url(self) -> str | None:
+        """The Spark UI of the last job this hook submitted, as its driver reported it; None if unknown."""
+        submit = getattr(self, "_submit", None)
+        output = getattr(submit, "_output_log", None)
+        return getattr(output, "spark_ui", None)
+
     def on_kill(self) -> None:
         submit = getattr(self, "_submit", None)
         if submit is not None:

@@ -16,8 +16,9 @@ import logging
 import re
 from typing import Any
 
-from airflow_provider_deltamerge.spec.transport import SPARK_STARTED
+from airflow_provider_deltamerge.spec.transport import SPARK_STARTED, SPARK_UI
 
+UI_ADDRESS = re.compile(rf"{SPARK_UI} (https?://\S+)")
 JOB_LINE = re.compile(r"^deltamerge (DEBUG|INFO|WARNING|ERROR|CRITICAL) (.*)$", re.DOTALL)
 SPARK_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ")
 SPARK_LEVELS = {
@@ -37,6 +38,7 @@ class SubmitOutputLog:
         self._logger = logger
         self._started = False  # the job has said its SparkSession is up: Spark's start-up is over
         self._level = logging.DEBUG  # the level of the record the next non-record line continues
+        self.spark_ui: str | None = None  # the driver's Spark UI, as the job's start line names it
 
     def info(self, message: Any, *args: Any, **kwargs: Any) -> None:
         # SparkSubmitHook logs an output line as the message alone; anything else is its own message.
@@ -50,7 +52,10 @@ class SubmitOutputLog:
         """The level to log ``line`` at, and its text (a job line without its prefix)."""
         job = JOB_LINE.match(line)
         if job:
-            self._started = self._started or job.group(2).startswith(SPARK_STARTED)
+            if job.group(2).startswith(SPARK_STARTED):
+                self._started = True
+                address = UI_ADDRESS.search(job.group(2))
+                self.spark_ui = address.group(1) if address else self.spark_ui
             self._level = logging.getLevelNamesMapping()[job.group(1)]
             return self._level, job.group(2)
         spark = SPARK_LINE.match(line)

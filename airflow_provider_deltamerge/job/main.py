@@ -32,6 +32,7 @@ from airflow_provider_deltamerge.spec.transport import (
     ANSWER_FILE_ARG,
     REQUEST_FILE_ARG,
     SPARK_STARTED,
+    SPARK_UI,
     JobRequest,
     answer_text,
     decode_request,
@@ -54,7 +55,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark = SparkSession.builder.getOrCreate()
         spark.sparkContext.setLogLevel("WARN")
         quiet_known_warnings(spark)
-        log.info("%s: Spark %s, master %s", SPARK_STARTED, spark.version, spark.sparkContext.master)
+        ui = spark.sparkContext.uiWebUrl
+        log.info(
+            "%s: Spark %s, master %s%s",
+            SPARK_STARTED,
+            spark.version,
+            spark.sparkContext.master,
+            f", {SPARK_UI} {ui}" if ui else "",
+        )
         progress.watch(spark)
         drop_reflection_functions(spark)
         answer_file = Path(args.answer_file) if args.answer_file else None

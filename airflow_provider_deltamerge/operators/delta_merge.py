@@ -36,6 +36,7 @@ from airflow_provider_deltamerge.operators.lineage import (
     merge_lineage,
     openlineage_spark_conf,
 )
+from airflow_provider_deltamerge.operators.links import DeltaTableLink, SparkApplicationLink
 from airflow_provider_deltamerge.operators.rerun import RerunPolicy, TrySeries, replays, rerun_policy
 from airflow_provider_deltamerge.operators.sql_templates import render_sql, with_sql_filters
 from airflow_provider_deltamerge.operators.templated_conf import check_templated_conf, templated_keys
@@ -167,6 +168,7 @@ class DeltaMergeOperator(BaseOperator):
         "source_options": "json",
     }
     ui_color = "#00add4"
+    operator_extra_links = (SparkApplicationLink(), DeltaTableLink())
 
     def __init__(
         self,

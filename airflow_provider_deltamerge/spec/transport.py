@@ -25,6 +25,8 @@ REQUEST_FILE_ARG = "--request-file"
 ANSWER_FILE_ARG = "--answer-file"
 # The job's line once its SparkSession is up: the task log treats Spark's output before it as start-up.
 SPARK_STARTED = "Spark started"
+# How that line names the Spark UI's address, which the task's "Spark application" link points at.
+SPARK_UI = "UI at"
 
 
 @dataclass(frozen=True)

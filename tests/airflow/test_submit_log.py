@@ -72,3 +72,9 @@ def test_the_hooks_own_messages_are_untouched(output, caplog):
         ("INFO", "Spark-Submit cmd: spark-submit --master local[*] job.py"),
         ("WARNING", "Post-submit command timed out (30s): cleanup"),
     ]
+
+
+def test_the_job_s_start_line_names_the_spark_ui(output):
+    assert output.spark_ui is None
+    output.info("deltamerge INFO Spark started: Spark 4.2.1, master local[*], UI at http://10.0.0.5:4041")
+    assert output.spark_ui == "http://10.0.0.5:4041"

@@ -241,3 +241,12 @@ def test_the_rendered_merge_shows_its_clauses_with_their_values_bound(mocker):
     assert "WHEN MATCHED AND s.region = 'eu\\' OR 1=1 --' THEN UPDATE SET *" in statement
     assert "{{" not in statement
     assert run.submit.call_args.args[0] == parse_merge_sql(statement)  # what ran is what the tab shows
+
+
+def test_the_task_links_to_its_delta_table(mocker, tmp_path):
+    run = run_task(mocker, {}, **python_merge(target=str(tmp_path / "orders")))
+    links = {
+        link.name: link.get_link(run.operator, ti_key=None) for link in run.operator.operator_extra_links
+    }
+    # No job ran here (the submission is replaced), so no Spark UI was reported: that link stays empty.
+    assert links == {"Delta table": (tmp_path / "orders").as_uri(), "Spark application": ""}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from deltalake import DeltaTable
 
@@ -19,13 +21,16 @@ def test_hook_runs_the_merge_and_returns_metrics(tmp_path, local_spark_connectio
     target = make_table(tmp_path / "orders", partition_by=["region"])
     spec = upsert_from_extract(target, tmp_path / "extract.parquet", [(1, 7, "us"), (42, 8, "eu")])
 
-    metrics = DeltaMergeHook(local_spark_connection).run_merge(spec, provenance={"dagId": "d"})
+    hook = DeltaMergeHook(local_spark_connection)
+    metrics = hook.run_merge(spec, provenance={"dagId": "d"})
 
     assert metrics[m.NUM_TARGET_ROWS_UPDATED] == 1
     assert metrics[m.NUM_TARGET_ROWS_INSERTED] == 1
     assert metrics[m.TABLE_VERSION] == DeltaTable(target).version() == 1
     assert metrics[m.SPEC_HASH] == spec.spec_hash
     assert metrics[m.EXECUTOR] == "classic"
+    # The driver's Spark UI, which the task's "Spark application" link points at.
+    assert re.fullmatch(r"http://[^\s:]+:\d+", hook.spark_application_url() or "")
     # MERGE INTO's own result row, as Delta's statement returns it.
     assert (
         metrics[m.NUM_AFFECTED_ROWS],
