@@ -48,9 +48,9 @@ def added_file_stats_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
 
     real = commit._try_commit
 
-    def checked(base: Any, actions: Any, properties: Any, schema: str | None) -> bool:
-        check_actions(base, actions, schema)
-        return real(base, actions, properties, schema)
+    def checked(base: Any, actions: Any, store: Any) -> bool:
+        check_actions(base, actions)
+        return real(base, actions, store)
 
     monkeypatch.setattr(commit, "_try_commit", checked)
 

@@ -25,8 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from deltalake.transaction import AddAction
 
+from airflow_provider_deltamerge.delta.commit_actions import MergeCommitActions
 from airflow_provider_deltamerge.delta.snapshot import Snapshot
 from airflow_provider_deltamerge.delta.stats import truncate_max
 from airflow_provider_deltamerge.delta.stats_columns import (
@@ -45,9 +45,10 @@ class FileStatsMismatch(AssertionError):
     """An added file's stats say something its rows do not."""
 
 
-def check_actions(base: Snapshot, actions: Sequence[object], schema: str | None) -> None:
-    """Check the add actions of a commit on ``base`` (``schema``: the table's new schema, if it changes)."""
-    added = [(a.path, a.stats) for a in actions if isinstance(a, AddAction)]
+def check_actions(base: Snapshot, commit: MergeCommitActions) -> None:
+    """Check the add actions of ``commit`` on ``base`` (against the table's new schema, if it changes)."""
+    added = [(f.relative_path, f.stats) for f in commit.added]
+    schema = commit.schema
     if added:
         from pyspark.sql import SparkSession
 

@@ -1,4 +1,5 @@
-"""A local stand-in for the cloud boundary: an S3 endpoint serving a folder, and STS's AssumeRole.
+"""A local stand-in for the cloud boundary: an S3 endpoint serving a folder (reads, and writes with S3's
+conditional create), and STS's AssumeRole.
 
 It admits only requests signed (AWS Signature V4, the signature recomputed here) with the one key pair it
 was given, or with the temporary pair it handed out for an assumed role, whose session token must come
@@ -12,8 +13,10 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import hmac
+import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -119,6 +122,33 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_HEAD(self) -> None:
         self.do_GET(head=True)
+
+    def do_PUT(self) -> None:
+        """PutObject, with S3's conditional create: ``If-None-Match: *`` on an existing key is 412."""
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        key_id = self._s3_signer()
+        claimed = self.headers.get("x-amz-content-sha256", "UNSIGNED-PAYLOAD")
+        if key_id is None or claimed not in ("UNSIGNED-PAYLOAD", hashlib.sha256(body).hexdigest()):
+            return self._reply(403, b"<Error><Code>SignatureDoesNotMatch</Code></Error>")
+        self.store.record("admit", key_id)
+        bucket, _, key = urlsplit(self.path).path.lstrip("/").partition("/")
+        if bucket != self.store.bucket:
+            return self._reply(404, b"<Error><Code>NoSuchBucket</Code></Error>")
+        path = self.store.root / unquote(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staged = path.with_name(f".{path.name}.{threading.get_ident()}.put")
+        staged.write_bytes(body)
+        try:
+            if self.headers.get("If-None-Match") == "*":
+                try:
+                    os.link(staged, path)  # atomic: fails if the key exists, as S3's conditional write does
+                except FileExistsError:
+                    return self._reply(412, b"<Error><Code>PreconditionFailed</Code></Error>")
+            else:
+                os.replace(staged, path)
+        finally:
+            staged.unlink(missing_ok=True)
+        self._reply(200, b"", {"ETag": f'"{path.stat().st_mtime_ns}"'})
 
     def do_GET(self, *, head: bool = False) -> None:
         key_id = self._s3_signer()

@@ -139,8 +139,8 @@ class MetricBounds:
 class Commit:
     """One commit of a Delta table as a sensor reports it (``to_xcom()`` is its XCom value).
 
-    ``operation`` is ``MERGE`` for a commit carrying this provider's provenance record, which delta-rs
-    records as a ``WRITE``; otherwise the operation the log records.
+    ``operation`` is ``MERGE`` for a commit carrying this provider's provenance record, also where delta-rs
+    recorded it as a ``WRITE`` (older commits; stores without a conditional put); otherwise the log's.
     """
 
     version: int

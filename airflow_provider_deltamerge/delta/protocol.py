@@ -38,7 +38,8 @@ MESSAGES = {
 }
 
 # Writer features the engine honours: it writes plain parquet files with stats, keeps appendOnly, checks
-# invariants and CHECK constraints, and leaves checkpoints and domain metadata to deltalake.
+# invariants and CHECK constraints, writes in-commit timestamps (delta/commit_actions.py), leaves domain
+# metadata alone and checkpoints classic tables only (delta/checkpoints.py).
 HONOURED_FEATURES = frozenset(
     {
         "appendOnly",
@@ -48,6 +49,7 @@ HONOURED_FEATURES = frozenset(
         "domainMetadata",
         "v2Checkpoint",
         "vacuumProtocolCheck",
+        "inCommitTimestamp",
         "variantType",  # refused below when a column actually has the type
     }
 )

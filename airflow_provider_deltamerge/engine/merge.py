@@ -240,6 +240,7 @@ def _attempt(
             read=read,
             same_run=same_run(info),
             schema=plan.final_schema.json() if plan.evolves_schema else None,
+            engine_info=f"Apache-Spark/{spark.version} airflow-provider-deltamerge/{__version__}",
         )
     except BaseException:
         discard(spark, snapshot, changes.added)

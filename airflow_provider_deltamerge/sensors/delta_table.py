@@ -32,7 +32,8 @@ class DeltaTableSensor(BaseSensorOperator):
 
     :param table: Delta table path or URI. (templated)
     :param operation: The commit's operation, e.g. ``MERGE`` (merges of this provider count as MERGE,
-        though delta-rs records them as WRITE) or ``WRITE``. (templated)
+        also those delta-rs recorded as WRITE: older ones, and those on stores without a conditional put) or
+        ``WRITE``. (templated)
     :param after_version: Only commits with a greater version. (templated)
     :param after_time: Only commits made after this datetime or ISO 8601 string (UTC when naive).
         (templated)

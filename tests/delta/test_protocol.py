@@ -82,7 +82,14 @@ def test_honoured_features_are_accepted(tmp_path):
         reader=3,
         writer=7,
         reader_features=["timestampNtz", "v2Checkpoint"],
-        writer_features=["appendOnly", "invariants", "checkConstraints", "timestampNtz", "v2Checkpoint"],
+        writer_features=[
+            "appendOnly",
+            "invariants",
+            "checkConstraints",
+            "timestampNtz",
+            "v2Checkpoint",
+            "inCommitTimestamp",
+        ],
     )
     assert refused_features(read_snapshot(target)) == []
 

@@ -5,7 +5,6 @@ hold."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -23,7 +22,7 @@ from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update_all
 from tests.conftest import table_state
-from tests.oracle import merge_with_deltalake, sorted_rows
+from tests.oracle import sorted_rows
 
 # Characters a URI must quote (space, %, #, ?), ones it keeps (=, +, @), non-ASCII letters (kept as they
 # are) and a non-ASCII space (quoted as UTF-8 bytes).
@@ -82,11 +81,9 @@ def test_rows_map_to_their_log_file_by_spark_uri(spark, tmp_path, partitioned):
 
 
 @pytest.mark.parametrize("partitioned", [False, True])
-def test_upsert_touches_only_the_file_with_the_key_like_oracle(spark, tmp_path, partitioned):
-    # Given: two identical special-character tables and a source updating id 11 and inserting id 99
+def test_upsert_touches_only_the_file_with_the_key(spark, tmp_path, partitioned):
+    # Given: a special-character table and a source updating id 11 and inserting id 99
     ours = special_table(tmp_path / ROOT, partitioned=partitioned)
-    oracle = str(tmp_path / "oracle")
-    shutil.copytree(ours, oracle)
     source = pa.table(
         {
             "id": pa.array([11, 99], pa.int64()),
@@ -101,11 +98,19 @@ def test_upsert_touches_only_the_file_with_the_key_like_oracle(spark, tmp_path, 
         condition="t.id = s.id AND t.p <=> s.p",
         clauses=(update_all(), insert_all()),
     )
-    # When: our engine and deltalake's merge run
+    # When: the engine merges
     metrics = run_merge(spark, spec).metrics
-    merge_with_deltalake(oracle, spec, source)
-    # Then: the same rows; only the one file holding id 11 was rewritten
-    assert sorted_rows(ours) == sorted_rows(oracle)
+    # Then: id 11 updated, id 99 inserted, every other row once; only the one file holding id 11 was
+    # rewritten, its remove naming the path exactly as the log wrote it (deltalake's own merge, which
+    # re-encodes the path, misses such a file and keeps its rows twice: it is no oracle here)
+    expected = [
+        {"id": start + i, "p": [SPECIAL, "x+y=1", SPECIAL, None][i], "qty": i + 1}
+        for start in (0, 10)
+        for i in range(4)
+    ]
+    expected[5]["qty"] = 50
+    expected.append({"id": 99, "p": SPECIAL, "qty": 60})
+    assert sorted(sorted_rows(ours), key=lambda r: r["id"]) == sorted(expected, key=lambda r: r["id"])
     assert metrics[m.NUM_TARGET_ROWS_UPDATED] == 1
     assert metrics[m.NUM_TARGET_ROWS_INSERTED] == 1
     assert metrics[m.NUM_TARGET_FILES_REMOVED] == 1

@@ -34,9 +34,9 @@ class _CheckedCommitLoader(importlib.abc.Loader):
 
         real = getattr(module, "_try_commit")  # noqa: B009 (a module attribute mypy cannot see)
 
-        def checked(base: Any, actions: Any, properties: Any, schema: str | None) -> bool:
-            check_actions(base, actions, schema)
-            return bool(real(base, actions, properties, schema))
+        def checked(base: Any, actions: Any, store: Any) -> bool:
+            check_actions(base, actions)
+            return bool(real(base, actions, store))
 
         setattr(module, "_try_commit", checked)  # noqa: B010
 

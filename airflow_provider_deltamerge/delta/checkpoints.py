@@ -1,0 +1,47 @@
+"""Checkpoints after a merge commit, when Delta would write one: every ``delta.checkpointInterval`` versions.
+
+Readers (Delta, ``deltalake``, this engine's snapshot) replay the log from the newest checkpoint, so without
+them every read of a much-merged table replays thousands of commit files. ``deltalake`` writes the
+checkpoint (and ``_last_checkpoint``); like Delta, expired commit files are cleaned up at the same time
+unless ``delta.enableExpiredLogCleanup`` is false.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from deltalake.exceptions import DeltaError
+
+from airflow_provider_deltamerge.delta.snapshot import Snapshot, open_table
+
+log = logging.getLogger(__name__)
+
+# Delta's default for delta.checkpointInterval (DeltaConfigs.CHECKPOINT_INTERVAL).
+DEFAULT_CHECKPOINT_INTERVAL = 10
+
+
+def checkpoint_due(snapshot: Snapshot, version: int) -> bool:
+    """Whether Delta checkpoints after committing ``version`` to the table ``snapshot`` read.
+
+    Never on a table with v2 checkpoints, whose checkpoints need a checkpointMetadata action deltalake does
+    not write: without a new checkpoint the table stays valid, its readers replay a few more commit files.
+    """
+    if "v2Checkpoint" in snapshot.protocol.writer_features:
+        return False
+    interval = int(snapshot.setting("delta.checkpointInterval") or DEFAULT_CHECKPOINT_INTERVAL)
+    return version > 0 and version % max(interval, 1) == 0
+
+
+def write_checkpoint_if_due(snapshot: Snapshot, version: int) -> None:
+    """Checkpoint ``version`` when it is due. A failure only warns: the commit stands, and so does the log."""
+    if not checkpoint_due(snapshot, version):
+        return
+    try:
+        table = open_table(snapshot.table_uri, version)
+        table.create_checkpoint()
+        if (snapshot.setting("delta.enableExpiredLogCleanup") or "true").lower() != "false":
+            table.cleanup_metadata()
+    except (DeltaError, OSError) as err:
+        log.warning("Committed version %d of %s; its checkpoint failed: %s", version, snapshot.table_uri, err)
+        return
+    log.info("Checkpoint written at version %d", version)

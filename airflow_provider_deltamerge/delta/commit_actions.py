@@ -1,0 +1,127 @@
+"""The actions of a merge commit, written as Delta writes a MERGE (PROTOCOL.md "Actions"): commitInfo first,
+then metaData when the schema evolved, txn for the Airflow run, and the files removed and added.
+
+The text is made again for each attempt, since only the commit's timestamps depend on the version it lands
+at; everything else is fixed when the merge's files are written.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_provider_deltamerge.delta.history import COMMIT_INFO_KEY
+from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
+from airflow_provider_deltamerge.delta.writer import WrittenFile
+
+# The table property that turns on in-commit timestamps (writer feature inCommitTimestamp).
+IN_COMMIT_TIMESTAMPS = "delta.enableInCommitTimestamps"
+
+
+@dataclass(frozen=True)
+class TableMetadata:
+    """The parts of the table's metaData action a schema change keeps (PROTOCOL.md "Change Metadata")."""
+
+    id: str
+    name: str | None
+    description: str | None
+    created_time: int | None
+
+
+@dataclass(frozen=True)
+class MergeCommitActions:
+    """Everything a merge commits, before it knows the version it lands at."""
+
+    snapshot: Snapshot  # the version the merge read
+    removed: Sequence[DataFile]
+    added: Sequence[WrittenFile]
+    operation_parameters: Mapping[str, str]
+    operation_metrics: Mapping[str, int]
+    info: Mapping[str, Any]
+    engine_info: str
+    schema: str | None = None  # the evolved schema, Delta's JSON form
+    metadata: TableMetadata | None = None  # required with ``schema``
+    txn_id: str = field(default_factory=lambda: str(uuid.uuid4()))  # the same for every attempt
+
+    def lines(self, *, timestamp: int, in_commit_timestamp: int | None) -> bytes:
+        """The commit file's text: one JSON action per line (newline-delimited, as Delta reads it)."""
+        actions = [{"commitInfo": self._commit_info(timestamp, in_commit_timestamp)}]
+        if self.schema is not None:
+            actions.append({"metaData": self._metadata()})
+        txn = _txn(self.info, timestamp)
+        if txn is not None:
+            actions.append({"txn": txn})
+        actions += [{"remove": _remove(f, timestamp)} for f in self.removed]
+        actions += [{"add": _add(f)} for f in self.added]
+        return "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode()
+
+    def _commit_info(self, timestamp: int, in_commit_timestamp: int | None) -> dict[str, Any]:
+        # With in-commit timestamps on, commitInfo must come first and carry the commit's time (PROTOCOL.md
+        # "In-Commit Timestamps"); readers then take that instead of the file's modification time, and so do
+        # those that read commitInfo's timestamp (deltalake's history).
+        return {
+            **({"inCommitTimestamp": in_commit_timestamp} if in_commit_timestamp is not None else {}),
+            "timestamp": in_commit_timestamp if in_commit_timestamp is not None else timestamp,
+            "operation": "MERGE",
+            "operationParameters": dict(self.operation_parameters),
+            "readVersion": self.snapshot.version,
+            "isolationLevel": "Serializable",
+            # A merge reads the target (even an insert-only one, to leave out the rows that match).
+            "isBlindAppend": False,
+            # Delta keeps every operation metric as a string.
+            "operationMetrics": {name: str(value) for name, value in self.operation_metrics.items()},
+            "engineInfo": self.engine_info,
+            "txnId": self.txn_id,
+            COMMIT_INFO_KEY: dict(self.info),
+        }
+
+    def _metadata(self) -> dict[str, Any]:
+        if self.metadata is None:
+            raise ValueError("a schema change needs the table's metadata")
+        return {
+            "id": self.metadata.id,
+            **({"name": self.metadata.name} if self.metadata.name is not None else {}),
+            **({"description": self.metadata.description} if self.metadata.description is not None else {}),
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": self.schema,
+            "partitionColumns": list(self.snapshot.partition_columns),
+            "configuration": {k: v for k, v in self.snapshot.configuration if v is not None},
+            **({"createdTime": self.metadata.created_time} if self.metadata.created_time is not None else {}),
+        }
+
+
+def _txn(info: Mapping[str, Any], timestamp: int) -> dict[str, Any] | None:
+    """The Airflow task instance as a Delta application transaction, so other Delta writers see the run.
+
+    The try number only grows within a task instance (clears included), as a txn version must.
+    """
+    if not info.get("dagId") or not info.get("runId"):
+        return None
+    app_id = "/".join(str(info.get(k, "")) for k in ("dagId", "taskId", "runId", "mapIndex"))
+    version = int(info.get("tryNumber") or 1)
+    return {"appId": f"airflow:{app_id}", "version": version, "lastUpdated": timestamp}
+
+
+def _remove(file: DataFile, timestamp: int) -> dict[str, Any]:
+    return {
+        "path": file.log_path,  # exactly as the add action wrote it
+        "deletionTimestamp": timestamp,
+        "dataChange": True,
+        "extendedFileMetadata": True,
+        "partitionValues": dict(file.partition_values),
+        "size": file.size,
+    }
+
+
+def _add(file: WrittenFile) -> dict[str, Any]:
+    return {
+        "path": file.log_path,
+        "partitionValues": dict(file.partition_values),
+        "size": file.size,
+        "modificationTime": file.modification_time,
+        "dataChange": True,
+        "stats": file.stats,
+    }
