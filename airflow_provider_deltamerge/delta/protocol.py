@@ -50,6 +50,7 @@ HONOURED_FEATURES = frozenset(
         "v2Checkpoint",
         "vacuumProtocolCheck",
         "inCommitTimestamp",
+        "allowColumnDefaults",  # columns an INSERT omits get their defaults (engine/resolve/resolution.py)
         "variantType",  # refused below when a column actually has the type
     }
 )

@@ -34,6 +34,9 @@ from airflow_provider_deltamerge.spec.names import format_path, quote_part, spli
 from airflow_provider_deltamerge.spec.validation import as_error, problem
 
 NULL = "NULL"
+# The field metadata key holding a column's default as SQL (Spark's ResolveDefaultColumns; Delta's
+# allowColumnDefaults feature).
+CURRENT_DEFAULT = "CURRENT_DEFAULT"
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,10 @@ def resolve_clauses(
     Raises:
         ClauseResolutionError: with Delta's wording, naming the clause and the columns it could use.
     """
-    names = _Names([f.name for f in target.fields], [f.name for f in source.fields], case_sensitive)
+    defaults = {
+        f.name: f"({f.metadata[CURRENT_DEFAULT]})" for f in target.fields if CURRENT_DEFAULT in f.metadata
+    }
+    names = _Names([f.name for f in target.fields], [f.name for f in source.fields], case_sensitive, defaults)
     return tuple(
         _resolve(
             spec,
@@ -89,6 +95,11 @@ class _Names:
     target: Sequence[str]
     source: Sequence[str]
     case_sensitive: bool
+    defaults: Mapping[str, str]  # target column -> its default's SQL, for the columns that have one
+
+    def inserted(self, column: str) -> str:
+        """What an INSERT writes to a target column it does not assign: the column's default, else NULL."""
+        return self.defaults.get(column, NULL)
 
     def key(self, name: str) -> str:
         return name if self.case_sensitive else name.lower()
@@ -112,7 +123,9 @@ def _resolve(spec: MergeSpec, position: int, clause: MergeClause, names: _Names)
             assignments = _explicit(spec, position, clause, clause.set, assignable, names)
         case NotMatchedInsert():
             given = _explicit(spec, position, clause, clause.values, assignable, names)
-            assignments = {column: given.get(column, NULL) for column in names.target} | given
+            assignments = {
+                column: given.get(column, names.inserted(column)) for column in names.target
+            } | given
     return ResolvedClause(position, clause.kind, clause.group, clause.condition, assignments)
 
 
@@ -122,7 +135,7 @@ def _star(
     """``*`` as Delta expands it: over the target's columns, from same-named source columns, each of which
     the source must have (``ResolveDeltaMergeInto``: else DELTA_MERGE_UNRESOLVED_EXPRESSION naming the
     column, given the source's columns). With schema evolution, over the source's columns instead:
-    target-only columns keep their values (UPDATE) or are NULL (INSERT)."""
+    target-only columns keep their values (UPDATE) or get their default, else NULL (INSERT)."""
     by_key = {names.key(name): name for name in names.source}
     excluded = {names.key(name) for name in clause.except_columns}
     is_insert = isinstance(clause, NotMatchedInsert)
@@ -137,7 +150,7 @@ def _star(
         if source_column is not None:
             out[column] = f"{spec.source_alias}.{quote(source_column)}"
         elif spec.schema_evolution:
-            out[column] = NULL
+            out[column] = names.inserted(column)
         else:
             raise _unresolved(
                 position,
