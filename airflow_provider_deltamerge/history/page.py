@@ -59,7 +59,7 @@ _HISTORY = _ENVIRONMENT.from_string(
 <h1>Merge history of <span class="uri">{{ table.uri }}</span></h1>
 <p>Version {{ page.latest_version }} is the newest; page {{ page.page }} of {{ page.pages }}, newest first.
 Merged by {% for task in table.tasks -%}
-<a target="_top" href="{{ task_href(task.dag_id) }}">{{ task.dag_id }}</a>.{{ task.task_id }}
+<a href="{{ task_href(task.dag_id) }}">{{ task.dag_id }}</a>.{{ task.task_id }}
 {%- if not loop.last %}, {% endif %}{% endfor %}.</p>
 {{ rows_chart }}
 {{ duration_chart }}
@@ -71,7 +71,7 @@ loop.last %}; {% endif %}{% endfor %}.</p>{% endif %}
 <tr class="{{ 'merge' if entry.ours else 'other' }}" data-version="{{ entry.version }}">
 <td class="n">{{ entry.version }}</td>
 <td>{{ entry.time.strftime('%Y-%m-%d %H:%M:%S') if entry.time else '' }}</td>
-{% if entry.ours %}<td><a target="_top" href="{{ run_href(entry) }}">{{ entry.provenance.get('dagId', '') }} /
+{% if entry.ours %}<td><a href="{{ run_href(entry) }}">{{ entry.provenance.get('dagId', '') }} /
 {{ entry.provenance.get('runId', '') }}</a></td><td>{{ entry.provenance.get('executor', '') }}</td>
 {% else %}<td>other writer: {{ entry.operation or 'no commitInfo' }}</td><td></td>{% endif %}
 {% for column in columns %}<td class="n">{{ '{:,}'.format(entry.numbers[column]) if column in entry.numbers

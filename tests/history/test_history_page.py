@@ -30,6 +30,7 @@ MERGES = 12
 DOCS_SCREENSHOT = Path(__file__).parents[2] / "docs" / "images" / "merge_history.png"
 # The "inserted" line of the rows chart (page.py's ROW_SERIES).
 INSERTED_RGB = (0x2E, 0x7D, 0x32)
+UI_TIME = "--virtual-time-budget=20000"
 
 
 def test_the_merge_history_page_shows_the_tables_merges_in_a_browser(airflow_env, tmp_path):
@@ -52,6 +53,8 @@ def test_the_merge_history_page_shows_the_tables_merges_in_a_browser(airflow_env
         for path in (f"dags/{DAG_ID}", f"dags/{DAG_ID}/tasks/{TASK_ID}"):
             status, final_url, _ = _get(airflow, f"/deltamerge/history/{path}")
             assert (status, final_url) == (200, page_url)
+        status, _, body = _get(airflow, f"/deltamerge/history/dags/{DAG_ID}/tasks/check_orders")
+        assert status == 200 and "check_orders is not a DeltaMergeOperator task" in body
         # Airflow's authentication guards the routes: a forged token is refused.
         assert _get(airflow, f"/deltamerge/history/assets/{asset_id}", token="forged")[0] == 403
         # Only known targets: another Asset id is a clear 404 page, a bad page number a 400 page.
@@ -63,6 +66,16 @@ def test_the_merge_history_page_shows_the_tables_merges_in_a_browser(airflow_env
         dom = _chromium(chromium, tmp_path, "--dump-dom", page_url).stdout
         screenshot = tmp_path / "merge_history.png"
         _chromium(chromium, tmp_path, f"--screenshot={screenshot}", "--window-size=1280,1100", page_url)
+        # The DAG's page in Airflow's own UI has the Merge history tab, which shows the page in a frame
+        # (the React UI needs a few seconds of the browser's time to render).
+        ui_tab, ui_screenshot = (
+            f"{airflow.base}/dags/{DAG_ID}/plugin/deltamerge_history_dag",
+            tmp_path / "tab.png",
+        )
+        ui_dom = _chromium(chromium, tmp_path, UI_TIME, "--dump-dom", ui_tab).stdout
+        _chromium(
+            chromium, tmp_path, UI_TIME, f"--screenshot={ui_screenshot}", "--window-size=1400,1000", ui_tab
+        )
 
     # Newest first: the other writer's append (version 13), then merges 12..1, then delta-rs' version 0.
     versions = [int(v) for v in re.findall(r'<tr class="\w+" data-version="(\d+)"', dom)]
@@ -76,10 +89,17 @@ def test_the_merge_history_page_shows_the_tables_merges_in_a_browser(airflow_env
     assert "inserted max (check_orders)" in dom
     assert "numTargetRowsDeleted / numTargetRowsCopied &lt;= 0.05" in dom
     # The browser painted the charts: the inserted line's colour is on the screen.
-    colours = {rgb: count for count, rgb in Image.open(screenshot).convert("RGB").getcolors(1 << 24)}
-    assert colours.get(INSERTED_RGB, 0) > 200
+    assert _painted(screenshot, INSERTED_RGB) > 200
+    assert re.search(r'<iframe [^>]*src="/deltamerge/history/dags/deltamerge_history"', ui_dom)
+    assert _painted(ui_screenshot, INSERTED_RGB) > 200  # the frame shows the page, charts and all
     DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(screenshot, DOCS_SCREENSHOT)
+    shutil.copy(ui_screenshot, DOCS_SCREENSHOT)
+
+
+def _painted(screenshot: Path, rgb: tuple[int, int, int]) -> int:
+    """How many pixels of ``screenshot`` have colour ``rgb``."""
+    colours = Image.open(screenshot).convert("RGB").getcolors(1 << 24) or []
+    return next((count for count, colour in colours if colour == rgb), 0)
 
 
 def _asset_id(airflow: Airflow, table: str) -> int | None:
