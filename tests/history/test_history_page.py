@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 from PIL import Image
 
 from tests.e2e.airflow_services import Airflow, airflow_services
-from tests.history.delta_logs import other_writer_commit, table_with_merges
+from tests.history.delta_logs import long_log, other_writer_commit, table_with_merges
 
 pytestmark = pytest.mark.slow
 
@@ -38,21 +39,37 @@ def test_the_merge_history_page_shows_the_tables_merges_in_a_browser(airflow_env
     assert chromium, "Debian's chromium is missing: `make test` installs it (apt-get install chromium)"
     table = table_with_merges(tmp_path / "orders", MERGES)
     other_writer_commit(table)
+    long_table = long_log(tmp_path / "events", 10_000)
     env = {
         "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
         "HISTORY_TABLE": table,
+        "HISTORY_LONG_TABLE": long_table,
         # The task's storage connection, which the API server resolves to read the log (no credentials here).
         "AIRFLOW_CONN_HISTORY_STORE": json.dumps({"conn_type": "generic"}),
     }
     with airflow_services(airflow_env, tmp_path / "airflow", env) as airflow:
         airflow.wait_for(f"{DAG_ID} to be parsed", lambda: airflow.call("GET", f"dags/{DAG_ID}"), timeout=180)
         asset_id = airflow.wait_for("the target's Asset", lambda: _asset_id(airflow, table), timeout=60)
+        long_id = airflow.wait_for(
+            "the long table's Asset", lambda: _asset_id(airflow, long_table), timeout=60
+        )
         page_url = f"{airflow.base}/deltamerge/history/assets/{asset_id}"
 
-        # The task's page and the DAG's page lead to the table's history.
-        for path in (f"dags/{DAG_ID}", f"dags/{DAG_ID}/tasks/{TASK_ID}"):
-            status, final_url, _ = _get(airflow, f"/deltamerge/history/{path}")
-            assert (status, final_url) == (200, page_url)
+        # The task's page leads to its table's history, the DAG's page lists the DAG's two tables.
+        status, final_url, _ = _get(airflow, f"/deltamerge/history/dags/{DAG_ID}/tasks/{TASK_ID}")
+        assert (status, final_url) == (200, page_url)
+        status, _, body = _get(airflow, f"/deltamerge/history/dags/{DAG_ID}")
+        links = re.findall(r'href="/deltamerge/history/assets/(\d+)" class="uri">([^<]+)<', body)
+        assert status == 200 and sorted(links) == sorted(
+            [(str(asset_id), Path(table).as_uri()), (str(long_id), Path(long_table).as_uri())]
+        )
+        # A page of a 10,000-commit table, over HTTP: measured and printed, never asserted.
+        for page in (1, 200):
+            started = time.perf_counter()
+            status, _, body = _get(airflow, f"/deltamerge/history/assets/{long_id}?page={page}")
+            took = time.perf_counter() - started
+            assert status == 200 and body.count('<tr class="merge"') == 50
+            print(f"history page {page} of a 10,000-commit table over HTTP: {took * 1000:.0f} ms")
         status, _, body = _get(airflow, f"/deltamerge/history/dags/{DAG_ID}/tasks/check_orders")
         assert status == 200 and "check_orders is not a DeltaMergeOperator task" in body
         # Airflow's authentication guards the routes: a forged token is refused.
@@ -66,10 +83,10 @@ def test_the_merge_history_page_shows_the_tables_merges_in_a_browser(airflow_env
         dom = _chromium(chromium, tmp_path, "--dump-dom", page_url).stdout
         screenshot = tmp_path / "merge_history.png"
         _chromium(chromium, tmp_path, f"--screenshot={screenshot}", "--window-size=1280,1100", page_url)
-        # The DAG's page in Airflow's own UI has the Merge history tab, which shows the page in a frame
+        # The task's page in Airflow's own UI has the Merge history tab, which shows the page in a frame
         # (the React UI needs a few seconds of the browser's time to render).
         ui_tab, ui_screenshot = (
-            f"{airflow.base}/dags/{DAG_ID}/plugin/deltamerge_history_dag",
+            f"{airflow.base}/dags/{DAG_ID}/tasks/{TASK_ID}/plugin/deltamerge_history_task",
             tmp_path / "tab.png",
         )
         ui_dom = _chromium(chromium, tmp_path, UI_TIME, "--dump-dom", ui_tab).stdout
@@ -90,7 +107,7 @@ def test_the_merge_history_page_shows_the_tables_merges_in_a_browser(airflow_env
     assert "numTargetRowsDeleted / numTargetRowsCopied &lt;= 0.05" in dom
     # The browser painted the charts: the inserted line's colour is on the screen.
     assert _painted(screenshot, INSERTED_RGB) > 200
-    assert re.search(r'<iframe [^>]*src="/deltamerge/history/dags/deltamerge_history"', ui_dom)
+    assert re.search(rf'<iframe [^>]*src="/deltamerge/history/dags/{DAG_ID}/tasks/{TASK_ID}"', ui_dom)
     assert _painted(ui_screenshot, INSERTED_RGB) > 200  # the frame shows the page, charts and all
     DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(ui_screenshot, DOCS_SCREENSHOT)

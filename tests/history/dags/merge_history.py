@@ -20,6 +20,14 @@ with DAG("deltamerge_history", schedule=None, catchup=False):
         clauses=[update_all(), insert_all()],
         storage_conn_id="history_store",
     )
+    # A second table, whose log holds 10,000 commits: what a page of it costs is measured over HTTP.
+    DeltaMergeOperator(
+        task_id="merge_events",
+        target=os.environ["HISTORY_LONG_TABLE"],
+        source=os.environ["HISTORY_LONG_TABLE"] + "_extract",
+        condition="t.id = s.id",
+        clauses=[insert_all()],
+    )
     check = DeltaMergeCheckOperator(
         task_id="check_orders",
         metrics=merge.output,
