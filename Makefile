@@ -9,12 +9,12 @@ STAMP := $(VENV)/.installed
 
 SCALE ?= S
 
-.PHONY: demo test bench venv java docker-compose clean
+.PHONY: demo test bench venv java docker-compose chromium clean
 
 demo: $(STAMP) java
 	$(BIN)/python scripts/demo.py
 
-test: $(STAMP) java docker-compose
+test: $(STAMP) java docker-compose chromium
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -46,6 +46,13 @@ docker-compose:
 	  echo "Installing Debian's docker-compose, which the tests use to validate docker-compose.yaml"; \
 	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker-compose >/dev/null; \
 	} || { echo "docker-compose is missing: install Debian's package ('apt-get install docker-compose')"; exit 1; }
+
+# tests/history/test_history_page.py opens the merge history page in Debian's headless Chromium.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "Installing Debian's chromium, which the tests use to open the merge history page"; \
+	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; \
+	} || { echo "chromium is missing: install Debian's package ('apt-get install chromium')"; exit 1; }
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache bench/work

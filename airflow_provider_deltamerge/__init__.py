@@ -52,7 +52,13 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "extra-links": [
             "airflow_provider_deltamerge.operators.links.SparkApplicationLink",
-            "airflow_provider_deltamerge.operators.links.DeltaTableLink",
+            "airflow_provider_deltamerge.operators.links.MergeHistoryLink",
+        ],
+        "plugins": [
+            {
+                "name": "deltamerge_history",
+                "plugin-class": "airflow_provider_deltamerge.history.plugin.DeltaMergeHistoryPlugin",
+            }
         ],
         # Read by DeltaMergeOperator.lake_roots(); declared so that `airflow config list` shows it.
         "config": {

@@ -28,6 +28,7 @@ AIRFLOW_SIDE_MODULES = [
     "airflow_provider_deltamerge.hooks.delta_merge",
     "airflow_provider_deltamerge.delta.history",
     "airflow_provider_deltamerge.engine.metrics",
+    "airflow_provider_deltamerge.history.plugin",
 ]
 
 
@@ -42,6 +43,17 @@ def test_airflow_lists_the_provider(tmp_path):
     )
     providers = {p["package_name"]: p for p in json.loads(result.stdout)}
     assert providers[PACKAGE_NAME]["version"] == __version__
+
+
+def test_airflow_loads_the_history_plugin_from_the_provider_info(tmp_path):
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path)}
+    result = subprocess.run(
+        ["airflow", "plugins", "--output", "json"], env=env, capture_output=True, text=True, check=True
+    )
+    (plugin,) = [p for p in json.loads(result.stdout) if p["name"] == "deltamerge_history"]
+    assert PACKAGE_NAME in str(plugin["source"])
+    assert {view["destination"] for view in plugin["external_views"]} == {"dag", "task"}
+    assert "/deltamerge" in str(plugin["fastapi_apps"])
 
 
 def test_provider_info_names_importable_modules():

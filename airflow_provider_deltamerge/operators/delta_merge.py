@@ -36,7 +36,7 @@ from airflow_provider_deltamerge.operators.lineage import (
     merge_lineage,
     openlineage_spark_conf,
 )
-from airflow_provider_deltamerge.operators.links import DeltaTableLink, SparkApplicationLink
+from airflow_provider_deltamerge.operators.links import MergeHistoryLink, SparkApplicationLink
 from airflow_provider_deltamerge.operators.rerun import RerunPolicy, TrySeries, replays, rerun_policy
 from airflow_provider_deltamerge.operators.sql_templates import render_sql, with_sql_filters
 from airflow_provider_deltamerge.operators.templated_conf import check_templated_conf, templated_keys
@@ -168,7 +168,7 @@ class DeltaMergeOperator(BaseOperator):
         "source_options": "json",
     }
     ui_color = "#00add4"
-    operator_extra_links = (SparkApplicationLink(), DeltaTableLink())
+    operator_extra_links = (SparkApplicationLink(), MergeHistoryLink())
 
     def __init__(
         self,
@@ -237,6 +237,11 @@ class DeltaMergeOperator(BaseOperator):
         self._check_structure()  # pure Python, no I/O: a bad DAG fails when it is parsed
         self.asset_alias: str | None = None
         self._declare_assets(asset_alias)
+
+    @classmethod
+    def get_serialized_fields(cls) -> frozenset[str]:
+        # The merge history page (history/) reads the target's log on the API server with this connection.
+        return frozenset(super().get_serialized_fields() | {"storage_conn_id"})
 
     def _check_structure(self) -> None:
         if not is_templated(self.rerun):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -62,6 +63,16 @@ class DeltaMergeCheckOperator(BaseOperator):
                 "(e.g. merge.output, or the XComArg of a @task)."
             )
         self.merge_task_id, self.metrics, self.on_failure = merge_task_id, metrics, on_failure
+
+    @property
+    def declared_bounds(self) -> str:
+        """The bounds as declared, as JSON: serialized with the DAG so the merge history page can draw them
+        (a string, as Airflow's serializer keeps an operator's own fields only when they are plain values)."""
+        return json.dumps({expression: dict(limits) for expression, limits in self.bounds.declared.items()})
+
+    @classmethod
+    def get_serialized_fields(cls) -> frozenset[str]:
+        return frozenset(super().get_serialized_fields() | {"declared_bounds"})
 
     def execute(self, context: Context) -> dict[str, Any]:
         metrics = self._metrics(context)

@@ -1,8 +1,8 @@
-"""Extra links on a merge task's page: the Spark application that ran it, and the Delta table it merged into.
+"""Extra links on a merge task's page: the Spark application that ran it, and its table's merge history.
 
 Airflow 3 computes a task's links on the worker when the task ends and keeps them as XComs, so each link
 reads what the operator learnt while it ran. An empty link is one that does not apply (no Spark UI was
-reported, a catalog table name has no location of its own here).
+reported, a catalog table name has no log that the history page could read).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperatorLink
 
-from airflow_provider_deltamerge.operators.assets import target_asset
+from airflow_provider_deltamerge.history.urls import task_history_path
 from airflow_provider_deltamerge.spec.sql_parse import is_path_like
 
 
@@ -25,13 +25,17 @@ class SparkApplicationLink(BaseOperatorLink):
         return (hook.spark_application_url() if hook is not None else None) or ""
 
 
-class DeltaTableLink(BaseOperatorLink):
-    """The Delta table the merge wrote to (its location; the merge history page will take its place)."""
+class MergeHistoryLink(BaseOperatorLink):
+    """The merge history page of the task's table (commits, rows changed, durations), on this Airflow."""
 
-    name = "Delta table"
+    name = "Merge history"
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        from airflow.configuration import conf
+
         spec = getattr(operator, "_spec", None)
         if spec is None or not is_path_like(spec.target):
             return ""
-        return target_asset(spec.target).uri
+        # The API server's own address when it is configured (e.g. behind a proxy path), else this host's.
+        base = (conf.get("api", "base_url", fallback="") or "").rstrip("/")
+        return base + task_history_path(ti_key.dag_id, ti_key.task_id)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import sqlglot
+from airflow.models.taskinstancekey import TaskInstanceKey
 from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow.sdk import DAG
 from airflow.sdk.execution_time.context import OutletEventAccessors
@@ -243,10 +244,15 @@ def test_the_rendered_merge_shows_its_clauses_with_their_values_bound(mocker):
     assert run.submit.call_args.args[0] == parse_merge_sql(statement)  # what ran is what the tab shows
 
 
-def test_the_task_links_to_its_delta_table(mocker, tmp_path):
+def test_the_task_links_to_its_tables_merge_history(mocker, tmp_path, monkeypatch):
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.example/team-a/")
     run = run_task(mocker, {}, **python_merge(target=str(tmp_path / "orders")))
-    links = {
-        link.name: link.get_link(run.operator, ti_key=None) for link in run.operator.operator_extra_links
-    }
+    key = TaskInstanceKey(run.operator.dag_id, run.operator.task_id, "manual__1", 1, -1)
+    links = {link.name: link.get_link(run.operator, ti_key=key) for link in run.operator.operator_extra_links}
     # No job ran here (the submission is replaced), so no Spark UI was reported: that link stays empty.
-    assert links == {"Delta table": (tmp_path / "orders").as_uri(), "Spark application": ""}
+    assert links == {
+        "Merge history": (
+            f"https://airflow.example/team-a/deltamerge/history/dags/{key.dag_id}/tasks/{key.task_id}"
+        ),
+        "Spark application": "",
+    }
