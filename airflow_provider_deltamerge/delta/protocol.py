@@ -18,6 +18,7 @@ from airflow_provider_deltamerge.delta.snapshot import Snapshot
 from airflow_provider_deltamerge.exceptions import TargetTableError
 
 APPEND_ONLY_KEY = "delta.appendOnly"
+GENERATION_EXPRESSION_KEY = "delta.generationExpression"
 CONSTRAINT_PREFIX = "delta.constraints."
 INVARIANTS_KEY = "delta.invariants"
 
@@ -51,6 +52,7 @@ HONOURED_FEATURES = frozenset(
         "vacuumProtocolCheck",
         "inCommitTimestamp",
         "allowColumnDefaults",  # columns an INSERT omits get their defaults (engine/resolve/resolution.py)
+        "generatedColumns",  # computed where a clause leaves them, checked where it assigns them
         "variantType",  # refused below when a column actually has the type
     }
 )
@@ -73,10 +75,6 @@ _REMEDIES = {
     "identityColumns": (
         "identity columns need values generated at write time, which this engine does not do. Run the merge "
         "on Delta's own runtime (the delta-spark backend)"
-    ),
-    "generatedColumns": (
-        "generated columns must be computed and checked at write time, which this engine does not do. Run "
-        "the merge on Delta's own runtime (the delta-spark backend), or drop the generation expressions"
     ),
     "rowTracking": (
         "row tracking needs row ids and commit versions assigned to every written file, which this engine "
@@ -121,7 +119,6 @@ def refused_features(snapshot: Snapshot) -> list[str]:
     implied = {
         "changeDataFeed": _is_true(snapshot.setting("delta.enableChangeDataFeed")),
         "columnMapping": (snapshot.setting("delta.columnMapping.mode") or "none").lower() != "none",
-        "generatedColumns": any("delta.generationExpression" in f["metadata"] for f in fields),
         "identityColumns": any(any(k.startswith("delta.identity.") for k in f["metadata"]) for f in fields),
         "deletionVectors": _is_true(snapshot.setting("delta.enableDeletionVectors")),
         "rowTracking": _is_true(snapshot.setting("delta.enableRowTracking")),
@@ -180,6 +177,16 @@ def constraint_checks(snapshot: Snapshot) -> list[ConstraintCheck]:
         ConstraintCheck("DELTA_VIOLATE_CONSTRAINT_WITH_VALUES", key[len(CONSTRAINT_PREFIX) :], expression)
         for key, expression in snapshot.configuration
         if key.startswith(CONSTRAINT_PREFIX) and expression
+    ]
+    # Delta checks a generated column as the constraint (column <=> expression) named "Generated Column".
+    checks += [
+        ConstraintCheck(
+            "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES",
+            "Generated Column",
+            f"(`{field['name'].replace('`', '``')}` <=> ({field['metadata'][GENERATION_EXPRESSION_KEY]}))",
+        )
+        for field in snapshot.schema["fields"]
+        if GENERATION_EXPRESSION_KEY in field["metadata"]
     ]
     return checks
 

@@ -52,9 +52,6 @@ REFUSED = {
         ],
     ),
     "identityColumns": dict(writer=6, fields=[{**FIELDS[0], "metadata": IDENTITY}, FIELDS[1]]),
-    "generatedColumns": dict(
-        writer=4, fields=[FIELDS[0], {**FIELDS[1], "metadata": {"delta.generationExpression": "id * 2"}}]
-    ),
     "rowTracking": dict(reader=1, writer=7, writer_features=["rowTracking", "domainMetadata"]),
     "typeWidening": dict(
         reader=3, writer=7, reader_features=["typeWidening"], writer_features=["typeWidening"]
@@ -89,6 +86,8 @@ def test_honoured_features_are_accepted(tmp_path):
             "timestampNtz",
             "v2Checkpoint",
             "inCommitTimestamp",
+            "allowColumnDefaults",
+            "generatedColumns",
         ],
     )
     assert refused_features(read_snapshot(target)) == []

@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
@@ -21,7 +20,7 @@ from airflow_provider_deltamerge.exceptions import ClauseResolutionError
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert, insert_all, update
 from airflow_provider_deltamerge.spec.sql_parse import parse_merge_sql
 from tests.conftest import table_state
-from tests.delta.helpers import craft_table
+from tests.engine.feature_tables import feature_table, parquet_source
 from tests.oracle import sorted_rows
 
 FIELDS = [
@@ -37,33 +36,20 @@ FIELDS = [
 ]
 
 
-def source(tmp_path: Path, name: str, **columns: pa.Array) -> str:
-    path = tmp_path / f"{name}.parquet"
-    pq.write_table(pa.table(columns), path)
-    return str(path)
-
-
 def defaults_table(spark, tmp_path: Path) -> str:
     """A table with defaults on qty and note, holding (1, 5, 'kept', 'x'), written by the engine itself."""
-    target = craft_table(tmp_path / "t", writer=7, writer_features=["allowColumnDefaults"], fields=FIELDS)
-    rows = source(
-        tmp_path,
-        "first",
-        id=pa.array([1], pa.int64()),
-        qty=pa.array([5], pa.int32()),
-        note=pa.array(["kept"]),
-        extra=pa.array(["x"]),
-    )
-    run_merge(
-        spark,
-        MergeSpec(target=target, source=PathSource(rows), condition="t.id = s.id", clauses=(insert_all(),)),
-    )
-    return target
+    rows = {
+        "id": pa.array([1], pa.int64()),
+        "qty": pa.array([5], pa.int32()),
+        "note": pa.array(["kept"]),
+        "extra": pa.array(["x"]),
+    }
+    return feature_table(spark, tmp_path, "allowColumnDefaults", FIELDS, **rows)
 
 
 def test_an_insert_fills_the_columns_it_leaves_out_with_their_defaults(spark, tmp_path):
     target = defaults_table(spark, tmp_path)
-    new = source(tmp_path, "s", id=pa.array([1, 2], pa.int64()), qty=pa.array([7, 8], pa.int32()))
+    new = parquet_source(tmp_path, "s", id=pa.array([1, 2], pa.int64()), qty=pa.array([7, 8], pa.int32()))
     spec = MergeSpec(
         target=target,
         source=PathSource(new),
@@ -81,7 +67,7 @@ def test_an_insert_fills_the_columns_it_leaves_out_with_their_defaults(spark, tm
 
 def test_merge_into_text_with_a_column_list_gets_the_defaults(spark, tmp_path):
     target = defaults_table(spark, tmp_path)
-    new = source(tmp_path, "s", id=pa.array([3], pa.int64()), extra=pa.array(["e"]))
+    new = parquet_source(tmp_path, "s", id=pa.array([3], pa.int64()), extra=pa.array(["e"]))
     spec = parse_merge_sql(
         f"MERGE INTO delta.`{target}` AS t USING parquet.`{new}` AS s ON t.id = s.id "
         "WHEN NOT MATCHED THEN INSERT (id, extra) VALUES (s.id, s.extra)"
@@ -92,7 +78,9 @@ def test_merge_into_text_with_a_column_list_gets_the_defaults(spark, tmp_path):
 
 def test_insert_star_with_schema_evolution_fills_missing_source_columns_with_defaults(spark, tmp_path):
     target = defaults_table(spark, tmp_path)
-    new = source(tmp_path, "s", id=pa.array([4], pa.int64()), extra=pa.array(["e"]), tag=pa.array(["t"]))
+    new = parquet_source(
+        tmp_path, "s", id=pa.array([4], pa.int64()), extra=pa.array(["e"]), tag=pa.array(["t"])
+    )
     spec = MergeSpec(
         target=target,
         source=PathSource(new),
@@ -112,7 +100,7 @@ def test_insert_star_with_schema_evolution_fills_missing_source_columns_with_def
 def test_the_default_keyword_is_not_resolved_inside_a_merge(spark, tmp_path):
     target = defaults_table(spark, tmp_path)
     before = table_state(target)
-    new = source(tmp_path, "s", id=pa.array([5], pa.int64()))
+    new = parquet_source(tmp_path, "s", id=pa.array([5], pa.int64()))
     spec = MergeSpec(
         target=target,
         source=PathSource(new),

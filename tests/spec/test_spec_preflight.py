@@ -149,6 +149,25 @@ def test_star_needs_every_target_column_in_the_source_without_evolution() -> Non
     assert messages(merge(insert_all(), schema_evolution=True)) == []
 
 
+def test_star_does_not_need_generated_columns_in_the_source() -> None:
+    # Given: a target whose "total" is generated from qty (Delta computes it where the source lacks it)
+    field = {"type": "integer", "nullable": True}
+    target = TableColumns.from_delta_schema(
+        {
+            "fields": [
+                {"name": "id", **field, "metadata": {}},
+                {"name": "qty", **field, "metadata": {}},
+                {"name": "total", **field, "metadata": {"delta.generationExpression": "qty * 10"}},
+            ]
+        }
+    )
+    source = TableColumns.from_paths("id", "qty")
+    assert preflight_problems(merge(update_all(), insert_all()), target, source) == []
+    # ... but every other target column is still needed
+    [problem] = preflight_problems(merge(insert_all()), target, TableColumns.from_paths("id"))
+    assert "lacks qty." in problem.message
+
+
 def test_except_names_a_target_column() -> None:
     [message] = messages(merge(update_all(except_columns=["adr", "addr", "active"])))
     assert "Cannot resolve adr in UPDATE clause" in message and "Did you mean addr?" in message

@@ -18,6 +18,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructField
 
+from airflow_provider_deltamerge.delta.protocol import GENERATION_EXPRESSION_KEY
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan
 from airflow_provider_deltamerge.engine.resolve.casting import conform
@@ -112,7 +113,24 @@ def rows_written(plan: MergePlan, joined: DataFrame, kinds: frozenset[RowKind] =
     action = F.col(ACTION)
     kept = joined.filter(~action.isin(removed))
     read = {f.name: f.dataType for f in plan.target_schema.fields}
-    return kept.select(*[_output_column(plan, clauses, field, read) for field in plan.final_schema.fields])
+    columns = [_output_column(plan, clauses, field, read) for field in plan.final_schema.fields]
+    generating = [c for c in clauses if c.generated]
+    if not generating:
+        return kept.select(*columns)
+    return kept.select(*columns, action).select(
+        *[_generated_column(field, generating) for field in plan.final_schema.fields]
+    )
+
+
+def _generated_column(field: StructField, clauses: Sequence[ResolvedClause]) -> Column:
+    """A column of the written rows where the rows of ``clauses`` that leave it to its generation expression
+    get that expression, evaluated over the row as written (Delta's generated columns)."""
+    positions = [c.position for c in clauses if field.name in c.generated]
+    current = F.col(quote(field.name))
+    if not positions:
+        return current
+    expression = F.expr(field.metadata[GENERATION_EXPRESSION_KEY]).cast(field.dataType)
+    return F.when(F.col(ACTION).isin(positions), expression).otherwise(current).alias(field.name)
 
 
 def _output_column(

@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
+from airflow_provider_deltamerge.delta.protocol import GENERATION_EXPRESSION_KEY
 from airflow_provider_deltamerge.engine.resolve.struct_fields import assign_struct_fields
 from airflow_provider_deltamerge.engine.spark_errors import summarize
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError
@@ -47,7 +48,9 @@ class ResolvedClause:
     kind: ClauseKind
     group: MatchGroup
     condition: str | None
-    assignments: Mapping[str, str]  # empty for DELETE; for INSERT every target column
+    assignments: Mapping[str, str]  # empty for DELETE; for INSERT every target column but ``generated``
+    # Generated columns the clause leaves to their expression, computed over the row it writes.
+    generated: tuple[str, ...] = ()
 
     @property
     def is_delete(self) -> bool:
@@ -76,7 +79,10 @@ def resolve_clauses(
     defaults = {
         f.name: f"({f.metadata[CURRENT_DEFAULT]})" for f in target.fields if CURRENT_DEFAULT in f.metadata
     }
-    names = _Names([f.name for f in target.fields], [f.name for f in source.fields], case_sensitive, defaults)
+    generated = frozenset(f.name for f in target.fields if GENERATION_EXPRESSION_KEY in f.metadata)
+    names = _Names(
+        [f.name for f in target.fields], [f.name for f in source.fields], case_sensitive, defaults, generated
+    )
     return tuple(
         _resolve(
             spec,
@@ -96,6 +102,7 @@ class _Names:
     source: Sequence[str]
     case_sensitive: bool
     defaults: Mapping[str, str]  # target column -> its default's SQL, for the columns that have one
+    generated: frozenset[str] = frozenset()  # generated columns of the target
 
     def inserted(self, column: str) -> str:
         """What an INSERT writes to a target column it does not assign: the column's default, else NULL."""
@@ -123,10 +130,12 @@ def _resolve(spec: MergeSpec, position: int, clause: MergeClause, names: _Names)
             assignments = _explicit(spec, position, clause, clause.set, assignable, names)
         case NotMatchedInsert():
             given = _explicit(spec, position, clause, clause.values, assignable, names)
-            assignments = {
-                column: given.get(column, names.inserted(column)) for column in names.target
-            } | given
-    return ResolvedClause(position, clause.kind, clause.group, clause.condition, assignments)
+            omitted = [c for c in names.target if c not in given and c not in names.generated]
+            assignments = {column: names.inserted(column) for column in omitted} | given
+    # As Delta does, a generated column an INSERT or UPDATE does not assign is computed from its expression
+    # over the row written; an assigned value must equal it (a constraint, delta/protocol.py).
+    generated = () if clause.kind.endswith("delete") else tuple(sorted(names.generated - set(assignments)))
+    return ResolvedClause(position, clause.kind, clause.group, clause.condition, assignments, generated)
 
 
 def _star(
@@ -149,6 +158,8 @@ def _star(
         source_column = by_key.get(names.key(column))
         if source_column is not None:
             out[column] = f"{spec.source_alias}.{quote(source_column)}"
+        elif column in names.generated:
+            continue  # computed from its expression
         elif spec.schema_evolution:
             out[column] = names.inserted(column)
         else:
