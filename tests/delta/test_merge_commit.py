@@ -17,6 +17,7 @@ from airflow_provider_deltamerge.delta import commit as commit_module
 from airflow_provider_deltamerge.delta.commit import Committed, commit_merge
 from airflow_provider_deltamerge.delta.conflicts import ReadSet, Rerun, check_winning_commits
 from airflow_provider_deltamerge.delta.history import COMMIT_INFO_KEY, SUBMISSION_ID
+from airflow_provider_deltamerge.delta.reader import read_files
 from airflow_provider_deltamerge.delta.snapshot import read_snapshot
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import MergeCommitError
@@ -144,12 +145,16 @@ def test_a_merge_commit_has_the_actions_and_fields_delta_writes(spark, tmp_path)
     assert removed == sorted(f.log_path for f in before.files if dict(f.partition_values)["p"] == "a b/c=d%")
     for add in (a["add"] for a in actions if "add" in a):
         assert add["dataChange"] is True and json.loads(add["stats"])["numRecords"] >= 1
-    # Read back by deltalake (which decodes the paths) as the merge's rows
-    assert sorted_rows(target) == [
+    # Read back by deltalake (which decodes the paths) and by Spark through our reader, as the merge's rows
+    expected = [
         {"id": 1, "p": "a b/c=d%", "qty": 10, "note": "n1"},
         {"id": 2, "p": "ü#?", "qty": 2, "note": None},
         {"id": 3, "p": "ü#?", "qty": 30, "note": "n3"},
     ]
+    assert sorted_rows(target) == expected
+    after = read_snapshot(target)
+    spark_rows = read_files(spark, after, after.files).select("id", "p", "qty", "note").collect()
+    assert sorted((r.asDict() for r in spark_rows), key=lambda r: r["id"]) == expected
 
 
 def enable_in_commit_timestamps(target: str) -> int:
