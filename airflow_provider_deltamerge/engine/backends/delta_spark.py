@@ -12,7 +12,9 @@ import importlib
 import importlib.metadata
 import json
 import logging
+import math
 import re
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -266,8 +268,9 @@ def run_with_delta_spark(
        which Delta writes into the commit's ``userMetadata``; the conf's previous value is restored after.
     3. Find our commit among the commits made since execute() started (by ``submissionId``) and return its
        ``operationMetrics`` as ints; metrics Delta does not report stay 0. A merge that changes nothing
-       makes no commit: then ``committed`` is False, the version is the one before, and the row counts
-       come from execute()'s own result.
+       makes no commit: then ``committed`` is False, the version is the one before, the row counts come
+       from execute()'s own result, ``numSourceRows`` from counting the source and ``executionTimeMs``
+       from the wall time of execute().
 
     Raises:
         DeltaRuntimeError: the session lacks Delta's runtime.
@@ -305,12 +308,17 @@ def run_with_delta_spark(
         for method, kwargs in builder_calls(spec, source.columns, table.toDF().columns):
             builder = getattr(builder, method)(**kwargs)
         log.info("Running the merge into %s (version %d) with Delta's runtime", spec.target, version_before)
+        started = time.monotonic()
         with session_conf(spark, USER_METADATA_CONF, json.dumps(info, sort_keys=True)):
             counts = builder.execute().collect()
+        elapsed_ms = math.ceil((time.monotonic() - started) * 1000)
         commit = _find_commit(table, version_before, info[SUBMISSION_ID])
     if commit is None:
         log.info("Delta made no commit for this merge; table stays at version %d", version_before)
-        return MergeResult(_metrics_from_counts(counts), version_before, EXECUTOR_NAME, committed=False)
+        # No commit holds Delta's metrics: the source rows are counted (one scan, only here) and the time
+        # is the merge's wall time, so neither is reported as a made-up 0.
+        metrics = _metrics_from_counts(counts, source_rows=source.count(), execution_time_ms=elapsed_ms)
+        return MergeResult(metrics, version_before, EXECUTOR_NAME, committed=False)
     log.info("Delta committed version %d", commit["version"])
     metrics = metrics_from_operation_metrics(commit["operationMetrics"] or {})
     return MergeResult(metrics, commit["version"], EXECUTOR_NAME, committed=True)
@@ -440,8 +448,10 @@ _EXECUTE_COUNTS = {
 }
 
 
-def _metrics_from_counts(rows: Sequence[Row]) -> dict[str, int]:
+def _metrics_from_counts(rows: Sequence[Row], *, source_rows: int, execution_time_ms: int) -> dict[str, int]:
     recorder = MetricsRecorder()
+    recorder.set(m.NUM_SOURCE_ROWS, source_rows)
+    recorder.set(m.EXECUTION_TIME_MS, execution_time_ms)
     if rows:
         counts = rows[0].asDict()
         for column, name in _EXECUTE_COUNTS.items():
