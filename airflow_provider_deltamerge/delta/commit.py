@@ -31,6 +31,7 @@ from airflow_provider_deltamerge.delta.conflicts import (
     check_winning_commits,
 )
 from airflow_provider_deltamerge.delta.history import COMMIT_INFO_KEY
+from airflow_provider_deltamerge.delta.log_reader import LogReader
 from airflow_provider_deltamerge.delta.log_store import LogStore, commit_file, log_store
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot, open_table
 from airflow_provider_deltamerge.delta.writer import WrittenFile
@@ -131,7 +132,7 @@ def _try_commit(base: Snapshot, commit: MergeCommitActions, store: LogStore | No
     if store is None:
         return _try_commit_with_deltalake(base, commit)
     now = int(time.time() * 1000)
-    text = commit.lines(timestamp=now, in_commit_timestamp=_in_commit_timestamp(base, store, now))
+    text = commit.lines(timestamp=now, in_commit_timestamp=_in_commit_timestamp(base, now))
     try:
         return store.put_if_absent(commit_file(base.version + 1), text)
     except ObstoreError as err:
@@ -140,7 +141,7 @@ def _try_commit(base: Snapshot, commit: MergeCommitActions, store: LogStore | No
         ) from err
 
 
-def _in_commit_timestamp(base: Snapshot, store: LogStore, now: int) -> int | None:
+def _in_commit_timestamp(base: Snapshot, now: int) -> int | None:
     """The commit's in-commit timestamp when the table keeps them: never before the previous commit's.
 
     PROTOCOL.md "In-Commit Timestamps": each is greater than the previous commit's, so readers can order
@@ -148,7 +149,7 @@ def _in_commit_timestamp(base: Snapshot, store: LogStore, now: int) -> int | Non
     """
     if (base.setting(IN_COMMIT_TIMESTAMPS) or "").lower() != "true":
         return None
-    previous = (store.commit_info(base.version) or {}).get("inCommitTimestamp")
+    previous = (LogReader(base.table_uri).commit_info(base.version) or {}).get("inCommitTimestamp")
     return max(now, int(previous) + 1) if previous is not None else now
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_deltamerge.delta.history import COMMIT_INFO_KEY, DEFAULT_HISTORY_DEPTH, provenance_of
-from airflow_provider_deltamerge.delta.snapshot import open_table
+from airflow_provider_deltamerge.delta.log_reader import LogReader
 from airflow_provider_deltamerge.engine.metrics import METRIC_DESCRIPTIONS, TABLE_VERSION
 from airflow_provider_deltamerge.exceptions import MetricBoundsError, TargetTableError
 
@@ -300,7 +300,7 @@ def find_commit(
     Returns None, too, when there is no Delta table at ``table_uri`` yet: a sensor may wait for one.
     """
     try:
-        history = open_table(table_uri, storage_options=storage_options).history(depth)
+        history = list(LogReader(table_uri, storage_options).recent_commits(depth))
     except TargetTableError:
         return None
     found = None

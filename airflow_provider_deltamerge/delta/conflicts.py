@@ -14,7 +14,8 @@ decides. For every winning commit, in order:
   commit the same actions on top of the newer version, without re-running.
 
 Winning commits are read through deltalake's public API: each version's snapshot (add actions) is compared
-with the previous one, and ``history()`` gives each version's commitInfo.
+with the previous one. Each version's commitInfo is read from that version's own commit file
+(``LogReader``), never from ``history()``, whose labels shift when yet another commit lands meanwhile.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_deltamerge.delta.history import COMMIT_INFO_KEY, MergeCommit
+from airflow_provider_deltamerge.delta.log_reader import LogReader
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot, open_table, read_snapshot
 
 # Decides which of the given files (entries of the snapshot) the merge's read predicate could select.
@@ -74,13 +76,12 @@ def check_winning_commits(
         read: what the merge read (at ``read.version`` <= ``base.version``; earlier winners were checked).
         same_run: true for the commitInfo record of a commit made by this same merge.
     """
-    table = open_table(base.table_uri)
-    latest = table.version()
-    infos = {int(entry["version"]): entry for entry in table.history(latest - base.version)}
+    latest = open_table(base.table_uri).version()
+    log = LogReader(base.table_uri)
     previous = base
     for version in range(base.version + 1, latest + 1):
         current = read_snapshot(base.table_uri, version)
-        info = infos.get(version, {})
+        info = log.commit_info(version) or {}
         ours = info.get(COMMIT_INFO_KEY)
         if isinstance(ours, dict) and same_run(ours):
             metrics = {k: int(v) for k, v in (info.get("operationMetrics") or {}).items()}

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_deltamerge.delta.snapshot import open_table
+from airflow_provider_deltamerge.delta.log_reader import LogReader
 
 # The commitInfo key under which every merge commit of this provider records who made it and how.
 COMMIT_INFO_KEY = "deltamerge"
@@ -49,7 +49,7 @@ def find_merge_commit_where(
     storage_options: dict[str, str] | None = None,
 ) -> MergeCommit | None:
     """The newest of the last ``depth`` commits whose provenance record ``matches``, if any."""
-    for entry in open_table(table_uri, storage_options=storage_options or None).history(depth):
+    for entry in LogReader(table_uri, storage_options).recent_commits(depth):
         info = provenance_of(entry)
         if info and matches(info):
             metrics = {k: int(v) for k, v in (entry.get("operationMetrics") or {}).items()}

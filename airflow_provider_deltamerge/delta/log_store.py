@@ -10,14 +10,13 @@ commits go through ``deltalake``'s own transaction instead (see ``delta/commit.p
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
 import obstore
-from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
+from obstore.exceptions import AlreadyExistsError, PreconditionError
 from obstore.store import LocalStore, from_url
 
 # URL schemes whose stores take a conditional put through obstore (the local disk needs none).
@@ -46,18 +45,6 @@ class LogStore:
         except (AlreadyExistsError, PreconditionError):
             return False
         return True
-
-    def commit_info(self, version: int) -> dict[str, Any] | None:
-        """The commitInfo action of ``version``'s commit, or None when the file or the action is gone."""
-        try:
-            text = bytes(obstore.get(self.store, commit_file(version)).bytes()).decode()
-        except NotFoundError:
-            return None
-        for line in text.splitlines():
-            action = json.loads(line) if line.strip() else {}
-            if "commitInfo" in action:
-                return dict(action["commitInfo"])
-        return None
 
 
 def log_store(table_uri: str) -> LogStore | None:
