@@ -58,5 +58,10 @@ def merge_with_deltalake(
 
 def sorted_rows(table_path: str) -> list[dict[str, Any]]:
     """Every row of the Delta table, in a stable order, read by delta-rs (an independent reader)."""
-    rows = DeltaTable(table_path).to_pyarrow_table().to_pylist()
+    table = DeltaTable(table_path)
+    if "deletionVectors" in (table.protocol().reader_features or ()):
+        # deltalake's pyarrow reader refuses deletion vectors; its DataFusion scan applies them.
+        rows = pa.RecordBatchReader.from_stream(table.scan()).read_all().to_pylist()
+    else:
+        rows = table.to_pyarrow_table().to_pylist()
     return sorted(rows, key=lambda row: [(v is None, str(v)) for v in row.values()])

@@ -93,6 +93,13 @@ def commit_merge(
             "transaction, which cannot change the schema and remove files at once). Nothing was changed. Add "
             "the new columns first (ALTER TABLE ... ADD COLUMNS), then merge without schema evolution."
         )
+    if store is None and any(f.deletion_vector is not None for f in removed):
+        raise MergeCommitError(
+            f"The merge into {snapshot.table_uri} rewrites files that carry deletion vectors, and this store "
+            "has no conditional write this engine can use (deltalake's transaction cannot name a deletion "
+            "vector in a remove action, so the old rows would stay). Nothing was changed. Purge the vectors "
+            "first (REORG TABLE ... APPLY (PURGE)), or run the merge with the delta-spark backend."
+        )
     metadata = open_table(snapshot.table_uri, snapshot.version).metadata() if schema is not None else None
     commit = MergeCommitActions(
         snapshot=snapshot,

@@ -106,6 +106,8 @@ def _txn(info: Mapping[str, Any], timestamp: int) -> dict[str, Any] | None:
 
 
 def _remove(file: DataFile, timestamp: int) -> dict[str, Any]:
+    # The logical file is its path and its deletion vector: a remove naming the path alone misses it.
+    vector = {"deletionVector": file.deletion_vector.to_action()} if file.deletion_vector else {}
     return {
         "path": file.log_path,  # exactly as the add action wrote it
         "deletionTimestamp": timestamp,
@@ -113,6 +115,7 @@ def _remove(file: DataFile, timestamp: int) -> dict[str, Any]:
         "extendedFileMetadata": True,
         "partitionValues": dict(file.partition_values),
         "size": file.size,
+        **vector,
     }
 
 

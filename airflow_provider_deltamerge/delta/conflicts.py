@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 from airflow_provider_deltamerge.delta.history import COMMIT_INFO_KEY, MergeCommit
 from airflow_provider_deltamerge.delta.log_reader import LogReader
@@ -88,11 +89,13 @@ def check_winning_commits(
             return AlreadyCommitted(MergeCommit(version=version, metrics=metrics, info=ours))
         if _table_changed(previous, current):
             return Rerun(version, "changed the table's schema, partitioning, properties or protocol")
+        # The commit's own remove actions: a file whose deletion vector changed keeps its path in both
+        # snapshots, yet rows of it are gone (Delta's DELETE, UPDATE and MERGE with deletion vectors).
+        removed = {unquote(r["path"]) for r in log.file_actions(version, "remove")}
+        read_removed = removed & {unquote(path) for path in read.files}
+        if read_removed:
+            return Rerun(version, f"removed {len(read_removed)} file(s) this merge read")
         before = {f.log_path for f in previous.files}
-        after = {f.log_path for f in current.files}
-        removed = before - after
-        if removed & read.files:
-            return Rerun(version, f"removed {len(removed & read.files)} file(s) this merge read")
         added = [f for f in current.files if f.log_path not in before]
         if added and not is_blind_append(info, removed=bool(removed)):
             could = read.could_read(current, added)

@@ -16,7 +16,7 @@ from typing import Any
 
 from deltalake.exceptions import TableNotFoundError
 from deltalake.fs import DeltaStorageHandler
-from pyarrow.fs import FileType
+from pyarrow.fs import FileType, PyFileSystem
 
 from airflow_provider_deltamerge.exceptions import TargetTableError
 
@@ -36,6 +36,16 @@ class LogReader:
             self._store = DeltaStorageHandler(table_uri, dict(storage_options or {}) or None)
         except TableNotFoundError as err:  # a local folder that is not there
             raise _not_a_table(table_uri) from err
+
+    @property
+    def filesystem(self) -> PyFileSystem:
+        """The table's folder as a pyarrow file system (paths relative to the table root)."""
+        return PyFileSystem(self._store)
+
+    def exists(self, name: str) -> bool:
+        """Whether the file ``name`` (relative to the table root) exists."""
+        (found,) = self._store.get_file_info([name])
+        return bool(found.type == FileType.File)
 
     def latest_version(self) -> int:
         """The table's newest version.
@@ -61,10 +71,8 @@ class LogReader:
 
     def commit_info(self, version: int) -> dict[str, Any] | None:
         """The ``commitInfo`` action of ``version`` ({} if none was written); None if its file is gone."""
-        try:
-            with self._store.open_input_file(commit_path(version)) as file:
-                text = file.read().decode()
-        except FileNotFoundError:
+        text = self._commit_text(version)
+        if text is None:
             return None
         for line in text.splitlines():
             # Only the commitInfo line is parsed: a big commit's other lines are its many add actions.
@@ -72,6 +80,22 @@ class LogReader:
                 info = json.loads(line).get("commitInfo")
                 return info if isinstance(info, dict) else {}
         return {}
+
+    def file_actions(self, version: int, kind: str) -> list[dict[str, Any]]:
+        """The ``kind`` actions (``add``, ``remove``) of ``version``'s commit, as written.
+
+        Raises:
+            TargetTableError: DELTA_TABLE_NOT_FOUND-like when the commit file is gone (log clean-up).
+        """
+        text = self._commit_text(version)
+        if text is None:
+            raise TargetTableError(
+                f"The commit file {commit_path(version)} of {self.table_uri} is gone (the log was cleaned up "
+                "past it): the table's history before its newest checkpoint cannot be read.",
+                error_class="DELTA_VERSIONS_NOT_CONTIGUOUS",
+            )
+        actions = (json.loads(line) for line in text.splitlines() if line.strip())
+        return [action[kind] for action in actions if kind in action]
 
     def recent_commits(self, depth: int) -> Iterator[dict[str, Any]]:
         """The commitInfo of the newest ``depth`` versions, newest first, each with its ``version``, as
@@ -83,16 +107,28 @@ class LogReader:
                 return
             yield {**info, "version": version}
 
-    def _checkpoint_version(self) -> int | None:
+    def last_checkpoint(self) -> dict[str, Any] | None:
+        """``_delta_log/_last_checkpoint`` (version, parts, v2Checkpoint...), or None when there is none."""
         try:
             with self._store.open_input_file(f"{LOG_DIR}/_last_checkpoint") as file:
-                return int(json.loads(file.read())["version"])
+                found = json.loads(file.read())
+        except FileNotFoundError:
+            return None
+        return found if isinstance(found, dict) else None
+
+    def _checkpoint_version(self) -> int | None:
+        found = self.last_checkpoint()
+        return int(found["version"]) if found else None
+
+    def _commit_text(self, version: int) -> str | None:
+        try:
+            with self._store.open_input_file(commit_path(version)) as file:
+                return str(file.read().decode())
         except FileNotFoundError:
             return None
 
     def _exists(self, version: int) -> bool:
-        (found,) = self._store.get_file_info([commit_path(version)])
-        return bool(found.type == FileType.File)
+        return self.exists(commit_path(version))
 
 
 def _not_a_table(table_uri: str) -> TargetTableError:

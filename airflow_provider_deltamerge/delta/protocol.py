@@ -40,7 +40,7 @@ MESSAGES = {
 
 # Writer features the engine honours: it writes plain parquet files with stats, keeps appendOnly, checks
 # invariants and CHECK constraints, writes in-commit timestamps (delta/commit_actions.py), leaves domain
-# metadata alone and checkpoints classic tables only (delta/checkpoints.py).
+# metadata alone, checkpoints classic tables only (delta/checkpoints.py) and reads deletion vectors.
 HONOURED_FEATURES = frozenset(
     {
         "appendOnly",
@@ -54,6 +54,9 @@ HONOURED_FEATURES = frozenset(
         "allowColumnDefaults",  # columns an INSERT omits get their defaults (engine/resolve/resolution.py)
         "generatedColumns",  # computed where a clause leaves them, checked where it assigns them
         "variantType",  # refused below when a column actually has the type
+        # Read: a file's deleted rows are left out (delta/reader.py). Written: a touched file is rewritten
+        # whole and its vector dropped with it, which the protocol allows with the property on or off.
+        "deletionVectors",
     }
 )
 # Highest protocol versions whose implied features are understood (3/7 list their features by name).
@@ -62,12 +65,6 @@ MAX_WRITER_VERSION = 7
 
 # What to do about each feature the engine refuses, in Delta's terms.
 _REMEDIES = {
-    "deletionVectors": (
-        "rows of a file may be hidden by a deletion vector, which this engine cannot read. Purge them and "
-        "turn the feature off (ALTER TABLE ... SET TBLPROPERTIES ('delta.enableDeletionVectors'=false);"
-        " REORG TABLE ... APPLY (PURGE); ALTER TABLE ... DROP FEATURE deletionVectors), or run this merge on "
-        "Delta's own runtime (the delta-spark backend)"
-    ),
     "columnMapping": (
         "column mapping stores columns under physical names this engine does not translate. Run the merge on "
         "Delta's own runtime (the delta-spark backend)"
@@ -120,7 +117,6 @@ def refused_features(snapshot: Snapshot) -> list[str]:
         "changeDataFeed": _is_true(snapshot.setting("delta.enableChangeDataFeed")),
         "columnMapping": (snapshot.setting("delta.columnMapping.mode") or "none").lower() != "none",
         "identityColumns": any(any(k.startswith("delta.identity.") for k in f["metadata"]) for f in fields),
-        "deletionVectors": _is_true(snapshot.setting("delta.enableDeletionVectors")),
         "rowTracking": _is_true(snapshot.setting("delta.enableRowTracking")),
         "variantType": any(f["type"] == "variant" for f in fields),
     }

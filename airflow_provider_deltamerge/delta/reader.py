@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 import unicodedata
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -18,6 +21,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from airflow_provider_deltamerge.delta.deletion_vectors import read_deleted_rows
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
 from airflow_provider_deltamerge.spec.names import hidden_name, quote_part
 
@@ -28,6 +32,10 @@ from airflow_provider_deltamerge.spec.names import hidden_name, quote_part
 FILE_COLUMN = hidden_name("file")
 ROW_INDEX_COLUMN = hidden_name("row_index")
 _KNOWN_FILE_COLUMN = hidden_name("known_file")
+_FILE_ORDINAL_COLUMN = hidden_name("file_ordinal")
+_DELETED_ROW_COLUMN = hidden_name("deleted_row")
+# A row's index in its file takes the low bits of a hidden row's key; the file's ordinal the rest.
+ROW_INDEX_BITS = 40
 
 # What java.net.URI leaves unquoted in a path (RFC 2396 unreserved, punct, '/' and '@'): Hadoop's Path, and
 # so Spark's file URIs, quote every other ASCII character.
@@ -53,7 +61,8 @@ def read_files(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile
 
     Partition values come from the log, not from folder names, as Delta readers do: a broadcast table of
     one row per file, keyed by Spark's URI of the file (a hash lookup per row); an unpartitioned table needs
-    no join at all. Files written before a column existed read that column as NULL.
+    no join at all. Rows a deletion vector hides are left out by a broadcast anti join on (file, row index).
+    Files written before a column existed read that column as NULL.
     """
     schema = table_schema(snapshot)
     data_fields = [f for f in schema.fields if f.name not in snapshot.partition_columns]
@@ -76,10 +85,19 @@ def read_files(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile
         metadata.getField("file_path").alias(FILE_COLUMN),
         metadata.getField("row_index").alias(ROW_INDEX_COLUMN),
     )
-    if snapshot.partition_columns:
+    with_vectors = [f for f in files if f.deletion_vector is not None]
+    if snapshot.partition_columns or with_vectors:
         # A left join, so that a file whose URI we named differently from Spark fails loudly (see
         # ``_column``) instead of losing its rows.
-        tagged = tagged.join(F.broadcast(_partition_values(spark, snapshot, files)), FILE_COLUMN, "left")
+        tagged = tagged.join(F.broadcast(_file_table(spark, snapshot, files)), FILE_COLUMN, "left")
+    if with_vectors:
+        tagged = tagged.join(
+            F.broadcast(_deleted_rows(spark, snapshot, files)),
+            F.shiftleft(F.col(_FILE_ORDINAL_COLUMN).cast(LongType()), ROW_INDEX_BITS)
+            + F.col(ROW_INDEX_COLUMN)
+            == F.col(_DELETED_ROW_COLUMN),
+            "left_anti",
+        )
     return tagged.select(
         *[_column(f.name, f.dataType, partition=f.name in snapshot.partition_columns) for f in schema.fields],
         FILE_COLUMN,
@@ -140,17 +158,36 @@ def _column(name: str, data_type: DataType, *, partition: bool) -> Column:
     return value.cast(data_type).alias(name)
 
 
-def _partition_values(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile]) -> DataFrame:
-    """A small (Spark's file URI, partition values as text) table to join onto the scanned rows."""
+def _file_table(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile]) -> DataFrame:
+    """A small table to join onto the scanned rows: one row per file, keyed by Spark's URI of the file, with
+    its partition values as text and, for a file with a deletion vector, its ordinal among ``files``."""
     rows = [
-        (uri, True, *(value for _, value in f.partition_values))
-        for uri, f in files_by_uri(snapshot, files).items()
+        (uri, True, n if f.deletion_vector is not None else None, *(value for _, value in f.partition_values))
+        for n, (uri, f) in enumerate(files_by_uri(snapshot, files).items())
     ]
     schema = StructType(
         [
             StructField(FILE_COLUMN, StringType()),
             StructField(_KNOWN_FILE_COLUMN, BooleanType()),
+            StructField(_FILE_ORDINAL_COLUMN, LongType()),
             *[StructField(c, StringType()) for c in snapshot.partition_columns],
         ]
     )
     return spark.createDataFrame(rows, schema)
+
+
+def _deleted_rows(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile]) -> DataFrame:
+    """The rows deletion vectors hide, one long each: the file's ordinal (as in ``_file_table``) shifted
+    above the row's index in the file. Decoded on the driver, a few bytes per hidden row; one long key makes
+    the anti join a hash lookup of a long."""
+    vectors = [(n, f) for n, f in enumerate(files) if f.deletion_vector is not None]
+
+    def keys(entry: tuple[int, DataFile]) -> np.ndarray:
+        ordinal, file = entry
+        assert file.deletion_vector is not None
+        rows = read_deleted_rows(snapshot.table_uri, file.deletion_vector, num_records=file.num_records)
+        return np.frombuffer(rows.to_array(), dtype=np.uint64).astype(np.int64) + (ordinal << ROW_INDEX_BITS)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:  # vector files are small reads, often remote
+        found = list(pool.map(keys, vectors))
+    return spark.createDataFrame(pa.table({_DELETED_ROW_COLUMN: pa.array(np.concatenate(found), pa.int64())}))

@@ -13,8 +13,13 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from airflow_provider_deltamerge.delta.deletion_vector_log import deletion_vectors_of
+from airflow_provider_deltamerge.delta.deletion_vectors import DeletionVector
 from airflow_provider_deltamerge.exceptions import TargetTableError
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
+
+# The reader and writer feature of tables whose files may carry deletion vectors.
+DELETION_VECTORS = "deletionVectors"
 
 
 @dataclass(frozen=True)
@@ -24,7 +29,15 @@ class DataFile:
     log_path: str  # exactly as in the log (URI-encoded, relative to the table root)
     size: int
     partition_values: tuple[tuple[str, str | None], ...]
-    num_records: int | None
+    num_records: int | None  # rows in the data file, those a deletion vector hides included
+    deletion_vector: DeletionVector | None = None
+
+    @property
+    def logical_records(self) -> int | None:
+        """The rows the table holds in this file: its rows less those its deletion vector hides."""
+        if self.num_records is None or self.deletion_vector is None:
+            return self.num_records
+        return self.num_records - self.deletion_vector.cardinality
 
     @property
     def relative_path(self) -> str:
@@ -113,6 +126,12 @@ def snapshot_of(table: DeltaTable, table_uri: str) -> Snapshot:
     partition_columns = tuple(metadata.partition_columns)
     adds = pa.table(table.get_add_actions(flatten=True))
     columns = adds.to_pydict()
+    # deltalake lists files without their deletion vectors: those come from the log itself.
+    vectors = (
+        deletion_vectors_of(table_uri, table.version(), columns["path"])
+        if DELETION_VECTORS in (protocol.reader_features or ())
+        else {}
+    )
     files = tuple(
         DataFile(
             log_path=path,
@@ -121,6 +140,7 @@ def snapshot_of(table: DeltaTable, table_uri: str) -> Snapshot:
                 (c, partition_value_string(columns[f"partition.{c}"][i])) for c in partition_columns
             ),
             num_records=columns["num_records"][i] if "num_records" in columns else None,
+            deletion_vector=vectors.get(path),
         )
         for i, path in enumerate(columns["path"])
     )

@@ -370,7 +370,7 @@ def check_record_counts(changes: FileChanges, recorder: MetricsRecorder) -> None
         + recorder[m.NUM_TARGET_ROWS_UPDATED]
         + recorder[m.NUM_TARGET_ROWS_COPIED]
     )
-    removed_counts = [f.num_records for f in changes.removed]
+    removed_counts = [f.logical_records for f in changes.removed]
     expected_removed = (
         recorder[m.NUM_TARGET_ROWS_UPDATED]
         + recorder[m.NUM_TARGET_ROWS_DELETED]

@@ -82,6 +82,19 @@ DELTA_MESSAGES: dict[str, str] = {
         "removed <numRemovedRecords> records. This is a bug."
     ),
     "DELTA_TABLE_NOT_FOUND": "Delta table <tableName> doesn't exist.",
+    "DELTA_FILE_NOT_FOUND": "File path <path>",
+    "DELTA_DELETION_VECTOR_CARDINALITY_MISMATCH": (
+        "Deletion vector integrity check failed. Encountered a cardinality mismatch."
+    ),
+    "DELTA_DELETION_VECTOR_CHECKSUM_MISMATCH": (
+        "Could not verify deletion vector integrity, CRC checksum verification failed."
+    ),
+    "DELTA_DELETION_VECTOR_SIZE_MISMATCH": (
+        "Deletion vector integrity check failed. Encountered a size mismatch."
+    ),
+    "DELTA_DELETION_VECTOR_INVALID_ROW_INDEX": (
+        "Deletion vector integrity check failed. Encountered an invalid row index."
+    ),
     "PATH_NOT_FOUND": "Path does not exist: <path>.",
 }
 

@@ -39,9 +39,6 @@ def upsert(target: str, source: str, *clauses: object) -> MergeSpec:
 
 IDENTITY = {"delta.identity.start": 1, "delta.identity.step": 1, "delta.identity.allowExplicitInsert": False}
 REFUSED = {
-    "deletionVectors": dict(
-        reader=3, writer=7, reader_features=["deletionVectors"], writer_features=["deletionVectors"]
-    ),
     "columnMapping": dict(
         reader=2,
         writer=5,
@@ -78,8 +75,9 @@ def test_honoured_features_are_accepted(tmp_path):
         tmp_path / "t",
         reader=3,
         writer=7,
-        reader_features=["timestampNtz", "v2Checkpoint"],
+        reader_features=["timestampNtz", "v2Checkpoint", "deletionVectors"],
         writer_features=[
+            "deletionVectors",
             "appendOnly",
             "invariants",
             "checkConstraints",

@@ -347,7 +347,8 @@ def write_table(path: Path, feature: str) -> str:
         ("plain", ()),
         ("disabledChangeDataFeed", ()),
         ("deletionVectors", ("deletionVectors",)),
-        ("disabledDeletionVectors", ("deletionVectors",)),  # files may still carry deletion vectors
+        # The engine reads deletion vectors; only writing them (the property on) needs Delta's runtime.
+        ("disabledDeletionVectors", ()),
         ("columnMapping", ("columnMapping",)),
         ("changeDataFeed", ("changeDataFeed",)),
         ("identityColumns", ("identityColumns",)),

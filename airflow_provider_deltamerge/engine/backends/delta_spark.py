@@ -230,8 +230,9 @@ def features_needing_delta_runtime(table_uri: str) -> tuple[str, ...]:
     config = table.metadata().configuration
     fields = json.loads(table.schema().to_json())["fields"]
     found = []
-    # A listed feature is enough for DVs: files may carry them even after the table property is turned off.
-    if DELETION_VECTORS in listed or _is_true(config.get("delta.enableDeletionVectors")):
+    # The engine reads deletion vectors but rewrites touched files whole; with the property on, Delta's
+    # runtime would write vectors instead (merge-on-read), which is what the table's owner asked for.
+    if _is_true(config.get("delta.enableDeletionVectors")):
         found.append(DELETION_VECTORS)
     if (config.get("delta.columnMapping.mode") or "none").lower() != "none":
         found.append(COLUMN_MAPPING)

@@ -55,4 +55,8 @@ def run_two_phases(
     recorder.set(m.NUM_TARGET_FILES_REMOVED, len(found.touched))
     recorder.set(m.NUM_TARGET_BYTES_REMOVED, sum(f.size for f in found.touched))
     recorder.set(m.NUM_TARGET_PARTITIONS_REMOVED_FROM, m.count_partitions(found.touched))
+    # A rewritten file's deletion vector goes with it (its rows were left out when the file was read).
+    recorder.set(
+        m.NUM_TARGET_DELETION_VECTORS_REMOVED, sum(f.deletion_vector is not None for f in found.touched)
+    )
     return FileChanges(removed=found.touched, added=tuple(added))
