@@ -10,6 +10,7 @@ files holding changed rows (what the floor rewrites) and the rows to insert.
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -68,6 +69,8 @@ class Case:
     condition: str = KEY_CONDITION
     partitioned_target: bool = False
     from_delta_benchmark: bool = True
+    # The flat target with delta.enableDeletionVectors=true: the merge hides changed rows in vectors.
+    deletion_vectors: bool = False
 
     def spec(self, target: str, source: str) -> MergeSpec:
         return MergeSpec(
@@ -147,7 +150,21 @@ EXTRA_CASES: tuple[Case, ...] = (
         from_delta_benchmark=False,
     ),
 )
-CASES: tuple[Case, ...] = DELTA_CASES + EXTRA_CASES
+
+
+def with_deletion_vectors(case: Case) -> Case:
+    """``case`` on the table that writes deletion vectors (its floor writes only the changed rows)."""
+    return dataclasses.replace(
+        case, name=f"{case.name}_deletionVectors", deletion_vectors=True, from_delta_benchmark=False
+    )
+
+
+# Upserts that change few rows of many files, or many rows of few: where vectors save the copying.
+DELETION_VECTOR_CASES: tuple[Case, ...] = tuple(
+    with_deletion_vectors(upsert(*fractions))
+    for fractions in ((0.05, 0.1, 0.01), (0.5, 0.01, 0.001), (1.0, 0.01, 0.001), (0.05, 0.5, 0.001))
+)
+CASES: tuple[Case, ...] = DELTA_CASES + EXTRA_CASES + DELETION_VECTOR_CASES
 
 
 def select_cases(names: Sequence[str] | None) -> tuple[Case, ...]:

@@ -18,9 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-import pyarrow as pa
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge.delta.snapshot import read_snapshot
@@ -58,8 +56,9 @@ def fresh_copy(table: str, destination: Path) -> str:
 
 
 def rows_in_table(path: str) -> int:
-    """The table's row count, from the log's per-file record counts (no data read)."""
-    return sum(pa.table(DeltaTable(path).get_add_actions(flatten=True)).column("num_records").to_pylist())
+    """The table's row count, from the log's per-file record counts less the rows deletion vectors hide
+    (no data read)."""
+    return sum(f.logical_records or 0 for f in read_snapshot(path).files)
 
 
 def run_engine(spark: SparkSession, case: Case, data: CaseData, target: str) -> Run:
@@ -76,18 +75,24 @@ def run_engine(spark: SparkSession, case: Case, data: CaseData, target: str) -> 
     return Run(seconds, counts, metrics)
 
 
-def run_floor(spark: SparkSession, data: CaseData, target: str, output: Path) -> Run:
+def run_floor(
+    spark: SparkSession, data: CaseData, target: str, output: Path, *, changed_rows_only: bool = False
+) -> Run:
     """Rewrite the files holding changed rows and write the inserted rows, into ``output`` (not the table).
 
     The files are read with Spark's plain parquet reader (partition values from the folder names), not
-    with the engine's reader, which also tags each row with its file and row id.
+    with the engine's reader, which also tags each row with its file and row id. With
+    ``changed_rows_only`` (a table that takes deletion vectors) nothing is copied: the floor writes the
+    source's rows, which are the upsert's updated and inserted rows (the vectors' few bytes are left out).
     """
     snapshot = read_snapshot(target)
-    touched = set(data.touched_files)
+    touched = set() if changed_rows_only else set(data.touched_files)
     paths = [f"{snapshot.table_uri}/{f.relative_path}" for f in snapshot.files if f.log_path in touched]
     start = time.perf_counter()
     parts = [spark.read.option("basePath", snapshot.table_uri).parquet(*paths)] if paths else []
-    if data.inserts is not None:
+    if changed_rows_only:
+        parts.append(spark.read.parquet(data.source))
+    elif data.inserts is not None:
         parts.append(spark.read.parquet(data.inserts))
     if not parts:
         return Run(time.perf_counter() - start, None)

@@ -182,7 +182,7 @@ def _run_once(
     """
     contender, repetition = attempt
     run_dir = runs / f"{case.name}-{contender}"
-    target = fresh_copy(tables.by_date if case.partitioned_target else tables.flat, run_dir / "table")
+    target = fresh_copy(_target_of(case, tables), run_dir / "table")
     memory: DriverMemory | None = None
     try:
         if contender == "engine":
@@ -190,7 +190,7 @@ def _run_once(
             run = run_engine(spark, case, data, target)
             memory = driver_memory(spark)
         elif contender == "floor":
-            run = run_floor(spark, data, target, run_dir / "floor")
+            run = run_floor(spark, data, target, run_dir / "floor", changed_rows_only=case.deletion_vectors)
         else:
             run = worker.call(run_deltalake, case, data, target, streamed=contender == "deltalake-streamed")
     except CONTENDER_FAILURES as err:
@@ -200,3 +200,9 @@ def _run_once(
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
     return RunRecord(case.name, contender, repetition, run.seconds, run, memory)
+
+
+def _target_of(case: Case, tables: TargetTables) -> str:
+    if case.partitioned_target:
+        return tables.by_date
+    return tables.flat_with_deletion_vectors if case.deletion_vectors else tables.flat

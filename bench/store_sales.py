@@ -9,12 +9,15 @@ backfill case.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 from deltalake import write_deltalake
+
+from tests.delta.dv_tables import enable_deletion_vectors
 
 KEY_COLUMNS = ("ss_ticket_number", "ss_item_sk")
 DATE_COLUMN = "ss_sold_date_sk"
@@ -87,11 +90,16 @@ class TargetTables:
 
     flat: str
     by_date: str
+    flat_with_deletion_vectors: str  # ``flat``'s files, with delta.enableDeletionVectors=true
 
 
 def write_tables(scale: Scale, folder: Path) -> TargetTables:
     """Write the flat and the date-partitioned target of ``scale`` under ``folder``, unless already there."""
-    tables = TargetTables(flat=str(folder / "store_sales"), by_date=str(folder / "store_sales_by_date"))
+    tables = TargetTables(
+        flat=str(folder / "store_sales"),
+        by_date=str(folder / "store_sales_by_date"),
+        flat_with_deletion_vectors=str(folder / "store_sales_deletion_vectors"),
+    )
     configuration = {"delta.targetFileSize": str(scale.target_file_size)}
     if not (Path(tables.flat) / "_delta_log").is_dir():
         # One append per file: delta-rs spreads one write's batches over parallel writers, which would
@@ -113,6 +121,9 @@ def write_tables(scale: Scale, folder: Path) -> TargetTables:
             configuration=configuration,
             target_file_size=scale.target_file_size,
         )
+    if not (Path(tables.flat_with_deletion_vectors) / "_delta_log").is_dir():
+        shutil.copytree(tables.flat, tables.flat_with_deletion_vectors)
+        enable_deletion_vectors(tables.flat_with_deletion_vectors)
     return tables
 
 

@@ -68,8 +68,12 @@ def commit_merge(
     same_run: Callable[[Mapping[str, Any]], bool],
     schema: str | None = None,
     engine_info: str = "",
+    readded: Sequence[Mapping[str, Any]] = (),
 ) -> CommitOutcome:
     """Commit ``removed`` and ``added`` as one new version on top of ``snapshot``, or say why not.
+
+    ``readded`` are add actions of removed files coming back under new deletion vectors (made by
+    ``deletion_vector_writes.write_vectors``); they need this engine's own commit.
 
     The commit is one file written with a put-if-absent (``delta/log_store.py``): Delta's MERGE actions, the
     new schema's metaData with them when schema evolution changed it (``schema``, Delta's JSON form). When
@@ -93,7 +97,7 @@ def commit_merge(
             "transaction, which cannot change the schema and remove files at once). Nothing was changed. Add "
             "the new columns first (ALTER TABLE ... ADD COLUMNS), then merge without schema evolution."
         )
-    if store is None and any(f.deletion_vector is not None for f in removed):
+    if store is None and (readded or any(f.deletion_vector is not None for f in removed)):
         raise MergeCommitError(
             f"The merge into {snapshot.table_uri} rewrites files that carry deletion vectors, and this store "
             "has no conditional write this engine can use (deltalake's transaction cannot name a deletion "
@@ -105,6 +109,7 @@ def commit_merge(
         snapshot=snapshot,
         removed=removed,
         added=added,
+        readded=readded,
         operation_parameters=operation_parameters,
         operation_metrics=operation_metrics,
         info=info,

@@ -44,6 +44,8 @@ class MergeCommitActions:
     engine_info: str
     schema: str | None = None  # the evolved schema, Delta's JSON form
     metadata: TableMetadata | None = None  # required with ``schema``
+    # Add actions of removed files coming back under a new deletion vector (deletion_vector_writes).
+    readded: Sequence[Mapping[str, Any]] = ()
     txn_id: str = field(default_factory=lambda: str(uuid.uuid4()))  # the same for every attempt
 
     def lines(self, *, timestamp: int, in_commit_timestamp: int | None) -> bytes:
@@ -56,6 +58,7 @@ class MergeCommitActions:
             actions.append({"txn": txn})
         actions += [{"remove": _remove(f, timestamp)} for f in self.removed]
         actions += [{"add": _add(f)} for f in self.added]
+        actions += [{"add": dict(add)} for add in self.readded]
         return "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode()
 
     def _commit_info(self, timestamp: int, in_commit_timestamp: int | None) -> dict[str, Any]:

@@ -49,10 +49,15 @@ class LogStore:
 
 def log_store(table_uri: str) -> LogStore | None:
     """The table's log folder as a conditional-put store, or None where obstore has no such store."""
-    parsed = urlparse(table_uri)
-    log_folder = table_uri.rstrip("/") + "/_delta_log"
+    store = object_store(table_uri.rstrip("/") + "/_delta_log")
+    return None if store is None else LogStore(store)
+
+
+def object_store(location: str) -> Any:
+    """An obstore store rooted at ``location`` (a path or URI), or None where obstore has no client."""
+    parsed = urlparse(location)
     if len(parsed.scheme) <= 1:  # a plain path (a one-letter scheme is a Windows drive letter)
-        return LogStore(LocalStore(prefix=os.path.abspath(log_folder)))
+        return LocalStore(prefix=os.path.abspath(location))
     if parsed.scheme.lower() not in CONDITIONAL_PUT_SCHEMES:
         return None
-    return LogStore(from_url(log_folder))
+    return from_url(location)

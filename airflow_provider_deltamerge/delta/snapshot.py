@@ -13,8 +13,8 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from airflow_provider_deltamerge.delta.deletion_vector_log import deletion_vectors_of
 from airflow_provider_deltamerge.delta.deletion_vectors import DeletionVector
+from airflow_provider_deltamerge.delta.live_adds import deletion_vectors_of
 from airflow_provider_deltamerge.exceptions import TargetTableError
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
 

@@ -20,6 +20,11 @@ from airflow_provider_deltamerge import __version__
 from airflow_provider_deltamerge.delta.commit import Committed, commit_merge, crash_point
 from airflow_provider_deltamerge.delta.commit_match import MetricBounds
 from airflow_provider_deltamerge.delta.conflicts import AlreadyCommitted, ReadSet, Rerun
+from airflow_provider_deltamerge.delta.deletion_vector_writes import (
+    NO_VECTORS,
+    discard_vectors,
+    write_vectors,
+)
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, MergeCommit
 from airflow_provider_deltamerge.delta.idempotency import find_committed_run, same_run
 from airflow_provider_deltamerge.delta.protocol import check_writable
@@ -226,14 +231,17 @@ def _attempt(
     if not changes.removed and not changes.added and not plan.evolves_schema and skip_empty_commits(spark):
         log.info("Nothing to change: no commit made; table stays at version %d", snapshot.version)
         return MergeResult(recorder.freeze(), snapshot.version, plan.executor, committed=False)
+    vectors = NO_VECTORS
     try:
         enter_phase("committing")
         crash_point("after_write")
         check_record_counts(changes, recorder)
+        vectors = write_vectors(snapshot, changes.vectors)
         outcome = commit_merge(
             snapshot,
             removed=changes.removed,
             added=changes.added,
+            readded=vectors.readded,
             operation_parameters=operation_parameters(spec),
             operation_metrics=recorder.freeze(),
             info={**info, **runs, "executor": plan.executor},
@@ -244,9 +252,11 @@ def _attempt(
         )
     except BaseException:
         discard(spark, snapshot, changes.added)
+        discard_vectors(snapshot, vectors)
         raise
     if not isinstance(outcome, Committed):
         discard(spark, snapshot, changes.added)
+        discard_vectors(snapshot, vectors)
         return _already_committed(outcome.commit) if isinstance(outcome, AlreadyCommitted) else outcome
     log.info(
         "Committed version %d: %d files removed, %d added%s",
@@ -360,6 +370,7 @@ def _log_work(recorder: MetricsRecorder, changes: FileChanges) -> None:
 
 def check_record_counts(changes: FileChanges, recorder: MetricsRecorder) -> None:
     """Delta's invariants: removed = updated + deleted + copied rows; added = inserted + updated + copied.
+    Rows of a removed file that stay in the table under a new deletion vector count on neither side.
 
     Raises:
         MergeExecutionError: DELTA_NUM_RECORDS_MISMATCH, before anything is committed.
@@ -376,7 +387,7 @@ def check_record_counts(changes: FileChanges, recorder: MetricsRecorder) -> None
         + recorder[m.NUM_TARGET_ROWS_DELETED]
         + recorder[m.NUM_TARGET_ROWS_COPIED]
     )
-    removed = sum(n for n in removed_counts if n is not None)
+    removed = sum(n for n in removed_counts if n is not None) - changes.kept_rows
     if added != expected_added or (None not in removed_counts and removed != expected_removed):
         raise MergeExecutionError(
             delta_message(

@@ -28,11 +28,13 @@ SMOKE_CASES = (
     "single_insert_only_fileMatchedFraction_0.05_rowNotMatchedFraction_0.05",
     "delete_only_fileMatchedFraction_0.05_rowMatchedFraction_0.05",
     "upsert_fileMatchedFraction_0.05_rowMatchedFraction_0.1_rowNotMatchedFraction_0.01",
+    "upsert_fileMatchedFraction_0.05_rowMatchedFraction_0.1_rowNotMatchedFraction_0.01_deletionVectors",
 )
 
 
 def test_harness_checks_every_run_and_reports_every_case(spark: SparkSession, tmp_path: Path) -> None:
-    # Given: a 20k-row target and three of Delta's cases (insert-only, delete-only, upsert)
+    # Given: a 20k-row target and three of Delta's cases (insert-only, delete-only, upsert), and the upsert
+    # on the table that writes deletion vectors
     cases = select_cases(SMOKE_CASES)
     # When: every contender runs each case once
     result = run_benchmark(

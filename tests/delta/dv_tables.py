@@ -28,12 +28,13 @@ from airflow_provider_deltamerge.delta.deletion_vectors import (
 )
 
 
-def enable_deletion_vectors(table: str) -> None:
-    """Turn on deletion vectors: protocol 3/7 with the feature, and the table property set."""
+def enable_deletion_vectors(table: str, *, enabled: bool = True) -> None:
+    """Turn on deletion vectors: protocol 3/7 with the feature, and the table property ``enabled`` (off, a
+    table keeps the vectors it has but writers add none: a table whose owner turned them off)."""
     dt = DeltaTable(table)
     metadata = dt.metadata()
     schema = dt.schema().to_json()
-    configuration = {**metadata.configuration, "delta.enableDeletionVectors": "true"}
+    configuration = {**metadata.configuration, "delta.enableDeletionVectors": str(enabled).lower()}
     _commit(
         table,
         dt.version() + 1,

@@ -7,6 +7,7 @@ and 5); and deltalake's DataFusion scan, which applies deletion vectors with its
 
 from __future__ import annotations
 
+import json
 import struct
 from pathlib import Path
 
@@ -17,7 +18,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyroaring import BitMap, BitMap64
 
-from airflow_provider_deltamerge.delta.deletion_vector_log import deletion_vectors_of
 from airflow_provider_deltamerge.delta.deletion_vectors import (
     NATIVE_MAGIC,
     DeletionVector,
@@ -30,6 +30,7 @@ from airflow_provider_deltamerge.delta.deletion_vectors import (
     z85_decode,
     z85_encode,
 )
+from airflow_provider_deltamerge.delta.live_adds import add_actions_of, deletion_vectors_of
 from airflow_provider_deltamerge.delta.reader import read_table
 from airflow_provider_deltamerge.delta.snapshot import read_snapshot
 from airflow_provider_deltamerge.exceptions import TargetTableError
@@ -149,6 +150,7 @@ def test_each_file_gets_its_newest_vector_from_commits_and_checkpoints(tmp_path:
     delete_rows(table, {first: [3]})  # the newest vector holds both of first's hidden rows
     version = DeltaTable(table).version()
     from_commits = deletion_vectors_of(table, version, [first, second])
+    whole_before = add_actions_of(table, version, [first])[first]
     DeltaTable(table).create_checkpoint()
     from_checkpoint = deletion_vectors_of(table, version, [first, second])
     assert from_commits == from_checkpoint
@@ -157,6 +159,12 @@ def test_each_file_gets_its_newest_vector_from_commits_and_checkpoints(tmp_path:
         second: [0, 2],
     }
     assert from_commits[second].path_or_inline_dv.startswith("ab")
+    whole = add_actions_of(table, version, [first])[first]
+    assert (whole["size"], whole["modificationTime"]) == (
+        Path(table, first).stat().st_size,
+        whole_before["modificationTime"],
+    )
+    assert json.loads(whole["stats"]) == json.loads(whole_before["stats"])
     # An older version sees the vector of its own time.
     older = deletion_vectors_of(table, version - 2, [first, second])
     assert older[first].storage_type == "i" and second not in older

@@ -1,4 +1,5 @@
-"""Merging into tables with deletion vectors (issue 20, point 2: read).
+"""Merging into tables with deletion vectors the table no longer adds to (``delta.enableDeletionVectors``
+off; issue 20, point 2: read). A merge then rewrites touched files whole, as Delta does with the property off.
 
 Delta's reader requirement (PROTOCOL.md "Deletion Vectors"): rows a vector hides are not in the table, so a
 merge neither matches nor copies them, and a source row whose key only a hidden row had is inserted. A
@@ -29,12 +30,12 @@ def ids(*values: int) -> pa.Array:
     return pa.array(values, pa.int64())
 
 
-def dv_table(tmp_path: Path) -> tuple[str, str]:
+def dv_table(tmp_path: Path, *, enabled: bool = False) -> tuple[str, str]:
     """Rows 1..4 (qty 10..40) in one file, rows 2 and 4 hidden by a deletion vector; returns the table and
-    the file's log path."""
+    the file's log path. ``enabled``: the table property that makes writers add vectors."""
     table = str(tmp_path / "t")
     write_deltalake(table, pa.table({"id": ids(1, 2, 3, 4), "qty": ids(10, 20, 30, 40)}))
-    enable_deletion_vectors(table)
+    enable_deletion_vectors(table, enabled=enabled)
     (path,) = data_file_paths(table)
     delete_rows(table, {path: [1, 3]})
     return table, path

@@ -346,8 +346,8 @@ def write_table(path: Path, feature: str) -> str:
     [
         ("plain", ()),
         ("disabledChangeDataFeed", ()),
-        ("deletionVectors", ("deletionVectors",)),
-        # The engine reads deletion vectors; only writing them (the property on) needs Delta's runtime.
+        # The engine reads and writes deletion vectors itself.
+        ("deletionVectors", ()),
         ("disabledDeletionVectors", ()),
         ("columnMapping", ("columnMapping",)),
         ("changeDataFeed", ("changeDataFeed",)),
@@ -362,7 +362,8 @@ def test_features_needing_delta_runtime_read_from_the_log(tmp_path, feature, exp
     ("feature", "requested", "expected"),
     [
         ("changeDataFeed", "auto", "delta-spark"),
-        ("deletionVectors", "auto", "delta-spark"),
+        ("deletionVectors", "auto", "engine"),
+        ("columnMapping", "auto", "delta-spark"),
         ("plain", "auto", "engine"),
         ("changeDataFeed", "engine", "engine"),
         ("plain", "delta-spark", "delta-spark"),

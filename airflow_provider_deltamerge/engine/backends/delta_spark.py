@@ -73,7 +73,6 @@ CATALOG_CONF = "spark.sql.catalog.spark_catalog"
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
 # Table features (Delta's names) our engine refuses and Delta's runtime supports.
-DELETION_VECTORS = "deletionVectors"
 COLUMN_MAPPING = "columnMapping"
 CHANGE_DATA_FEED = "changeDataFeed"
 IDENTITY_COLUMNS = "identityColumns"
@@ -230,10 +229,6 @@ def features_needing_delta_runtime(table_uri: str) -> tuple[str, ...]:
     config = table.metadata().configuration
     fields = json.loads(table.schema().to_json())["fields"]
     found = []
-    # The engine reads deletion vectors but rewrites touched files whole; with the property on, Delta's
-    # runtime would write vectors instead (merge-on-read), which is what the table's owner asked for.
-    if _is_true(config.get("delta.enableDeletionVectors")):
-        found.append(DELETION_VECTORS)
     if (config.get("delta.columnMapping.mode") or "none").lower() != "none":
         found.append(COLUMN_MAPPING)
     if _is_true(config.get("delta.enableChangeDataFeed")):

@@ -107,9 +107,14 @@ def observed_counts(plan: MergePlan, kinds: frozenset[RowKind] = ALL_ROW_KINDS) 
 
 
 def rows_written(plan: MergePlan, joined: DataFrame, kinds: frozenset[RowKind] = ALL_ROW_KINDS) -> DataFrame:
-    """The output rows: deleted and dropped rows filtered out, then every target column from its CASE."""
+    """The output rows: deleted and dropped rows filtered out, then every target column from its CASE.
+
+    A merge that writes deletion vectors leaves unchanged rows where they are: no copies are written.
+    """
     clauses = _clauses_of(plan, kinds)
     removed = [c.position for c in clauses if c.is_delete] + [DROP]
+    if plan.writes_deletion_vectors:
+        removed.append(COPY)
     action = F.col(ACTION)
     kept = joined.filter(~action.isin(removed))
     read = {f.name: f.dataType for f in plan.target_schema.fields}

@@ -12,15 +12,17 @@ phase: it writes ``rewrite.write_inserts`` of an anti join.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession
 
+from airflow_provider_deltamerge.delta.deletion_vector_writes import VectorChange, vector_changes
 from airflow_provider_deltamerge.delta.snapshot import DataFile
 from airflow_provider_deltamerge.delta.writer import WrittenFile
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.execute.rewrite import rewrite_touched_files
-from airflow_provider_deltamerge.engine.execute.touched_files import find_touched_files
+from airflow_provider_deltamerge.engine.execute.touched_files import find_touched_files, some_clause_acts
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan
 from airflow_provider_deltamerge.engine.progress import enter_phase
@@ -28,10 +30,20 @@ from airflow_provider_deltamerge.engine.progress import enter_phase
 
 @dataclass(frozen=True)
 class FileChanges:
-    """What an executor did to the table's files, not yet committed."""
+    """What an executor did to the table's files, not yet committed.
+
+    With deletion vectors, ``removed`` holds every touched file (each leaves as the logical file it was) and
+    ``vectors`` the ones that come back under a new vector.
+    """
 
     removed: tuple[DataFile, ...]
     added: tuple[WrittenFile, ...]
+    vectors: tuple[VectorChange, ...] = ()
+
+    @property
+    def kept_rows(self) -> int:
+        """Rows of removed files that stay in the table under a new deletion vector."""
+        return sum(v.kept_rows for v in self.vectors)
 
 
 def run_two_phases(
@@ -42,6 +54,10 @@ def run_two_phases(
     Args:
         touches: over a matched (source, target) pair: whether it makes its file touched.
     """
+    if plan.writes_deletion_vectors:
+        # Only rows some clause acts on are modified; the rest stay where they are (Delta's
+        # generateFilterForModifiedRows), so only files holding such rows are touched.
+        touches = some_clause_acts(plan, "matched")
     with recorder.timed(m.SCAN_TIME_MS):
         enter_phase("scan: finding the touched files among the candidates", files=len(plan.candidate_files))
         found = find_touched_files(plan, source, recorder, touches=touches)
@@ -52,6 +68,11 @@ def run_two_phases(
         # Several source rows deleting one target row count it once (Delta's correction).
         recorder.add(m.NUM_TARGET_ROWS_DELETED, -found.surplus_matches)
         recorder.add(m.NUM_TARGET_ROWS_MATCHED_DELETED, -found.surplus_matches)
+    if plan.writes_deletion_vectors:
+        vectors = vector_changes(plan.snapshot, found.touched, found.modified_rows)
+        for name, value in _vector_metrics(vectors).items():
+            recorder.set(name, value)
+        return FileChanges(removed=found.touched, added=tuple(added), vectors=vectors)
     recorder.set(m.NUM_TARGET_FILES_REMOVED, len(found.touched))
     recorder.set(m.NUM_TARGET_BYTES_REMOVED, sum(f.size for f in found.touched))
     recorder.set(m.NUM_TARGET_PARTITIONS_REMOVED_FROM, m.count_partitions(found.touched))
@@ -60,3 +81,20 @@ def run_two_phases(
         m.NUM_TARGET_DELETION_VECTORS_REMOVED, sum(f.deletion_vector is not None for f in found.touched)
     )
     return FileChanges(removed=found.touched, added=tuple(added))
+
+
+def _vector_metrics(changes: Sequence[VectorChange]) -> dict[str, int]:
+    """Delta's file and vector metrics of a merge that wrote vectors: files count only when removed whole,
+    and (Delta's MERGE_DELETION_VECTORS sums) an updated vector counts as added and as removed too."""
+    removed = [c.file for c in changes if c.removes_file]
+    kept = [c.file for c in changes if not c.removes_file]
+    updated = sum(f.deletion_vector is not None for f in kept)
+    return {
+        m.NUM_TARGET_FILES_REMOVED: len(removed),
+        m.NUM_TARGET_BYTES_REMOVED: sum(f.size for f in removed),
+        m.NUM_TARGET_PARTITIONS_REMOVED_FROM: m.count_partitions(removed),
+        m.NUM_TARGET_DELETION_VECTORS_ADDED: len(kept),
+        m.NUM_TARGET_DELETION_VECTORS_REMOVED: sum(f.deletion_vector is not None for f in removed) + updated,
+        m.NUM_TARGET_DELETION_VECTORS_UPDATED: updated,
+        m.NUM_TARGET_ROWS_COPIED: 0,  # the unchanged rows stay where they are
+    }

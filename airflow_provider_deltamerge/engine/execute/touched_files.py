@@ -8,7 +8,8 @@ reads only the acting files whole; the insert branch looks for matches only in t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -44,12 +45,15 @@ class TouchedFiles:
         matched_rows: how many target rows are matched.
         surplus_matches: matches beyond the first of each target row in the touched files (only an
             unconditional DELETE tolerates them; it deletes such a row once).
+        modified_rows: for a merge that writes deletion vectors, the indexes of the rows some clause acts
+            on in each touched file, by log path.
     """
 
     touched: tuple[DataFile, ...]
     matched: tuple[DataFile, ...]
     matched_rows: int
     surplus_matches: int
+    modified_rows: Mapping[str, Sequence[int]] = field(default_factory=dict)
 
 
 NOTHING_TOUCHED = TouchedFiles(touched=(), matched=(), matched_rows=0, surplus_matches=0)
@@ -99,11 +103,14 @@ def find_touched_files(
     per_row = joined.groupBy(FILE_COLUMN, ROW_INDEX_COLUMN).agg(
         F.count(SOURCE_PRESENT).alias("matches"), F.max(acting).alias("acting")
     )
+    # With deletion vectors the acting rows themselves are wanted: they go into their file's new vector.
+    modified = [F.collect_list(F.when(F.col("acting"), F.col(ROW_INDEX_COLUMN))).alias("modified")]
     per_file = per_row.groupBy(FILE_COLUMN).agg(
         F.sum(F.when(F.col("matches") > 1, 1).otherwise(0)).alias("multiply_matched"),
         F.sum(F.greatest(F.col("matches") - 1, F.lit(0))).alias("surplus"),
         F.sum(F.when(F.col("matches") > 0, 1).otherwise(0)).alias("matched_rows"),
         F.max("acting").alias("acting"),
+        *(modified if plan.writes_deletion_vectors else []),
     )
     files = per_file.collect()
     recorder.set(m.NUM_SOURCE_ROWS, observed_count(source_count, "rows", fallback=source))
@@ -111,11 +118,17 @@ def find_touched_files(
     if multiply_matched and not is_only_unconditional_delete(plan.clauses):
         raise _multiple_match_error(plan, joined, multiply_matched)
     touched_uris = {row[FILE_COLUMN] for row in files if row["acting"]}
+    by_uri = files_by_uri(plan.snapshot, plan.candidate_files)
     return TouchedFiles(
         touched=_log_files(plan, touched_uris),
         matched=_log_files(plan, {row[FILE_COLUMN] for row in files if row["matched_rows"]}),
         matched_rows=sum(row["matched_rows"] for row in files),
         surplus_matches=sum(row["surplus"] for row in files if row[FILE_COLUMN] in touched_uris),
+        modified_rows={
+            by_uri[row[FILE_COLUMN]].log_path: row["modified"]
+            for row in files
+            if plan.writes_deletion_vectors and row["acting"]
+        },
     )
 
 

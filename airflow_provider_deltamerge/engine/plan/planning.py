@@ -11,6 +11,7 @@ from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from airflow_provider_deltamerge.delta.deletion_vector_writes import writes_deletion_vectors
 from airflow_provider_deltamerge.delta.reader import table_schema
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
 from airflow_provider_deltamerge.engine.resolve.casting import StoreAssignment, store_assignment_policy
@@ -50,6 +51,8 @@ class MergePlan:
     final_schema: StructType
     # Every assigned value, cast to its column's final type, by (clause position, column).
     values: Mapping[tuple[int, str], Column]
+    # Modified rows are hidden by deletion vectors, not copied away (delta/deletion_vector_writes.py).
+    writes_deletion_vectors: bool = False
 
     @property
     def evolves_schema(self) -> bool:
@@ -154,7 +157,18 @@ def make_plan(
     # included).
     choices = [n for n in SERVES if n != "insert_only" or optimize_insert_only(spark)]
     executor = forced if forced is not None else next(n for n in choices if SERVES[n](clauses))
-    return MergePlan(spec, snapshot, target, condition, clauses, snapshot.files, executor, final, values)
+    return MergePlan(
+        spec,
+        snapshot,
+        target,
+        condition,
+        clauses,
+        snapshot.files,
+        executor,
+        final,
+        values,
+        writes_deletion_vectors=executor != "insert_only" and writes_deletion_vectors(snapshot),
+    )
 
 
 def _cast_values(
