@@ -42,16 +42,21 @@ def dry_run_report(
     removed: Sequence[DataFile],
     added: Sequence[WrittenFile],
     new_columns: Sequence[str],
+    marked: Sequence[DataFile] = (),
 ) -> dict[str, Any]:
-    """What a merge would commit: the files it would rewrite and their bytes, the partitions it would touch,
-    the executor it chose and the columns schema evolution would add."""
+    """What a merge would commit: the files it would rewrite (or, writing deletion vectors, remove whole) and
+    their bytes, the files it would keep under a new deletion vector (``marked``), the partitions it would
+    touch, the executor it chose and the columns schema evolution would add."""
     touched = {f.partition_values for f in removed if f.partition_values} | {
         f.partition_values for f in added if f.partition_values
     }
+    kept = {f.log_path for f in marked}
+    rewritten = [f for f in removed if f.log_path not in kept]
     return {
         "executor": executor,
-        "filesToRewrite": sorted(f.log_path for f in removed),
-        "bytesToRewrite": sum(f.size for f in removed),
+        "filesToRewrite": sorted(f.log_path for f in rewritten),
+        "bytesToRewrite": sum(f.size for f in rewritten),
+        "filesToMarkWithDeletionVectors": sorted(kept),
         "filesToAdd": len(added),
         "bytesToAdd": sum(f.size for f in added),
         "partitionsToTouch": _partitions(touched),

@@ -218,6 +218,7 @@ def _attempt(
             executor=plan.executor,
             removed=changes.removed,
             added=changes.added,
+            marked=[v.file for v in changes.vectors if not v.removes_file],
             new_columns=[f.name for f in plan.final_schema.fields if f.name not in plan.target_schema.names],
         )
         log.info(

@@ -147,6 +147,9 @@ def test_a_dry_run_writes_no_vector(spark, tmp_path):
     )
     assert not result.committed
     assert table_state(table) == before and vector_files(table) == []
+    assert result.dry_run is not None
+    assert result.dry_run["filesToMarkWithDeletionVectors"] == data_file_paths(table)
+    assert result.dry_run["filesToRewrite"] == []
 
 
 def test_a_table_written_by_an_older_writer_without_row_counts_is_copied_as_before(spark, tmp_path):
