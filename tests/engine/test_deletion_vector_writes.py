@@ -166,3 +166,22 @@ def test_a_table_written_by_an_older_writer_without_row_counts_is_copied_as_befo
     result = run_merge(spark, upsert(table, parquet_source(tmp_path, "s", id=ids(1), qty=ids(100))))
     assert sorted_rows(table) == [{"id": 1, "qty": 100}, {"id": 2, "qty": 20}]
     assert result.metrics["numTargetRowsCopied"] == 1 and vector_files(table) == []
+
+
+def test_vectors_survive_the_checkpoints_deltalake_writes_between_merges(spark, tmp_path):
+    """With a checkpoint every two versions, the first merge lands at version 2 with a checkpoint, so the
+    second finds the file's vector only in that checkpoint (written by deltalake) and extends it."""
+    table = str(tmp_path / "t")
+    write_deltalake(
+        table,
+        pa.table({"id": ids(1, 2, 3, 4, 5), "qty": ids(10, 20, 30, 40, 50)}),
+        configuration={"delta.checkpointInterval": "2"},
+    )
+    enable_deletion_vectors(table)
+    (path,) = data_file_paths(table)
+    for n, key in enumerate((1, 2, 3)):
+        run_merge(spark, upsert(table, parquet_source(tmp_path, f"s{n}", id=ids(key), qty=ids(-1))))
+    assert list((Path(table) / "_delta_log").glob("*.checkpoint.parquet"))
+    assert sorted_rows(table) == [{"id": 4, "qty": 40}, {"id": 5, "qty": 50}]
+    (readd,) = [a["add"] for a in last_commit(table) if "add" in a and a["add"]["path"] == path]
+    assert list(read_deleted_rows(table, DeletionVector.from_action(readd["deletionVector"]))) == [0, 1, 2]
