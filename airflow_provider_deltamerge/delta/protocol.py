@@ -19,6 +19,11 @@ from airflow_provider_deltamerge.exceptions import TargetTableError
 
 APPEND_ONLY_KEY = "delta.appendOnly"
 GENERATION_EXPRESSION_KEY = "delta.generationExpression"
+# Identity columns' field metadata (PROTOCOL.md "Identity Columns").
+IDENTITY_START_KEY = "delta.identity.start"
+IDENTITY_STEP_KEY = "delta.identity.step"
+IDENTITY_HIGH_WATER_MARK_KEY = "delta.identity.highWaterMark"
+IDENTITY_ALLOW_EXPLICIT_INSERT_KEY = "delta.identity.allowExplicitInsert"
 CONSTRAINT_PREFIX = "delta.constraints."
 INVARIANTS_KEY = "delta.invariants"
 
@@ -57,6 +62,8 @@ HONOURED_FEATURES = frozenset(
         # Read: a file's deleted rows are left out (delta/reader.py). Written: a touched file is rewritten
         # whole and its vector dropped with it, which the protocol allows with the property on or off.
         "deletionVectors",
+        # Values from the high-water mark where an INSERT leaves the column out (engine/identity.py).
+        "identityColumns",
     }
 )
 # Highest protocol versions whose implied features are understood (3/7 list their features by name).
@@ -68,10 +75,6 @@ _REMEDIES = {
     "columnMapping": (
         "column mapping stores columns under physical names this engine does not translate. Run the merge on "
         "Delta's own runtime (the delta-spark backend)"
-    ),
-    "identityColumns": (
-        "identity columns need values generated at write time, which this engine does not do. Run the merge "
-        "on Delta's own runtime (the delta-spark backend)"
     ),
     "rowTracking": (
         "row tracking needs row ids and commit versions assigned to every written file, which this engine "
@@ -116,7 +119,6 @@ def refused_features(snapshot: Snapshot) -> list[str]:
     implied = {
         "changeDataFeed": _is_true(snapshot.setting("delta.enableChangeDataFeed")),
         "columnMapping": (snapshot.setting("delta.columnMapping.mode") or "none").lower() != "none",
-        "identityColumns": any(any(k.startswith("delta.identity.") for k in f["metadata"]) for f in fields),
         "rowTracking": _is_true(snapshot.setting("delta.enableRowTracking")),
         "variantType": any(f["type"] == "variant" for f in fields),
     }

@@ -23,6 +23,7 @@ from pyspark.sql.types import (
 
 from airflow_provider_deltamerge.delta.deletion_vectors import read_deleted_rows
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
+from airflow_provider_deltamerge.delta.writer import WrittenFile
 from airflow_provider_deltamerge.spec.names import hidden_name, quote_part
 
 # Hidden columns the engine carries next to the table's own; the prefix keeps them apart from user columns.
@@ -105,7 +106,7 @@ def read_files(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile
     )
 
 
-def file_location(snapshot: Snapshot, file: DataFile) -> str:
+def file_location(snapshot: Snapshot, file: DataFile | WrittenFile) -> str:
     """The location of ``file`` as the engine hands it to Spark's reader."""
     return f"{snapshot.table_uri.rstrip('/')}/{file.relative_path}"
 

@@ -32,10 +32,12 @@ from airflow_provider_deltamerge.delta.snapshot import Snapshot, read_snapshot
 from airflow_provider_deltamerge.delta.writer import discard
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.execute.classic import run_classic
+from airflow_provider_deltamerge.engine.execute.clause_output import identities_generated
 from airflow_provider_deltamerge.engine.execute.insert_only import run_insert_only
 from airflow_provider_deltamerge.engine.execute.matched_only import run_matched_only
 from airflow_provider_deltamerge.engine.execute.phases import FileChanges
 from airflow_provider_deltamerge.engine.guards import check_bounds, dry_run_report
+from airflow_provider_deltamerge.engine.identity import high_water_marks, with_high_water_marks
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.plan.planning import ExecutorName, MergePlan, make_plan
 from airflow_provider_deltamerge.engine.plan.pruning import prune_files
@@ -237,6 +239,7 @@ def _attempt(
         enter_phase("committing")
         crash_point("after_write")
         check_record_counts(changes, recorder)
+        schema = _committed_schema(spark, plan, changes)
         vectors = write_vectors(snapshot, changes.vectors)
         outcome = commit_merge(
             snapshot,
@@ -248,7 +251,7 @@ def _attempt(
             info={**info, **runs, "executor": plan.executor},
             read=read,
             same_run=same_run(info),
-            schema=plan.final_schema.json() if plan.evolves_schema else None,
+            schema=schema,
             engine_info=f"Apache-Spark/{spark.version} airflow-provider-deltamerge/{__version__}",
         )
     except BaseException:
@@ -269,6 +272,17 @@ def _attempt(
     return MergeResult(
         recorder.freeze(), outcome.version, plan.executor, committed=True, rebased_over=outcome.rebased_over
     )
+
+
+def _committed_schema(spark: SparkSession, plan: MergePlan, changes: FileChanges) -> str | None:
+    """The schema the commit records when it changes: evolved columns, or identity columns' new
+    high-water marks (Delta writes a metaData action for either); None when it stays as it was."""
+    marks = high_water_marks(spark, plan.snapshot, changes.added, identities_generated(plan))
+    if not marks and not plan.evolves_schema:
+        return None
+    if marks:
+        log.info("Identity: new high-water marks %s", marks)
+    return with_high_water_marks(plan.final_schema, marks).json()
 
 
 def _already_committed(commit: MergeCommit) -> MergeResult:

@@ -83,6 +83,10 @@ DELTA_MESSAGES: dict[str, str] = {
     ),
     "DELTA_TABLE_NOT_FOUND": "Delta table <tableName> doesn't exist.",
     "DELTA_FILE_NOT_FOUND": "File path <path>",
+    "DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED": "UPDATE on IDENTITY column <colName> is not supported.",
+    "DELTA_IDENTITY_COLUMNS_EXPLICIT_INSERT_NOT_SUPPORTED": (
+        "Providing values for GENERATED ALWAYS AS IDENTITY column <colName> is not supported."
+    ),
     "DELTA_DELETION_VECTOR_CARDINALITY_MISMATCH": (
         "Deletion vector integrity check failed. Encountered a cardinality mismatch."
     ),

@@ -37,7 +37,6 @@ def upsert(target: str, source: str, *clauses: object) -> MergeSpec:
     )
 
 
-IDENTITY = {"delta.identity.start": 1, "delta.identity.step": 1, "delta.identity.allowExplicitInsert": False}
 REFUSED = {
     "columnMapping": dict(
         reader=2,
@@ -48,7 +47,6 @@ REFUSED = {
             for n, f in enumerate(FIELDS, start=1)
         ],
     ),
-    "identityColumns": dict(writer=6, fields=[{**FIELDS[0], "metadata": IDENTITY}, FIELDS[1]]),
     "rowTracking": dict(reader=1, writer=7, writer_features=["rowTracking", "domainMetadata"]),
     "typeWidening": dict(
         reader=3, writer=7, reader_features=["typeWidening"], writer_features=["typeWidening"]
@@ -78,6 +76,7 @@ def test_honoured_features_are_accepted(tmp_path):
         reader_features=["timestampNtz", "v2Checkpoint", "deletionVectors"],
         writer_features=[
             "deletionVectors",
+            "identityColumns",
             "appendOnly",
             "invariants",
             "checkConstraints",

@@ -75,7 +75,6 @@ USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 # Table features (Delta's names) our engine refuses and Delta's runtime supports.
 COLUMN_MAPPING = "columnMapping"
 CHANGE_DATA_FEED = "changeDataFeed"
-IDENTITY_COLUMNS = "identityColumns"
 
 # (method, keyword arguments) of one DeltaMergeBuilder call.
 BuilderCall = tuple[str, dict[str, Any]]
@@ -220,21 +219,15 @@ def choose_backend(spark: SparkSession, spec: MergeSpec, requested: str) -> Back
 def features_needing_delta_runtime(table_uri: str) -> tuple[str, ...]:
     """The table features of ``table_uri`` that only Delta's runtime handles, by Delta's feature names.
 
-    Read from the log with ``deltalake``: the protocol's reader/writer features, the table configuration
-    and the schema's field metadata (legacy-protocol tables have no feature list).
+    Read from the table configuration in the log with ``deltalake`` (deletion vectors and identity columns
+    the engine handles itself).
     """
-    table = open_table(table_uri)
-    protocol = table.protocol()
-    listed = set(protocol.reader_features or ()) | set(protocol.writer_features or ())
-    config = table.metadata().configuration
-    fields = json.loads(table.schema().to_json())["fields"]
+    config = open_table(table_uri).metadata().configuration
     found = []
     if (config.get("delta.columnMapping.mode") or "none").lower() != "none":
         found.append(COLUMN_MAPPING)
     if _is_true(config.get("delta.enableChangeDataFeed")):
         found.append(CHANGE_DATA_FEED)
-    if IDENTITY_COLUMNS in listed or any("delta.identity.start" in (f.get("metadata") or {}) for f in fields):
-        found.append(IDENTITY_COLUMNS)
     return tuple(found)
 
 

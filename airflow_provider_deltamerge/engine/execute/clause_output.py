@@ -20,6 +20,7 @@ from pyspark.sql.types import DataType, StructField
 
 from airflow_provider_deltamerge.delta.protocol import GENERATION_EXPRESSION_KEY
 from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine.identity import Identity, generated_values, identities
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan
 from airflow_provider_deltamerge.engine.resolve.casting import conform
 from airflow_provider_deltamerge.engine.resolve.resolution import ResolvedClause, quote
@@ -117,6 +118,9 @@ def rows_written(plan: MergePlan, joined: DataFrame, kinds: frozenset[RowKind] =
         removed.append(COPY)
     action = F.col(ACTION)
     kept = joined.filter(~action.isin(removed))
+    for identity in identities_generated(plan, clauses):
+        # One column per identity, computed once per row: a second evaluation would draw other values.
+        kept = kept.withColumn(identity.value_column, generated_values(identity))
     read = {f.name: f.dataType for f in plan.target_schema.fields}
     columns = [_output_column(plan, clauses, field, read) for field in plan.final_schema.fields]
     generating = [c for c in clauses if c.generated]
@@ -125,6 +129,12 @@ def rows_written(plan: MergePlan, joined: DataFrame, kinds: frozenset[RowKind] =
     return kept.select(*columns, action).select(
         *[_generated_column(field, generating) for field in plan.final_schema.fields]
     )
+
+
+def identities_generated(plan: MergePlan, clauses: Sequence[ResolvedClause] | None = None) -> list[Identity]:
+    """The identity columns some of ``clauses`` (by default, all of the merge's) generate values for."""
+    columns = {c for clause in (plan.clauses if clauses is None else clauses) for c in clause.identity}
+    return [i for name, i in identities(plan.target_schema).items() if name in columns]
 
 
 def _generated_column(field: StructField, clauses: Sequence[ResolvedClause]) -> Column:
@@ -155,9 +165,12 @@ def _output_column(
     )
     chain: Column | None = None
     for clause in clauses:
-        if column not in clause.assignments:
+        if column in clause.identity:
+            value = F.col(identities(plan.target_schema)[column].value_column)
+        elif column in clause.assignments:
+            value = plan.values[(clause.position, column)]
+        else:
             continue
-        value = plan.values[(clause.position, column)]
         hit = F.col(ACTION) == clause.position
         chain = F.when(hit, value) if chain is None else chain.when(hit, value)
     return (current if chain is None else chain.otherwise(current)).alias(column)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import zoneinfo
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from pyspark.errors import AnalysisException
@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
 from airflow_provider_deltamerge.delta.protocol import GENERATION_EXPRESSION_KEY
+from airflow_provider_deltamerge.engine.identity import identities
 from airflow_provider_deltamerge.engine.resolve.struct_fields import assign_struct_fields
 from airflow_provider_deltamerge.engine.spark_errors import summarize
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError
@@ -51,6 +52,8 @@ class ResolvedClause:
     assignments: Mapping[str, str]  # empty for DELETE; for INSERT every target column but ``generated``
     # Generated columns the clause leaves to their expression, computed over the row it writes.
     generated: tuple[str, ...] = ()
+    # Identity columns an INSERT leaves out, which get new values (engine/identity.py).
+    identity: tuple[str, ...] = ()
 
     @property
     def is_delete(self) -> bool:
@@ -80,8 +83,14 @@ def resolve_clauses(
         f.name: f"({f.metadata[CURRENT_DEFAULT]})" for f in target.fields if CURRENT_DEFAULT in f.metadata
     }
     generated = frozenset(f.name for f in target.fields if GENERATION_EXPRESSION_KEY in f.metadata)
+    identity = {name: i.allow_explicit_insert for name, i in identities(target).items()}
     names = _Names(
-        [f.name for f in target.fields], [f.name for f in source.fields], case_sensitive, defaults, generated
+        [f.name for f in target.fields],
+        [f.name for f in source.fields],
+        case_sensitive,
+        defaults,
+        generated,
+        identity,
     )
     return tuple(
         _resolve(
@@ -103,6 +112,8 @@ class _Names:
     case_sensitive: bool
     defaults: Mapping[str, str]  # target column -> its default's SQL, for the columns that have one
     generated: frozenset[str] = frozenset()  # generated columns of the target
+    # Identity columns of the target, each with whether an INSERT may give it a value (BY DEFAULT).
+    identity: Mapping[str, bool] = field(default_factory=dict)
 
     def inserted(self, column: str) -> str:
         """What an INSERT writes to a target column it does not assign: the column's default, else NULL."""
@@ -130,12 +141,48 @@ def _resolve(spec: MergeSpec, position: int, clause: MergeClause, names: _Names)
             assignments = _explicit(spec, position, clause, clause.set, assignable, names)
         case NotMatchedInsert():
             given = _explicit(spec, position, clause, clause.values, assignable, names)
-            omitted = [c for c in names.target if c not in given and c not in names.generated]
+            left_out = names.generated | names.identity.keys()
+            omitted = [c for c in names.target if c not in given and c not in left_out]
             assignments = {column: names.inserted(column) for column in omitted} | given
+    _check_identity_assignments(position, clause, assignments, names)
     # As Delta does, a generated column an INSERT or UPDATE does not assign is computed from its expression
     # over the row written; an assigned value must equal it (a constraint, delta/protocol.py).
     generated = () if clause.kind.endswith("delete") else tuple(sorted(names.generated - set(assignments)))
-    return ResolvedClause(position, clause.kind, clause.group, clause.condition, assignments, generated)
+    identity = (
+        tuple(sorted(set(names.identity) - set(assignments))) if clause.kind == "not_matched_insert" else ()
+    )
+    return ResolvedClause(
+        position, clause.kind, clause.group, clause.condition, assignments, generated, identity
+    )
+
+
+def _check_identity_assignments(
+    position: int, clause: MergeClause, assignments: Mapping[str, str], names: _Names
+) -> None:
+    """Delta's IdentityColumn.blockIdentityColumnUpdate / blockExplicitIdentityColumnInsert: no UPDATE may
+    assign an identity column, and no INSERT a GENERATED ALWAYS one (``*`` clauses included).
+
+    Raises:
+        ClauseResolutionError: DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED or
+            DELTA_IDENTITY_COLUMNS_EXPLICIT_INSERT_NOT_SUPPORTED.
+    """
+    inserting = clause.kind == "not_matched_insert"
+    for column in assignments:
+        if column not in names.identity or (inserting and names.identity[column]):
+            continue
+        error_class = (
+            "DELTA_IDENTITY_COLUMNS_EXPLICIT_INSERT_NOT_SUPPORTED"
+            if inserting
+            else "DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED"
+        )
+        statement = "INSERT" if inserting else "UPDATE"
+        fix = f"Leave the identity column out of the {statement} (with *, EXCEPT it or list the columns)" + (
+            ": its value is generated." if inserting else "."
+        )
+        raise as_error(
+            problem(error_class, describe_clause(position, clause), fix, colName=column),
+            ClauseResolutionError,
+        )
 
 
 def _star(
@@ -161,7 +208,10 @@ def _star(
         elif column in names.generated:
             continue  # computed from its expression
         elif spec.schema_evolution:
-            out[column] = names.inserted(column)
+            # Over the source's columns (Delta's resolveStar): an identity column the source lacks gets a
+            # new value, as an INSERT that leaves it out.
+            if column not in names.identity:
+                out[column] = names.inserted(column)
         else:
             raise _unresolved(
                 position,

@@ -1,0 +1,133 @@
+"""Identity columns (PROTOCOL.md "Identity Columns"; Delta's ``IdentityColumn`` and
+``GenerateIdentityValues``): an INSERT that leaves such a column out gets a new value from the column's
+high-water mark, and the commit records the new mark in the column's metadata.
+
+Values are ``base + step * n`` with ``base`` one step past the high-water mark (the start when there is
+none) and ``n`` Spark's ``monotonically_increasing_id()``: the row's index in its task, above the task's
+partition index in the upper bits. So values are unique across a write, on the column's grid, and beyond the
+mark, as the protocol asks; like Delta's they are not contiguous (Delta interleaves the tasks, this leaves a
+gap of 2^33 steps between them). An overflow fails the merge, as in Delta.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
+
+from airflow_provider_deltamerge.delta.protocol import (
+    IDENTITY_ALLOW_EXPLICIT_INSERT_KEY,
+    IDENTITY_HIGH_WATER_MARK_KEY,
+    IDENTITY_START_KEY,
+    IDENTITY_STEP_KEY,
+)
+from airflow_provider_deltamerge.delta.reader import file_location
+from airflow_provider_deltamerge.delta.snapshot import Snapshot
+from airflow_provider_deltamerge.delta.writer import WrittenFile
+from airflow_provider_deltamerge.spec.names import hidden_name
+
+
+@dataclass(frozen=True)
+class Identity:
+    """One identity column's definition and high-water mark."""
+
+    column: str
+    start: int
+    step: int
+    high_water_mark: int | None
+    allow_explicit_insert: bool
+
+    @property
+    def base(self) -> int:
+        """The first value a write may generate."""
+        return self.start if self.high_water_mark is None else self.high_water_mark + self.step
+
+    @property
+    def value_column(self) -> str:
+        """The hidden column that carries each row's generated value into the output projection."""
+        return hidden_name(f"identity_{self.column}")
+
+
+def identities(schema: StructType) -> dict[str, Identity]:
+    """The identity columns of ``schema`` (top-level only: Delta allows no nested ones), by name."""
+    found = {}
+    for field in schema.fields:
+        metadata = field.metadata
+        if IDENTITY_START_KEY in metadata and IDENTITY_STEP_KEY in metadata:
+            mark = metadata.get(IDENTITY_HIGH_WATER_MARK_KEY)
+            found[field.name] = Identity(
+                column=field.name,
+                start=int(metadata[IDENTITY_START_KEY]),
+                step=int(metadata[IDENTITY_STEP_KEY]),
+                high_water_mark=None if mark is None else int(mark),
+                allow_explicit_insert=bool(metadata.get(IDENTITY_ALLOW_EXPLICIT_INSERT_KEY, False)),
+            )
+    return found
+
+
+def generated_values(identity: Identity) -> Column:
+    """Each row's new value; one evaluation per row (``coalesce`` reads the value once), failing with
+    Delta's overflow when it leaves the LONG range."""
+    raw = F.try_add(
+        F.lit(identity.base), F.try_multiply(F.lit(identity.step), F.monotonically_increasing_id())
+    )
+    overflow = F.raise_error(
+        F.lit(f"[ARITHMETIC_OVERFLOW] long overflow: IDENTITY column {identity.column} ran out of values.")
+    )
+    return F.coalesce(raw, overflow.cast("long"))
+
+
+def high_water_marks(
+    spark: SparkSession, snapshot: Snapshot, added: Sequence[WrittenFile], generated: Sequence[Identity]
+) -> dict[str, int]:
+    """The new high-water mark of each column in ``generated`` from the files the merge wrote, as Delta's
+    identity stats tracker takes it (the max, or min for a negative step, of every written value, rounded
+    up to the column's grid, never behind the old mark or before the start); columns whose mark stays are
+    left out."""
+    if not added or not generated:
+        return {}
+    rows = spark.read.parquet(*[file_location(snapshot, f) for f in added])
+    aggregates = [
+        (F.max if i.step > 0 else F.min)(F.col(f"`{i.column}`")).alias(str(n))
+        for n, i in enumerate(generated)
+    ]
+    found = rows.agg(*aggregates).first()
+    marks = {}
+    for n, identity in enumerate(generated):
+        candidate = None if found is None else found[str(n)]
+        mark = None if candidate is None else _valid_mark(identity, int(candidate))
+        if mark is not None:
+            marks[identity.column] = mark
+    return marks
+
+
+def with_high_water_marks(schema: StructType, marks: Mapping[str, int]) -> StructType:
+    """``schema`` with the given columns' high-water marks in their metadata."""
+    return StructType(
+        [
+            StructField(
+                f.name, f.dataType, f.nullable, {**f.metadata, IDENTITY_HIGH_WATER_MARK_KEY: marks[f.name]}
+            )
+            if f.name in marks
+            else f
+            for f in schema.fields
+        ]
+    )
+
+
+def _valid_mark(identity: Identity, candidate: int) -> int | None:
+    """Delta's ``updateToValidHighWaterMark``: the candidate rounded to the next value on the grid, kept
+    only if it is not before the start and moves the mark forward."""
+    forward = 1 if identity.step > 0 else -1
+    if (candidate - identity.start) * forward < 0:
+        return None  # before the start: an explicitly inserted value the generator will never reach
+    offset = candidate - identity.start
+    steps, remainder = divmod(offset, identity.step)
+    rounded = candidate if remainder == 0 else identity.start + identity.step * (steps + 1)
+    old = identity.high_water_mark
+    if old is not None and (rounded - old) * forward <= 0:
+        return None
+    return rounded
