@@ -46,7 +46,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--scale", choices=sorted(SCALES), default="S", help="S: 1M rows, M: 10M, L: 100M")
     parser.add_argument("--repetitions", type=int, default=3, help="interleaved repetitions of every run")
-    parser.add_argument("--cases", default="", help="comma-separated case names (default: all 19)")
+    parser.add_argument("--cases", default="", help="comma-separated case names (default: all 23)")
     parser.add_argument(
         "--contenders", default=",".join(CONTENDERS), help=f"comma-separated, of {', '.join(CONTENDERS)}"
     )
