@@ -7,6 +7,7 @@ never touched by Python: the reader anti-joins the scan's ``_metadata.row_index`
 
 from __future__ import annotations
 
+import functools
 import struct
 import uuid
 import zlib
@@ -16,7 +17,7 @@ from typing import Any
 
 from deltalake.exceptions import TableNotFoundError
 from deltalake.fs import DeltaStorageHandler
-from pyroaring import BitMap, BitMap64
+from pyroaring import BitMap, BitMap64, FrozenBitMap64
 
 from airflow_provider_deltamerge.exceptions import TargetTableError
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
@@ -29,6 +30,8 @@ NATIVE_MAGIC = 1681511376
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 _Z85_VALUE = {c: n for n, c in enumerate(_Z85)}
 _ENCODED_UUID_LENGTH = 20
+# Decoded vectors kept per process: compressed bitmaps, a few KiB for typical deletes.
+DECODED_VECTORS_KEPT = 1024
 
 
 @dataclass(frozen=True)
@@ -83,8 +86,14 @@ class DeletionVector:
         return f"{folder}/deletion_vector_{name}.bin"
 
 
-def read_deleted_rows(table_uri: str, vector: DeletionVector, *, num_records: int | None = None) -> BitMap64:
+@functools.lru_cache(maxsize=DECODED_VECTORS_KEPT)
+def read_deleted_rows(
+    table_uri: str, vector: DeletionVector, *, num_records: int | None = None
+) -> FrozenBitMap64:
     """The row indexes ``vector`` marks deleted, read from the log's text or from the vector's file.
+
+    A merge reads a file's vector in each phase that reads the file; a vector never changes (its unique id
+    names its bytes), so the decoded ones are kept, frozen, for the process.
 
     Raises:
         TargetTableError: the vector is damaged (Delta's DELTA_DELETION_VECTOR_* classes) or its file missing.
@@ -107,7 +116,7 @@ def read_deleted_rows(table_uri: str, vector: DeletionVector, *, num_records: in
                 error_class="DELTA_FILE_NOT_FOUND",
             ) from err
         data = stored_vector(stored, vector)
-    return checked_rows(data, vector, num_records=num_records)
+    return FrozenBitMap64(checked_rows(data, vector, num_records=num_records))
 
 
 def z85_decode(text: str) -> bytes:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from deltalake.fs import DeltaStorageHandler
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyroaring import BitMap, BitMap64
@@ -178,3 +179,17 @@ def test_the_reader_leaves_out_hidden_rows_as_deltalake_does(spark, tmp_path: Pa
     rows = sorted(r.asDict()["id"] for r in read_table(spark, read_snapshot(table)).collect())
     assert rows == [1, 3, 4, 6]
     assert sorted(r["id"] for r in sorted_rows(table)) == rows
+
+
+def test_a_vector_is_read_from_storage_once_per_process(tmp_path: Path, mocker) -> None:
+    table = _table_with_vectors(tmp_path)
+    path = _file_holding(table, 1)
+    delete_rows(table, {path: [2]})
+    vector = deletion_vectors_of(table, DeltaTable(table).version(), [path])[path]
+    opened = mocker.spy(DeltaStorageHandler, "open_input_file")
+    first = read_deleted_rows(table, vector, num_records=4)
+    second = read_deleted_rows(table, vector, num_records=4)
+    assert list(first) == list(second) == [2]
+    assert opened.call_count == 1
+    with pytest.raises(AttributeError):
+        first.add(3)  # kept frozen: no caller can change what the next one reads
