@@ -27,7 +27,7 @@ from urllib.parse import unquote
 
 from airflow_provider_deltamerge.delta.history import COMMIT_INFO_KEY, MergeCommit
 from airflow_provider_deltamerge.delta.log_reader import LogReader
-from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot, open_table, read_snapshot
+from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot, read_snapshot
 
 # Decides which of the given files (entries of the snapshot) the merge's read predicate could select.
 ReadPredicate = Callable[[Snapshot, Sequence[DataFile]], Sequence[DataFile]]
@@ -77,8 +77,8 @@ def check_winning_commits(
         read: what the merge read (at ``read.version`` <= ``base.version``; earlier winners were checked).
         same_run: true for the commitInfo record of a commit made by this same merge.
     """
-    latest = open_table(base.table_uri).version()
     log = LogReader(base.table_uri)
+    latest = log.latest_version()
     previous = base
     for version in range(base.version + 1, latest + 1):
         current = read_snapshot(base.table_uri, version)

@@ -11,9 +11,7 @@ bounds; a file whose every row is gone is removed outright. The new vectors of o
 from __future__ import annotations
 
 import json
-import struct
 import uuid
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +20,9 @@ import obstore
 from pyroaring import BitMap64
 
 from airflow_provider_deltamerge.delta.deletion_vectors import (
+    FILE_FORMAT_VERSION,
     DeletionVector,
+    framed,
     read_deleted_rows,
     serialize,
     z85_encode,
@@ -102,12 +102,12 @@ def write_vectors(snapshot: Snapshot, changes: Sequence[VectorChange]) -> Writte
     if not kept:
         return NO_VECTORS
     name = uuid.uuid4()
-    body = bytearray(b"\x01")
+    body = bytearray(FILE_FORMAT_VERSION)
     vectors = []
     for change in kept:
         data = serialize(change.hidden)
         vectors.append(DeletionVector("u", z85_encode(name.bytes), len(data), len(change.hidden), len(body)))
-        body += struct.pack(">i", len(data)) + data + struct.pack(">I", zlib.crc32(data))
+        body += framed(data)
     file_name = f"deletion_vector_{name}.bin"
     obstore.put(object_store(snapshot.table_uri), file_name, bytes(body))
     adds = add_actions_of(snapshot.table_uri, snapshot.version, [c.file.log_path for c in kept])

@@ -175,10 +175,18 @@ def deserialize(data: bytes) -> BitMap64:
     return rows
 
 
+# The first byte of a ``.bin`` file: its format version.
+FILE_FORMAT_VERSION = b"\x01"
+
+
+def framed(data: bytes) -> bytes:
+    """One vector as a ``.bin`` file stores it after the version byte: size, data, CRC-32 (big-endian)."""
+    return struct.pack(">i", len(data)) + data + struct.pack(">I", zlib.crc32(data))
+
+
 def stored_bytes(rows: BitMap64) -> bytes:
-    """The body of a one-vector ``.bin`` file (version byte 1, then size, data, CRC-32, big-endian)."""
-    data = serialize(rows)
-    return b"\x01" + struct.pack(">i", len(data)) + data + struct.pack(">I", zlib.crc32(data))
+    """The body of a one-vector ``.bin`` file: the version byte, then the vector framed."""
+    return FILE_FORMAT_VERSION + framed(serialize(rows))
 
 
 def stored_vector(file_bytes: bytes, vector: DeletionVector) -> bytes:

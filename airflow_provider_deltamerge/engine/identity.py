@@ -11,8 +11,10 @@ gap of 2^33 steps between them). An overflow fails the merge, as in Delta.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
@@ -45,10 +47,10 @@ class Identity:
         """The first value a write may generate."""
         return self.start if self.high_water_mark is None else self.high_water_mark + self.step
 
-    @property
-    def value_column(self) -> str:
-        """The hidden column that carries each row's generated value into the output projection."""
-        return hidden_name(f"identity_{self.column}")
+
+def value_column(column: str) -> str:
+    """The hidden column that carries each row's generated value of ``column`` into the output projection."""
+    return hidden_name(f"identity_{column}")
 
 
 def identities(schema: StructType) -> dict[str, Identity]:
@@ -86,22 +88,56 @@ def high_water_marks(
     """The new high-water mark of each column in ``generated`` from the files the merge wrote, as Delta's
     identity stats tracker takes it (the max, or min for a negative step, of every written value, rounded
     up to the column's grid, never behind the old mark or before the start); columns whose mark stays are
-    left out."""
+    left out.
+
+    The written files' own stats give the extremes when the column is indexed (it usually is: a key comes
+    first); only otherwise does one Spark job read the column back from the new files.
+    """
     if not added or not generated:
         return {}
-    rows = spark.read.parquet(*[file_location(snapshot, f) for f in added])
-    aggregates = [
-        (F.max if i.step > 0 else F.min)(F.col(f"`{i.column}`")).alias(str(n))
-        for n, i in enumerate(generated)
-    ]
-    found = rows.agg(*aggregates).first()
+    extremes = {i.column: _extreme_in_stats(i, added) for i in generated}
+    unindexed = [i for i in generated if extremes[i.column] is _UNINDEXED]
+    if unindexed:
+        extremes |= _extremes_read_back(spark, snapshot, added, unindexed)
     marks = {}
-    for n, identity in enumerate(generated):
-        candidate = None if found is None else found[str(n)]
+    for identity in generated:
+        candidate = extremes[identity.column]
         mark = None if candidate is None else _valid_mark(identity, int(candidate))
         if mark is not None:
             marks[identity.column] = mark
     return marks
+
+
+_UNINDEXED = object()  # the column has no stats in some written file
+
+
+def _extreme_in_stats(identity: Identity, added: Sequence[WrittenFile]) -> Any:
+    """The written values' max (min for a negative step) from the files' stats: None when every value is
+    NULL, ``_UNINDEXED`` when a file has no stats for the column."""
+    bound = "maxValues" if identity.step > 0 else "minValues"
+    found = []
+    for file in added:
+        stats = json.loads(file.stats)
+        if identity.column in stats.get(bound, {}):
+            found.append(int(stats[bound][identity.column]))
+        elif stats.get("nullCount", {}).get(identity.column) != stats.get("numRecords"):
+            return _UNINDEXED
+    if not found:
+        return None
+    return max(found) if identity.step > 0 else min(found)
+
+
+def _extremes_read_back(
+    spark: SparkSession, snapshot: Snapshot, added: Sequence[WrittenFile], identities: Sequence[Identity]
+) -> dict[str, int | None]:
+    """The written values' extremes of ``identities``, read back from the new files in one Spark job."""
+    rows = spark.read.parquet(*[file_location(snapshot, f) for f in added])
+    aggregates = [
+        (F.max if i.step > 0 else F.min)(F.col(f"`{i.column}`")).alias(str(n))
+        for n, i in enumerate(identities)
+    ]
+    found = rows.agg(*aggregates).first()
+    return {i.column: None if found is None else found[str(n)] for n, i in enumerate(identities)}
 
 
 def with_high_water_marks(schema: StructType, marks: Mapping[str, int]) -> StructType:

@@ -32,8 +32,11 @@ def ids(*values: int) -> pa.Array:
     return pa.array(values, pa.int64())
 
 
-def identity_table(tmp_path: Path, *, start: int = 1, step: int = 1, always: bool = True) -> str:
-    """An empty table (id, qty, sk) whose ``sk`` is an identity column."""
+def identity_table(
+    tmp_path: Path, *, start: int = 1, step: int = 1, always: bool = True, indexed_columns: int = 32
+) -> str:
+    """An empty table (id, qty, sk) whose ``sk`` is an identity column; file stats cover the first
+    ``indexed_columns`` columns."""
     metadata = {
         "delta.identity.start": start,
         "delta.identity.step": step,
@@ -44,7 +47,13 @@ def identity_table(tmp_path: Path, *, start: int = 1, step: int = 1, always: boo
         {"name": "qty", "type": "long", "nullable": True, "metadata": {}},
         {"name": "sk", "type": "long", "nullable": True, "metadata": metadata},
     ]
-    return craft_table(tmp_path / "t", writer=7, writer_features=["identityColumns"], fields=fields)
+    return craft_table(
+        tmp_path / "t",
+        writer=7,
+        writer_features=["identityColumns"],
+        fields=fields,
+        configuration={"delta.dataSkippingNumIndexedCols": str(indexed_columns)},
+    )
 
 
 def insert_new(target: str, source: str) -> MergeSpec:
@@ -72,6 +81,13 @@ def test_inserts_get_values_beyond_the_mark_and_the_commit_records_it(spark, tmp
     rows = {r["id"]: (r["qty"], r["sk"]) for r in sorted_rows(table)}
     assert rows == {1: (5, first[1]), 2: (60, first[2]), 3: (7, 120)}
     assert high_water_mark(table) == 120
+
+
+def test_the_mark_of_a_column_without_stats_is_read_back_from_the_written_files(spark, tmp_path):
+    table = identity_table(tmp_path, start=100, step=10, indexed_columns=1)
+    run_merge(spark, insert_new(table, parquet_source(tmp_path, "a", id=ids(1, 2), qty=ids(5, 6))))
+    assert sorted(r["sk"] for r in sorted_rows(table)) == [100, 110]
+    assert high_water_mark(table) == 110
 
 
 def test_a_negative_step_counts_down_and_keeps_the_smallest_value_as_its_mark(spark, tmp_path):

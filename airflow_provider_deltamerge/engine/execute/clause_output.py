@@ -20,7 +20,7 @@ from pyspark.sql.types import DataType, StructField
 
 from airflow_provider_deltamerge.delta.protocol import GENERATION_EXPRESSION_KEY
 from airflow_provider_deltamerge.engine import metrics as m
-from airflow_provider_deltamerge.engine.identity import Identity, generated_values, identities
+from airflow_provider_deltamerge.engine.identity import Identity, generated_values, identities, value_column
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan
 from airflow_provider_deltamerge.engine.resolve.casting import conform
 from airflow_provider_deltamerge.engine.resolve.resolution import ResolvedClause, quote
@@ -120,7 +120,7 @@ def rows_written(plan: MergePlan, joined: DataFrame, kinds: frozenset[RowKind] =
     kept = joined.filter(~action.isin(removed))
     for identity in identities_generated(plan, clauses):
         # One column per identity, computed once per row: a second evaluation would draw other values.
-        kept = kept.withColumn(identity.value_column, generated_values(identity))
+        kept = kept.withColumn(value_column(identity.column), generated_values(identity))
     read = {f.name: f.dataType for f in plan.target_schema.fields}
     columns = [_output_column(plan, clauses, field, read) for field in plan.final_schema.fields]
     generating = [c for c in clauses if c.generated]
@@ -166,7 +166,7 @@ def _output_column(
     chain: Column | None = None
     for clause in clauses:
         if column in clause.identity:
-            value = F.col(identities(plan.target_schema)[column].value_column)
+            value = F.col(value_column(column))
         elif column in clause.assignments:
             value = plan.values[(clause.position, column)]
         else:
