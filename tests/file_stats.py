@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from airflow_provider_deltamerge.delta.column_mapping import maps_columns, stored_schema
 from airflow_provider_deltamerge.delta.commit_actions import MergeCommitActions
 from airflow_provider_deltamerge.delta.snapshot import Snapshot
 from airflow_provider_deltamerge.delta.stats import truncate_max
@@ -82,6 +83,8 @@ def check_added_files(
     schema = json.loads(schema_json)
     settings = StatsSettings.of(configuration, session_prefix=session_prefix)
     indexed = indexed_columns(schema, partition_columns, settings)
+    if maps_columns(configuration):  # files and stats use the physical names
+        indexed = stored_schema({"fields": indexed}, partition_columns)["fields"]
     filesystem, root = _filesystem(table_uri)
     for relative_path, stats_text in added:
         if stats_text is not None:  # no stats at all: readers skip nothing

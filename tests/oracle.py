@@ -59,8 +59,10 @@ def merge_with_deltalake(
 def sorted_rows(table_path: str) -> list[dict[str, Any]]:
     """Every row of the Delta table, in a stable order, read by delta-rs (an independent reader)."""
     table = DeltaTable(table_path)
-    if "deletionVectors" in (table.protocol().reader_features or ()):
-        # deltalake's pyarrow reader refuses deletion vectors; its DataFusion scan applies them.
+    mapped = (table.metadata().configuration.get("delta.columnMapping.mode") or "none") != "none"
+    if mapped or "deletionVectors" in (table.protocol().reader_features or ()):
+        # deltalake's pyarrow reader refuses deletion vectors and reads mapped columns as NULLs; its
+        # DataFusion scan handles both.
         rows = pa.RecordBatchReader.from_stream(table.scan()).read_all().to_pylist()
     else:
         rows = table.to_pyarrow_table().to_pylist()

@@ -18,6 +18,7 @@ from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 from obstore.exceptions import BaseError as ObstoreError
 
 from airflow_provider_deltamerge.delta.checkpoints import write_checkpoint_if_due
+from airflow_provider_deltamerge.delta.column_mapping import maps_columns
 from airflow_provider_deltamerge.delta.commit_actions import (
     IN_COMMIT_TIMESTAMPS,
     MergeCommitActions,
@@ -34,7 +35,7 @@ from airflow_provider_deltamerge.delta.history import COMMIT_INFO_KEY
 from airflow_provider_deltamerge.delta.log_reader import LogReader
 from airflow_provider_deltamerge.delta.log_store import LogStore, commit_file, log_store
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot, open_table
-from airflow_provider_deltamerge.delta.writer import WrittenFile
+from airflow_provider_deltamerge.delta.writer import ChangeFile, WrittenFile
 from airflow_provider_deltamerge.exceptions import MergeCommitError
 
 log = logging.getLogger(__name__)
@@ -69,11 +70,13 @@ def commit_merge(
     schema: str | None = None,
     engine_info: str = "",
     readded: Sequence[Mapping[str, Any]] = (),
+    change_files: Sequence[ChangeFile] = (),
 ) -> CommitOutcome:
     """Commit ``removed`` and ``added`` as one new version on top of ``snapshot``, or say why not.
 
     ``readded`` are add actions of removed files coming back under new deletion vectors (made by
-    ``deletion_vector_writes.write_vectors``); they need this engine's own commit.
+    ``deletion_vector_writes.write_vectors``), ``change_files`` the change data feed's files; both need
+    this engine's own commit.
 
     The commit is one file written with a put-if-absent (``delta/log_store.py``): Delta's MERGE actions, the
     new schema's metaData with them when schema evolution changed it (``schema``, Delta's JSON form). When
@@ -104,11 +107,25 @@ def commit_merge(
             "vector in a remove action, so the old rows would stay). Nothing was changed. Purge the vectors "
             "first (REORG TABLE ... APPLY (PURGE)), or run the merge with the delta-spark backend."
         )
+    if store is None and maps_columns(dict(snapshot.configuration)):
+        raise MergeCommitError(
+            f"The merge into {snapshot.table_uri} writes a table with column mapping, and this store has no "
+            "conditional write this engine can use (deltalake's transaction would key the partition values "
+            "by logical names). Nothing was changed. Run the merge with the delta-spark backend."
+        )
+    if store is None and change_files:
+        raise MergeCommitError(
+            f"The merge into {snapshot.table_uri} writes change data files (the table has the change data "
+            "feed on), and this store has no conditional write this engine can use (deltalake's transaction "
+            "cannot write the cdc actions that name them). Nothing was changed. Run the merge with the "
+            "delta-spark backend, or turn the feed off (delta.enableChangeDataFeed=false)."
+        )
     metadata = open_table(snapshot.table_uri, snapshot.version).metadata() if schema is not None else None
     commit = MergeCommitActions(
         snapshot=snapshot,
         removed=removed,
         added=added,
+        change_files=change_files,
         readded=readded,
         operation_parameters=operation_parameters,
         operation_metrics=operation_metrics,

@@ -1,5 +1,6 @@
 """The actions of a merge commit, written as Delta writes a MERGE (PROTOCOL.md "Actions"): commitInfo first,
-then metaData when the schema evolved, txn for the Airflow run, and the files removed and added.
+then metaData when the schema evolved, txn for the Airflow run, the files removed and added, and the change
+data feed's files.
 
 The text is made again for each attempt, since only the commit's timestamps depend on the version it lands
 at; everything else is fixed when the merge's files are written.
@@ -13,9 +14,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_provider_deltamerge.delta.column_mapping import (
+    MAX_COLUMN_ID_KEY,
+    largest_column_id,
+    maps_columns,
+    stored_name,
+)
 from airflow_provider_deltamerge.delta.history import COMMIT_INFO_KEY
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
-from airflow_provider_deltamerge.delta.writer import WrittenFile
+from airflow_provider_deltamerge.delta.writer import ChangeFile, WrittenFile
 
 # The table property that turns on in-commit timestamps (writer feature inCommitTimestamp).
 IN_COMMIT_TIMESTAMPS = "delta.enableInCommitTimestamps"
@@ -46,6 +53,7 @@ class MergeCommitActions:
     metadata: TableMetadata | None = None  # required with ``schema``
     # Add actions of removed files coming back under a new deletion vector (deletion_vector_writes).
     readded: Sequence[Mapping[str, Any]] = ()
+    change_files: Sequence[ChangeFile] = ()  # the change data feed's files
     txn_id: str = field(default_factory=lambda: str(uuid.uuid4()))  # the same for every attempt
 
     def lines(self, *, timestamp: int, in_commit_timestamp: int | None) -> bytes:
@@ -56,9 +64,11 @@ class MergeCommitActions:
         txn = _txn(self.info, timestamp)
         if txn is not None:
             actions.append({"txn": txn})
-        actions += [{"remove": _remove(f, timestamp)} for f in self.removed]
-        actions += [{"add": _add(f)} for f in self.added]
-        actions += [{"add": dict(add)} for add in self.readded]
+        stored = _stored_names(self.snapshot)
+        actions += [{"remove": _remove(f, timestamp, stored)} for f in self.removed]
+        actions += [{"add": _add(f, stored)} for f in self.added]
+        actions += [{"add": dict(add)} for add in self.readded]  # as the log has them
+        actions += [{"cdc": _cdc(f, stored)} for f in self.change_files]
         return "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode()
 
     def _commit_info(self, timestamp: int, in_commit_timestamp: int | None) -> dict[str, Any]:
@@ -91,9 +101,29 @@ class MergeCommitActions:
             "format": {"provider": "parquet", "options": {}},
             "schemaString": self.schema,
             "partitionColumns": list(self.snapshot.partition_columns),
-            "configuration": {k: v for k, v in self.snapshot.configuration if v is not None},
+            "configuration": self._configuration(),
             **({"createdTime": self.metadata.created_time} if self.metadata.created_time is not None else {}),
         }
+
+    def _configuration(self) -> dict[str, str]:
+        """The table's properties; under column mapping, the largest column id the new schema gives."""
+        configuration = {k: v for k, v in self.snapshot.configuration if v is not None}
+        if self.schema is not None and maps_columns(configuration):
+            largest = max(int(configuration.get(MAX_COLUMN_ID_KEY) or 0), largest_column_id(self.schema))
+            configuration[MAX_COLUMN_ID_KEY] = str(largest)
+        return configuration
+
+
+def _stored_names(snapshot: Snapshot) -> dict[str, str]:
+    """The names the log keys partition values by: physical names under column mapping, else the
+    columns' own (which the engine's files use)."""
+    if not maps_columns(dict(snapshot.configuration)):
+        return {}
+    return {f["name"]: stored_name(f) for f in snapshot.schema["fields"]}
+
+
+def _stored(values: tuple[tuple[str, str | None], ...], stored: Mapping[str, str]) -> dict[str, str | None]:
+    return {stored.get(name, name): value for name, value in values}
 
 
 def _txn(info: Mapping[str, Any], timestamp: int) -> dict[str, Any] | None:
@@ -108,7 +138,7 @@ def _txn(info: Mapping[str, Any], timestamp: int) -> dict[str, Any] | None:
     return {"appId": f"airflow:{app_id}", "version": version, "lastUpdated": timestamp}
 
 
-def _remove(file: DataFile, timestamp: int) -> dict[str, Any]:
+def _remove(file: DataFile, timestamp: int, stored: Mapping[str, str]) -> dict[str, Any]:
     # The logical file is its path and its deletion vector: a remove naming the path alone misses it.
     vector = {"deletionVector": file.deletion_vector.to_action()} if file.deletion_vector else {}
     return {
@@ -116,16 +146,26 @@ def _remove(file: DataFile, timestamp: int) -> dict[str, Any]:
         "deletionTimestamp": timestamp,
         "dataChange": True,
         "extendedFileMetadata": True,
-        "partitionValues": dict(file.partition_values),
+        "partitionValues": _stored(file.partition_values, stored),
         "size": file.size,
         **vector,
     }
 
 
-def _add(file: WrittenFile) -> dict[str, Any]:
+def _cdc(file: ChangeFile, stored: Mapping[str, str]) -> dict[str, Any]:
+    # Change files are not data changes: the commit's adds and removes are (PROTOCOL.md "Add CDC File").
     return {
         "path": file.log_path,
-        "partitionValues": dict(file.partition_values),
+        "partitionValues": _stored(file.partition_values, stored),
+        "size": file.size,
+        "dataChange": False,
+    }
+
+
+def _add(file: WrittenFile, stored: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        "path": file.log_path,
+        "partitionValues": _stored(file.partition_values, stored),
         "size": file.size,
         "modificationTime": file.modification_time,
         "dataChange": True,

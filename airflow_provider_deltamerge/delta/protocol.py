@@ -64,6 +64,10 @@ HONOURED_FEATURES = frozenset(
         "deletionVectors",
         # Values from the high-water mark where an INSERT leaves the column out (engine/identity.py).
         "identityColumns",
+        # A rewrite writes change data files too (delta/change_data_feed.py, engine/execute/change_rows.py).
+        "changeDataFeed",
+        # Files are read and written under physical names and field ids (delta/column_mapping.py).
+        "columnMapping",
     }
 )
 # Highest protocol versions whose implied features are understood (3/7 list their features by name).
@@ -72,10 +76,6 @@ MAX_WRITER_VERSION = 7
 
 # What to do about each feature the engine refuses, in Delta's terms.
 _REMEDIES = {
-    "columnMapping": (
-        "column mapping stores columns under physical names this engine does not translate. Run the merge on "
-        "Delta's own runtime (the delta-spark backend)"
-    ),
     "rowTracking": (
         "row tracking needs row ids and commit versions assigned to every written file, which this engine "
         "does not do. Run the merge on Delta's own runtime (the delta-spark backend)"
@@ -83,11 +83,6 @@ _REMEDIES = {
     "typeWidening": (
         "a widened column may be stored with different types in different files, which this engine does not "
         "reconcile. Rewrite the table (or drop the feature with Delta), or use the delta-spark backend"
-    ),
-    "changeDataFeed": (
-        "with the change data feed on, every merge must also write change data files, which this engine "
-        "does not. Turn it off (ALTER TABLE ... SET TBLPROPERTIES ('delta.enableChangeDataFeed'=false)) or "
-        "run the merge on Delta's own runtime (the delta-spark backend)"
     ),
     "variantType": "this engine does not write VARIANT columns yet. Use the delta-spark backend",
 }
@@ -117,8 +112,6 @@ def refused_features(snapshot: Snapshot) -> list[str]:
     found += sorted(f for f in listed if f not in HONOURED_FEATURES)
     # Legacy protocols (writer < 7) imply features; they matter only when the table actually uses them.
     implied = {
-        "changeDataFeed": _is_true(snapshot.setting("delta.enableChangeDataFeed")),
-        "columnMapping": (snapshot.setting("delta.columnMapping.mode") or "none").lower() != "none",
         "rowTracking": _is_true(snapshot.setting("delta.enableRowTracking")),
         "variantType": any(f["type"] == "variant" for f in fields),
     }

@@ -21,7 +21,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from airflow_provider_deltamerge.delta.column_mapping import maps_columns
 from airflow_provider_deltamerge.delta.deletion_vectors import read_deleted_rows
+from airflow_provider_deltamerge.delta.physical_schema import physical_field
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
 from airflow_provider_deltamerge.delta.writer import WrittenFile
 from airflow_provider_deltamerge.spec.names import hidden_name, quote_part
@@ -78,7 +80,12 @@ def read_files(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile
         # limit(0) makes it a relation Spark's optimizer knows to be empty: a join with it is dropped (an
         # anti join keeps the other side, an outer join pads it with NULLs), so no join, no shuffle.
         return spark.createDataFrame([], empty).limit(0)
-    raw = spark.read.schema(StructType(data_fields)).parquet(*[file_location(snapshot, f) for f in files])
+    # Under column mapping the files name columns by their physical names: read those, rename below.
+    mapped = maps_columns(dict(snapshot.configuration))
+    stored = {f.name: physical_field(f) if mapped else f for f in data_fields}
+    raw = spark.read.schema(StructType(list(stored.values()))).parquet(
+        *[file_location(snapshot, f) for f in files]
+    )
     # metadataColumn, not col("_metadata"): a table may have a column of its own named _metadata.
     metadata = raw.metadataColumn("_metadata")
     tagged = raw.select(
@@ -100,7 +107,10 @@ def read_files(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile
             "left_anti",
         )
     return tagged.select(
-        *[_column(f.name, f.dataType, partition=f.name in snapshot.partition_columns) for f in schema.fields],
+        *[
+            _column(f.name, f.dataType, stored=stored[f.name].name if f.name in stored else None)
+            for f in schema.fields
+        ],
         FILE_COLUMN,
         ROW_INDEX_COLUMN,
     )
@@ -144,9 +154,12 @@ def _quote_uri_character(character: str) -> str:
     return "".join(f"%{byte:02X}" for byte in character.encode("utf-8"))
 
 
-def _column(name: str, data_type: DataType, *, partition: bool) -> Column:
-    value = F.col(quote_part(name))
-    if partition:
+def _column(name: str, data_type: DataType, *, stored: str | None) -> Column:
+    """A table column from the scanned rows: a data column from the file's column ``stored`` (a struct is
+    cast field by field, by position, onto its logical names), a partition column (``stored`` None) from
+    the log's value."""
+    value = F.col(quote_part(name if stored is None else stored))
+    if stored is None:
         if isinstance(data_type, TimestampType):
             # The log keeps timestamp partition values in UTC, without a zone unless written in ISO form.
             value = F.when(value.rlike(r"(Z|[+-]\d\d:?\d\d)$"), value).otherwise(F.concat(value, F.lit("Z")))

@@ -13,6 +13,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from airflow_provider_deltamerge.delta.column_mapping import logical_stats_columns, maps_columns
 from airflow_provider_deltamerge.delta.deletion_vectors import DeletionVector
 from airflow_provider_deltamerge.delta.live_adds import deletion_vectors_of
 from airflow_provider_deltamerge.exceptions import TargetTableError
@@ -125,6 +126,10 @@ def snapshot_of(table: DeltaTable, table_uri: str) -> Snapshot:
     protocol = table.protocol()
     partition_columns = tuple(metadata.partition_columns)
     adds = pa.table(table.get_add_actions(flatten=True))
+    schema_json = table.schema().to_json()
+    if maps_columns(metadata.configuration):
+        # deltalake names stats columns by the physical paths the log keys them by; skipping uses logical.
+        adds = adds.rename_columns(logical_stats_columns(adds.column_names, json.loads(schema_json)))
     columns = adds.to_pydict()
     # deltalake lists files without their deletion vectors: those come from the log itself.
     vectors = (
@@ -147,7 +152,7 @@ def snapshot_of(table: DeltaTable, table_uri: str) -> Snapshot:
     return Snapshot(
         table_uri=table_uri,
         version=table.version(),
-        schema_json=table.schema().to_json(),
+        schema_json=schema_json,
         partition_columns=partition_columns,
         configuration=tuple(sorted(metadata.configuration.items())),
         files=files,

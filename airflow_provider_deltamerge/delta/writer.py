@@ -4,6 +4,11 @@ Spark writes into a private staging folder under the table; the finished parquet
 their Hive-style partition folders below the table root, where Delta readers and VACUUM expect them. The
 files are invisible to readers until the commit references them, and ``discard`` deletes them when the
 merge fails before committing.
+
+Rows with a ``_change_type`` are change data (the change data feed): as Delta's ``performCDCPartition`` and
+``DelayedCommitProtocol`` do, the same job writes them under a leading virtual partition, and their files
+go to ``_change_data/`` (named ``cdc-...``) instead of the table's folders. The data files keep the column,
+all NULL, as Delta's do; readers ignore columns the schema does not name.
 """
 
 from __future__ import annotations
@@ -26,7 +31,11 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
+from airflow_provider_deltamerge.delta.change_data_feed import CHANGE_DATA_FOLDER, CHANGE_TYPE_COLUMN
+from airflow_provider_deltamerge.delta.column_mapping import maps_columns, stored_schema
+from airflow_provider_deltamerge.delta.physical_schema import physical_field
 from airflow_provider_deltamerge.delta.protocol import ConstraintCheck, constraint_checks, violation_message
 from airflow_provider_deltamerge.delta.snapshot import Snapshot
 from airflow_provider_deltamerge.delta.stats import footer_stats
@@ -37,12 +46,14 @@ from airflow_provider_deltamerge.delta.stats_columns import (
     indexed_columns,
 )
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
-from airflow_provider_deltamerge.spec.names import quote_part
+from airflow_provider_deltamerge.spec.names import hidden_name, quote_part
 
 # Not hidden (no leading "_" or "."): VACUUM, Delta's and deltalake's, skips hidden folders, so the files of
 # a job killed while Spark wrote them would stay forever; here VACUUM removes them as any unreferenced file.
 STAGING_PREFIX = "deltamerge-staging-"
 HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+# The virtual partition that sends a row to a change file (true) or a data file (false).
+_CHANGE_PARTITION = hidden_name("is_cdc")
 # Delta's table property for the size written files aim at, and its usual default (128 MiB).
 TARGET_FILE_SIZE_KEY = "delta.targetFileSize"
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
@@ -65,6 +76,27 @@ class WrittenFile:
     @property
     def relative_path(self) -> str:
         return unquote(self.log_path)
+
+
+@dataclass(frozen=True)
+class ChangeFile:
+    """A new change data file under ``_change_data/``, described as its cdc action will describe it."""
+
+    log_path: str
+    size: int
+    partition_values: tuple[tuple[str, str | None], ...]
+
+    @property
+    def relative_path(self) -> str:
+        return unquote(self.log_path)
+
+
+@dataclass(frozen=True)
+class Written:
+    """The files one write made: data files, and change data files when the rows had a change type."""
+
+    files: tuple[WrittenFile, ...]
+    change_files: tuple[ChangeFile, ...] = ()
 
 
 class TableFiles:
@@ -91,11 +123,12 @@ class TableFiles:
             if path.endswith(".parquet"):
                 yield path[len(base) + 1 :], status.getLen(), status.getModificationTime()
 
-    def move_into_table(self, folder: str, relative_path: str) -> None:
-        target = self._path(f"{self.root}/{relative_path}")
+    def move_into_table(self, folder: str, relative_path: str, table_path: str) -> None:
+        """Move ``folder/relative_path`` to ``table_path`` below the table root."""
+        target = self._path(f"{self.root}/{table_path}")
         self._fs.mkdirs(target.getParent())
         if not self._fs.rename(self._path(f"{folder}/{relative_path}"), target):
-            raise OSError(f"Could not move a new data file into the table: {relative_path}")
+            raise OSError(f"Could not move a new data file into the table: {table_path}")
 
     def delete(self, relative_path: str) -> None:
         self._fs.delete(self._path(f"{self.root}/{relative_path}"), True)
@@ -109,8 +142,13 @@ class TableFiles:
 
 
 def write_files(
-    spark: SparkSession, rows: DataFrame, snapshot: Snapshot, *, presized: bool = False
-) -> list[WrittenFile]:
+    spark: SparkSession,
+    rows: DataFrame,
+    snapshot: Snapshot,
+    *,
+    presized: bool = False,
+    schema: StructType | None = None,
+) -> Written:
     """Write ``rows`` (the table's columns, in order) as new files of the table and describe them.
 
     Every row is checked against the table's NOT NULL columns, invariants and CHECK constraints while it is
@@ -120,11 +158,14 @@ def write_files(
 
     Args:
         spark: the session that computes ``rows``.
-        rows: the output rows; partition columns are written as folders, not into the files.
+        rows: the output rows; partition columns are written as folders, not into the files. A last
+            ``_change_type`` column makes the rows where it is set change data (see the module's text).
         snapshot: the table being written, for its location, partitioning, constraints and settings.
         presized: ``rows`` come straight from a scan, whose splits Spark sizes itself (up to
             ``spark.sql.files.maxPartitionBytes``): an unpartitioned table then needs no rebalancing
             shuffle. A partitioned one still does, or each split would write a file into every partition.
+        schema: the table's schema as the commit will record it, with its fields' metadata (under column
+            mapping, the physical names the files use); None for the schema of ``rows``.
 
     Returns:
         The new files holding rows, already in their final place, not yet committed.
@@ -133,27 +174,48 @@ def write_files(
         MergeExecutionError: a written row violates a constraint (Delta's error class and wording).
     """
     table = TableFiles(spark, snapshot.table_uri)
+    with_changes = CHANGE_TYPE_COLUMN in rows.columns
     # The rows carry the schema the commit will have (evolved, if the merge evolves it): Delta collects
     # statistics against that schema, not the one read.
+    table_columns = [c for c in rows.columns if not (with_changes and c == CHANGE_TYPE_COLUMN)]
     settings = StatsSettings.of(
         dict(snapshot.configuration), session_prefix=spark.conf.get(STRING_PREFIX_LENGTH_CONF, None)
     )
-    indexed = indexed_columns(rows.schema.jsonValue(), snapshot.partition_columns, settings)
+    partition_columns = list(snapshot.partition_columns)
+    if schema is None:
+        schema = rows.select(*[F.col(quote_part(c)) for c in table_columns]).schema
+    mapped = maps_columns(dict(snapshot.configuration))
+    stored = StructType(
+        [physical_field(f) if mapped and f.name not in partition_columns else f for f in schema.fields]
+    )
+    indexed = indexed_columns(schema.jsonValue(), partition_columns, settings)
+    if mapped:  # chosen by logical names (as the table's settings name them), read by stored ones
+        indexed = stored_schema({"fields": indexed}, partition_columns)["fields"]
     staging_name = f"{STAGING_PREFIX}{uuid.uuid4().hex}"
     staging = f"{table.root}/{staging_name}"
-    partition_columns = list(snapshot.partition_columns)
     checks = constraint_checks(snapshot)
-    rows = _checked(rows, checks)
+    # Change rows repeat data rows (post-images, inserts) or hold rows the table had (pre-images, deletes).
+    rows = _checked(rows, checks, table_columns, F.col(CHANGE_TYPE_COLUMN).isNull() if with_changes else None)
     if partition_columns or not presized:
         # One writer per table partition; adaptive execution coalesces or splits towards its advisory size.
         rows = rows.hint("rebalance", *partition_columns)
+    if mapped:
+        rows = rows.select(
+            *[
+                F.col(quote_part(f.name)).cast(s.dataType).alias(s.name, metadata=s.metadata)
+                for f, s in zip(schema.fields, stored.fields, strict=True)
+            ],
+            *([CHANGE_TYPE_COLUMN] if with_changes else []),
+        )
+    if with_changes:
+        rows = rows.withColumn(_CHANGE_PARTITION, F.col(CHANGE_TYPE_COLUMN).isNotNull())
     writer = rows.write.mode("errorifexists").option("compression", "snappy")
     max_rows = max_records_per_file(snapshot)
     if max_rows is not None:
         writer = writer.option("maxRecordsPerFile", max_rows)
-    if partition_columns:
-        writer = writer.partitionBy(*partition_columns)
-    moved: list[tuple[str, int, int]] = []
+    if partition_columns or with_changes:
+        writer = writer.partitionBy(*([_CHANGE_PARTITION] if with_changes else []), *partition_columns)
+    moved: list[_Moved] = []
     try:
         try:
             writer.parquet(staging)
@@ -163,23 +225,52 @@ def write_files(
                 raise
             raise violation from err
         for relative, size, mtime in table.list_parquet(staging):
-            table.move_into_table(staging, relative)
-            moved.append((relative, size, mtime))
+            placed = _table_path(relative) if with_changes else (relative, False)
+            table.move_into_table(staging, relative, placed[0])
+            moved.append(_Moved(*placed, size, mtime))
         time_zone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
         written = _describe(snapshot, moved, time_zone, indexed, settings.string_prefix_length)
         # Spark leaves one file with no rows when there is nothing to write; Delta never commits such files.
-        for empty in (f for f in written if f.num_records == 0):
+        for empty in (f for f, _ in written if f.num_records == 0):
             table.delete(empty.relative_path)
-        return [f for f in written if f.num_records > 0]
+        kept = [(f, change) for f, change in written if f.num_records > 0]
+        return Written(
+            files=tuple(f for f, change in kept if not change),
+            change_files=tuple(
+                ChangeFile(f.log_path, f.size, f.partition_values) for f, change in kept if change
+            ),
+        )
     except BaseException:
-        for relative, _, _ in moved:
-            table.delete(relative)
+        for entry in moved:
+            table.delete(entry.path)
         raise
     finally:
         table.delete(staging_name)
 
 
-def discard(spark: SparkSession, snapshot: Snapshot, files: Sequence[WrittenFile]) -> None:
+@dataclass(frozen=True)
+class _Moved:
+    """A file Spark wrote, in its place below the table root."""
+
+    path: str
+    change_data: bool
+    size: int
+    modification_time: int
+
+
+def _table_path(staged: str) -> tuple[str, bool]:
+    """Where a file staged under the change partition goes, and whether it is change data: Delta's
+    ``DelayedCommitProtocol.newTaskTempFile`` drops the virtual partition and puts change files, named
+    ``cdc-``, in ``_change_data/`` (under the table's partition folders)."""
+    flag, rest = staged.split("/", 1)
+    if flag != f"{_CHANGE_PARTITION}=true":
+        return rest, False
+    folder, _, name = rest.rpartition("/")
+    name = "cdc-" + name.removeprefix("part-")
+    return "/".join(p for p in (CHANGE_DATA_FOLDER, folder, name) if p), True
+
+
+def discard(spark: SparkSession, snapshot: Snapshot, files: Sequence[WrittenFile | ChangeFile]) -> None:
     """Delete files written for a merge that will not be committed."""
     table = TableFiles(spark, snapshot.table_uri)
     for written in files:
@@ -202,17 +293,25 @@ def max_records_per_file(snapshot: Snapshot) -> int | None:
     return max(1, math.floor(target_file_size(snapshot) / bytes_per_row))
 
 
-def _checked(rows: DataFrame, checks: Sequence[ConstraintCheck]) -> DataFrame:
+def _checked(
+    rows: DataFrame, checks: Sequence[ConstraintCheck], columns: Sequence[str], applies: Column | None
+) -> DataFrame:
     """``rows`` unchanged, but a row that violates a check fails its Spark task with a marked message.
 
     A NULL result counts as a violation, as Delta's invariant checker treats it.
+
+    Args:
+        columns: the table's columns, shown in a violation's message.
+        applies: which rows are checked; None for all.
     """
     if not checks:
         return rows
-    row_json = F.to_json(F.struct(*[F.col(quote_part(c)) for c in rows.columns]))
+    row_json = F.to_json(F.struct(*[F.col(quote_part(c)) for c in columns]))
     failure: Column | None = None
     for index, check in enumerate(checks):
         broken = F.coalesce(F.expr(check.expression), F.lit(False)) == F.lit(False)
+        if applies is not None:
+            broken = broken & applies
         raised = F.raise_error(
             F.concat(F.lit(f"{_VIOLATION}[{index}]"), row_json, F.lit(f"{_VIOLATION}_END"))
         )
@@ -236,26 +335,29 @@ def _violation(err: Exception, checks: Sequence[ConstraintCheck]) -> MergeExecut
 
 def _describe(
     snapshot: Snapshot,
-    moved: Sequence[tuple[str, int, int]],
+    moved: Sequence[_Moved],
     time_zone: str,
     indexed: Sequence[Field],
     string_prefix_length: int,
-) -> list[WrittenFile]:
-    """Add-action descriptions of the moved files; footers are read in parallel since each is a round trip."""
+) -> list[tuple[WrittenFile, bool]]:
+    """Add-action descriptions of the moved files, each with whether it is change data (described without
+    column stats, as a cdc action has none); footers are read in parallel since each is a round trip."""
     filesystem, root = _arrow_filesystem(snapshot.table_uri)
 
-    def describe(entry: tuple[str, int, int]) -> WrittenFile:
-        relative, size, mtime = entry
-        with filesystem.open_input_file(f"{root}/{relative}") as handle:
+    def describe(entry: _Moved) -> tuple[WrittenFile, bool]:
+        with filesystem.open_input_file(f"{root}/{entry.path}") as handle:
             metadata = pq.read_metadata(handle)
-        return WrittenFile(
-            log_path=quote(relative, safe="/="),
-            size=size,
-            partition_values=_partition_values(relative, snapshot, time_zone),
-            modification_time=mtime,
-            stats=footer_stats(metadata, indexed, string_prefix_length=string_prefix_length),
+        written = WrittenFile(
+            log_path=quote(entry.path, safe="/="),
+            size=entry.size,
+            partition_values=_partition_values(entry.path, snapshot, time_zone),
+            modification_time=entry.modification_time,
+            stats=footer_stats(
+                metadata, () if entry.change_data else indexed, string_prefix_length=string_prefix_length
+            ),
             num_records=metadata.num_rows,
         )
+        return written, entry.change_data
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         return list(pool.map(describe, moved))

@@ -20,6 +20,7 @@ from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
+from airflow_provider_deltamerge.delta.physical_schema import physical_name
 from airflow_provider_deltamerge.delta.protocol import (
     IDENTITY_ALLOW_EXPLICIT_INSERT_KEY,
     IDENTITY_HIGH_WATER_MARK_KEY,
@@ -29,7 +30,7 @@ from airflow_provider_deltamerge.delta.protocol import (
 from airflow_provider_deltamerge.delta.reader import file_location
 from airflow_provider_deltamerge.delta.snapshot import Snapshot
 from airflow_provider_deltamerge.delta.writer import WrittenFile
-from airflow_provider_deltamerge.spec.names import hidden_name
+from airflow_provider_deltamerge.spec.names import hidden_name, quote_part
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Identity:
     """One identity column's definition and high-water mark."""
 
     column: str
+    stored: str  # the name the files and stats use (the physical name under column mapping)
     start: int
     step: int
     high_water_mark: int | None
@@ -62,6 +64,7 @@ def identities(schema: StructType) -> dict[str, Identity]:
             mark = metadata.get(IDENTITY_HIGH_WATER_MARK_KEY)
             found[field.name] = Identity(
                 column=field.name,
+                stored=physical_name(field),
                 start=int(metadata[IDENTITY_START_KEY]),
                 step=int(metadata[IDENTITY_STEP_KEY]),
                 high_water_mark=None if mark is None else int(mark),
@@ -118,9 +121,9 @@ def _extreme_in_stats(identity: Identity, added: Sequence[WrittenFile]) -> Any:
     found = []
     for file in added:
         stats = json.loads(file.stats)
-        if identity.column in stats.get(bound, {}):
-            found.append(int(stats[bound][identity.column]))
-        elif stats.get("nullCount", {}).get(identity.column) != stats.get("numRecords"):
+        if identity.stored in stats.get(bound, {}):
+            found.append(int(stats[bound][identity.stored]))
+        elif stats.get("nullCount", {}).get(identity.stored) != stats.get("numRecords"):
             return _UNINDEXED
     if not found:
         return None
@@ -133,7 +136,7 @@ def _extremes_read_back(
     """The written values' extremes of ``identities``, read back from the new files in one Spark job."""
     rows = spark.read.parquet(*[file_location(snapshot, f) for f in added])
     aggregates = [
-        (F.max if i.step > 0 else F.min)(F.col(f"`{i.column}`")).alias(str(n))
+        (F.max if i.step > 0 else F.min)(F.col(quote_part(i.stored))).alias(str(n))
         for n, i in enumerate(identities)
     ]
     found = rows.agg(*aggregates).first()

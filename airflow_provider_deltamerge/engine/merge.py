@@ -212,10 +212,10 @@ def _attempt(
     try:
         check_bounds(checks.bounds, recorder.freeze(), spec.target)
     except MergeGuardError:
-        discard(spark, snapshot, changes.added)
+        discard(spark, snapshot, changes.written)
         raise
     if checks.dry_run:
-        discard(spark, snapshot, changes.added)
+        discard(spark, snapshot, changes.written)
         report = dry_run_report(
             executor=plan.executor,
             removed=changes.removed,
@@ -245,6 +245,7 @@ def _attempt(
             snapshot,
             removed=changes.removed,
             added=changes.added,
+            change_files=changes.change_files,
             readded=vectors.readded,
             operation_parameters=operation_parameters(spec),
             operation_metrics=recorder.freeze(),
@@ -255,11 +256,11 @@ def _attempt(
             engine_info=f"Apache-Spark/{spark.version} airflow-provider-deltamerge/{__version__}",
         )
     except BaseException:
-        discard(spark, snapshot, changes.added)
+        discard(spark, snapshot, changes.written)
         discard_vectors(snapshot, vectors)
         raise
     if not isinstance(outcome, Committed):
-        discard(spark, snapshot, changes.added)
+        discard(spark, snapshot, changes.written)
         discard_vectors(snapshot, vectors)
         return _already_committed(outcome.commit) if isinstance(outcome, AlreadyCommitted) else outcome
     log.info(

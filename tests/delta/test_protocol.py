@@ -17,7 +17,7 @@ from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import MergeExecutionError, TargetTableError
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, delete, insert_all, update, update_all
 from tests.conftest import make_table, table_state
-from tests.delta.helpers import FIELDS, craft_table, files_on_disk_match_log
+from tests.delta.helpers import craft_table, files_on_disk_match_log
 
 SOURCE = pa.table({"id": pa.array([3, 42], pa.int64()), "qty": pa.array([-1, 7], pa.int32())})
 
@@ -38,20 +38,10 @@ def upsert(target: str, source: str, *clauses: object) -> MergeSpec:
 
 
 REFUSED = {
-    "columnMapping": dict(
-        reader=2,
-        writer=5,
-        configuration={"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "2"},
-        fields=[
-            {**f, "metadata": {"delta.columnMapping.id": n, "delta.columnMapping.physicalName": f"col-{n}"}}
-            for n, f in enumerate(FIELDS, start=1)
-        ],
-    ),
     "rowTracking": dict(reader=1, writer=7, writer_features=["rowTracking", "domainMetadata"]),
     "typeWidening": dict(
         reader=3, writer=7, reader_features=["typeWidening"], writer_features=["typeWidening"]
     ),
-    "changeDataFeed": dict(writer=4, configuration={"delta.enableChangeDataFeed": "true"}),
     "someFutureFeature": dict(reader=3, writer=7, reader_features=[], writer_features=["someFutureFeature"]),
 }
 
@@ -85,6 +75,8 @@ def test_honoured_features_are_accepted(tmp_path):
             "inCommitTimestamp",
             "allowColumnDefaults",
             "generatedColumns",
+            "changeDataFeed",
+            "columnMapping",
         ],
     )
     assert refused_features(read_snapshot(target)) == []

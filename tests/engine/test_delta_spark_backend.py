@@ -49,6 +49,7 @@ from airflow_provider_deltamerge.spec import (
     update_by_source,
 )
 from tests.conftest import make_table
+from tests.delta.helpers import craft_table
 
 USER_METADATA = backend.USER_METADATA_CONF
 PIP_HINT = "the Python package delta-spark: pip install airflow-provider-deltamerge[delta-spark]"
@@ -328,6 +329,8 @@ def write_table(path: Path, feature: str) -> str:
         "changeDataFeed": {"delta.enableChangeDataFeed": "true"},
         "disabledChangeDataFeed": {"delta.enableChangeDataFeed": "false"},
     }
+    if feature == "rowTracking":  # deltalake does not write it: a crafted log declares it
+        return craft_table(path, writer=7, writer_features=["rowTracking", "domainMetadata"])
     if feature == "identityColumns":
         identity = {"delta.identity.start": 1, "delta.identity.step": 1}
         schema = Schema([Field("id", PrimitiveType("long"), nullable=False, metadata=identity)])
@@ -348,8 +351,9 @@ def write_table(path: Path, feature: str) -> str:
         ("disabledChangeDataFeed", ()),
         ("deletionVectors", ()),  # the engine reads and writes deletion vectors itself
         ("disabledDeletionVectors", ()),
-        ("columnMapping", ("columnMapping",)),
-        ("changeDataFeed", ("changeDataFeed",)),
+        ("columnMapping", ()),  # the engine maps columns itself
+        ("changeDataFeed", ()),  # and writes the change data feed
+        ("rowTracking", ("rowTracking",)),
         ("identityColumns", ()),  # the engine generates identity values itself
     ],
 )
@@ -360,11 +364,12 @@ def test_features_needing_delta_runtime_read_from_the_log(tmp_path, feature, exp
 @pytest.mark.parametrize(
     ("feature", "requested", "expected"),
     [
-        ("changeDataFeed", "auto", "delta-spark"),
+        ("changeDataFeed", "auto", "engine"),
         ("deletionVectors", "auto", "engine"),
-        ("columnMapping", "auto", "delta-spark"),
+        ("rowTracking", "auto", "delta-spark"),
+        ("columnMapping", "auto", "engine"),
         ("plain", "auto", "engine"),
-        ("changeDataFeed", "engine", "engine"),
+        ("rowTracking", "engine", "engine"),
         ("plain", "delta-spark", "delta-spark"),
     ],
 )
@@ -376,10 +381,10 @@ def test_choose_backend_with_delta_runtime(tmp_path, mocker, source, feature, re
 
 
 def test_auto_without_runtime_falls_back_to_engine_and_says_why(spark, tmp_path, source, caplog):
-    spec = MergeSpec(write_table(tmp_path / "t", "changeDataFeed"), source, "t.id = s.id", (insert_all(),))
+    spec = MergeSpec(write_table(tmp_path / "t", "rowTracking"), source, "t.id = s.id", (insert_all(),))
     with caplog.at_level(logging.WARNING, logger=backend.__name__):
         assert backend.choose_backend(spark, spec, "auto") == "engine"
-    assert "changeDataFeed" in caplog.text
+    assert "rowTracking" in caplog.text
     assert backend.DELTA_EXTENSION in caplog.text
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -18,6 +19,7 @@ import pyarrow.parquet as pq
 from deltalake import write_deltalake
 from hypothesis import example, given
 from hypothesis import strategies as st
+from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
@@ -136,6 +138,25 @@ ON_CONJUNCTS: dict[str, Callable[[tuple[Any, ...], tuple[Any, ...]], bool]] = {
     "s.v < 3": lambda s, t: s[1] is not None and s[1] < 3,
     "t.name = s.name": lambda s, t: s[2] is not None and s[2] == t[2],
 }
+
+
+def assert_merges_agree(
+    spark: SparkSession, work: Path, case: dict[str, Any], ours: str, oracle: str
+) -> None:
+    """Merge ``case``'s source with our engine into ``ours`` and with deltalake into ``oracle`` (tables
+    holding the same rows, stored as each variant of the suite needs): both must end with the same rows,
+    and our counts must be deltalake's."""
+    source = as_table(case["source"])
+    pq.write_table(source, work / "source.parquet")
+
+    def spec_for(target: str) -> MergeSpec:
+        return MergeSpec(target, PathSource(str(work / "source.parquet")), case["condition"], case["clauses"])
+
+    expected = merge_with_deltalake(oracle, spec_for(oracle), source)
+    metrics = run_merge(spark, spec_for(ours)).metrics
+    assert sorted_rows(ours) == sorted_rows(oracle)
+    for name, oracle_name in COUNTS:
+        assert metrics[name] == expected[oracle_name], name
 
 
 def has_matching_duplicates(case: dict[str, Any]) -> bool:

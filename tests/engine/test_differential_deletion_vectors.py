@@ -16,12 +16,16 @@ from deltalake import write_deltalake
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_deltamerge.engine import run_merge
-from airflow_provider_deltamerge.spec import MergeSpec, PathSource
 from tests.delta.dv_tables import data_file, data_file_paths, delete_rows, enable_deletion_vectors
 from tests.engine.conftest import ENGINE_SETTINGS
-from tests.engine.test_differential import COUNTS, SCHEMA, as_table, has_matching_duplicates, merges
-from tests.oracle import merge_with_deltalake, sorted_rows
+from tests.engine.test_differential import (
+    SCHEMA,
+    as_table,
+    assert_merges_agree,
+    has_matching_duplicates,
+    merges,
+)
+from tests.oracle import sorted_rows
 
 # A third of the differential suite's examples: each one writes two tables and runs two merges.
 DV_SETTINGS = settings(ENGINE_SETTINGS, max_examples=max(ENGINE_SETTINGS.max_examples // 3, 1))
@@ -56,14 +60,4 @@ def test_a_merge_into_hidden_rows_ends_as_one_into_the_visible_rows(
     visible = sorted_rows(ours)  # deltalake's scan, with its own vector decoder
     oracle = str(work / "oracle")
     write_deltalake(oracle, pa.Table.from_pylist(visible, SCHEMA), partition_by=case["partition_by"])
-    source = as_table(case["source"])
-    pq.write_table(source, work / "source.parquet")
-
-    def spec_for(target: str) -> MergeSpec:
-        return MergeSpec(target, PathSource(str(work / "source.parquet")), case["condition"], case["clauses"])
-
-    expected = merge_with_deltalake(oracle, spec_for(oracle), source)
-    metrics = run_merge(spark, spec_for(ours)).metrics
-    assert sorted_rows(ours) == sorted_rows(oracle)
-    for name, oracle_name in COUNTS:
-        assert metrics[name] == expected[oracle_name], name
+    assert_merges_agree(spark, work, case, ours, oracle)

@@ -28,7 +28,8 @@ from pyspark.sql import Row, SparkSession
 from airflow_provider_deltamerge import PACKAGE_NAME, __version__
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, provenance_of
 from airflow_provider_deltamerge.delta.idempotency import IDEMPOTENCY_DEPTH, run_identity, same_run
-from airflow_provider_deltamerge.delta.snapshot import open_table
+from airflow_provider_deltamerge.delta.protocol import refused_features
+from airflow_provider_deltamerge.delta.snapshot import read_snapshot
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.merge import MergeResult
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder, declared_metrics
@@ -72,9 +73,6 @@ CATALOG_CONF = "spark.sql.catalog.spark_catalog"
 # Delta copies this session conf into the commitInfo.userMetadata of every commit made while it is set.
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
-# Table features (Delta's names) our engine refuses and Delta's runtime supports.
-COLUMN_MAPPING = "columnMapping"
-CHANGE_DATA_FEED = "changeDataFeed"
 
 # (method, keyword arguments) of one DeltaMergeBuilder call.
 BuilderCall = tuple[str, dict[str, Any]]
@@ -184,9 +182,9 @@ def choose_backend(spark: SparkSession, spec: MergeSpec, requested: str) -> Back
 
     * ``engine``: always our engine; nothing is checked.
     * ``delta-spark``: Delta's merge; the session must have Delta's runtime.
-    * ``auto``: Delta's merge only when the target uses a feature our engine refuses (deletion vectors,
-      column mapping, change data feed, identity columns) and the session has Delta's runtime; otherwise
-      our engine (which then refuses such a table itself).
+    * ``auto``: Delta's merge only when the target uses a feature our engine refuses (row tracking, type
+      widening, ...) and the session has Delta's runtime; otherwise our engine (which then refuses such a
+      table itself).
 
     Raises:
         MergeSpecError: ``requested`` is not one of ``auto``, ``engine``, ``delta-spark``.
@@ -217,22 +215,9 @@ def choose_backend(spark: SparkSession, spec: MergeSpec, requested: str) -> Back
 
 
 def features_needing_delta_runtime(table_uri: str) -> tuple[str, ...]:
-    """The table features of ``table_uri`` that only Delta's runtime handles, by Delta's feature names.
-
-    Read from the table configuration in the log with ``deltalake`` (deletion vectors and identity columns
-    the engine handles itself).
-    """
-    config = open_table(table_uri).metadata().configuration
-    found = []
-    if (config.get("delta.columnMapping.mode") or "none").lower() != "none":
-        found.append(COLUMN_MAPPING)
-    if _is_true(config.get("delta.enableChangeDataFeed")):
-        found.append(CHANGE_DATA_FEED)
-    return tuple(found)
-
-
-def _is_true(value: str | None) -> bool:
-    return (value or "").strip().lower() == "true"
+    """The table features of ``table_uri`` that only Delta's runtime handles, by Delta's feature names: the
+    ones our engine refuses (``delta/protocol.py``: row tracking, type widening, unknown features)."""
+    return tuple(refused_features(read_snapshot(table_uri)))
 
 
 # --- Run a merge with Delta's builder ---------------------------------------------------------------------

@@ -20,6 +20,11 @@ from pyspark.sql.types import DataType, StructField
 
 from airflow_provider_deltamerge.delta.protocol import GENERATION_EXPRESSION_KEY
 from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine.execute.change_rows import (
+    ChangeRows,
+    preimage_column,
+    with_change_rows,
+)
 from airflow_provider_deltamerge.engine.identity import Identity, generated_values, identities, value_column
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan
 from airflow_provider_deltamerge.engine.resolve.casting import conform
@@ -107,28 +112,45 @@ def observed_counts(plan: MergePlan, kinds: frozenset[RowKind] = ALL_ROW_KINDS) 
     return counts
 
 
-def rows_written(plan: MergePlan, joined: DataFrame, kinds: frozenset[RowKind] = ALL_ROW_KINDS) -> DataFrame:
+def rows_written(
+    plan: MergePlan,
+    joined: DataFrame,
+    kinds: frozenset[RowKind] = ALL_ROW_KINDS,
+    *,
+    changes: ChangeRows | None = None,
+) -> DataFrame:
     """The output rows: deleted and dropped rows filtered out, then every target column from its CASE.
 
-    A merge that writes deletion vectors leaves unchanged rows where they are: no copies are written.
+    A merge that writes deletion vectors leaves unchanged rows where they are: no copies are written. With
+    ``changes``, the change data feed's rows come with the data rows (``change_rows``).
     """
     clauses = _clauses_of(plan, kinds)
-    removed = [c.position for c in clauses if c.is_delete] + [DROP]
-    if plan.writes_deletion_vectors:
-        removed.append(COPY)
+    removed = [DROP] + ([COPY] if plan.writes_deletion_vectors else [])
+    if changes is None:  # deleted rows give change rows
+        removed += [c.position for c in clauses if c.is_delete]
     action = F.col(ACTION)
     kept = joined.filter(~action.isin(removed))
     for identity in identities_generated(plan, clauses):
         # One column per identity, computed once per row: a second evaluation would draw other values.
         kept = kept.withColumn(value_column(identity.column), generated_values(identity))
     read = {f.name: f.dataType for f in plan.target_schema.fields}
-    columns = [_output_column(plan, clauses, field, read) for field in plan.final_schema.fields]
+    fields = plan.final_schema.fields
+    columns = [_output_column(plan, clauses, field, read) for field in fields]
+    carried = [action]
+    if changes is not None:
+        carried += [_current(plan, f, read).alias(preimage_column(i)) for i, f in enumerate(fields)]
+        carried += [F.col(c) for c in changes.carried()]
     generating = [c for c in clauses if c.generated]
-    if not generating:
+    if not generating and changes is None:
         return kept.select(*columns)
-    return kept.select(*columns, action).select(
-        *[_generated_column(field, generating) for field in plan.final_schema.fields]
-    )
+    written = kept.select(*columns, *carried)
+    if generating:
+        hidden = [F.col(c) for c in written.columns[len(fields) :]]
+        written = written.select(*[_generated_column(field, generating) for field in fields], *hidden)
+    names = [f.name for f in fields]
+    if changes is None:
+        return written.select(*[F.col(quote(n)) for n in names])
+    return with_change_rows(written, names, clauses, action, changes)
 
 
 def identities_generated(plan: MergePlan, clauses: Sequence[ResolvedClause] | None = None) -> list[Identity]:
@@ -148,6 +170,13 @@ def _generated_column(field: StructField, clauses: Sequence[ResolvedClause]) -> 
     return F.when(F.col(ACTION).isin(positions), expression).otherwise(current).alias(field.name)
 
 
+def _current(plan: MergePlan, field: StructField, read: Mapping[str, DataType]) -> Column:
+    """The target row's value of a column, in the column's final type (NULL for a column being added)."""
+    if field.name not in read:
+        return F.lit(None).cast(field.dataType)
+    return conform(F.col(f"{plan.spec.target_alias}.{quote(field.name)}"), read[field.name], field.dataType)
+
+
 def _output_column(
     plan: MergePlan, clauses: Sequence[ResolvedClause], field: StructField, read: Mapping[str, DataType]
 ) -> Column:
@@ -158,11 +187,7 @@ def _output_column(
         read: the type of each column as the target rows were read (before schema evolution).
     """
     column = field.name
-    current = (
-        conform(F.col(f"{plan.spec.target_alias}.{quote(column)}"), read[column], field.dataType)
-        if column in read
-        else F.lit(None).cast(field.dataType)  # a column schema evolution adds
-    )
+    current = _current(plan, field, read)
     chain: Column | None = None
     for clause in clauses:
         if column in clause.identity:

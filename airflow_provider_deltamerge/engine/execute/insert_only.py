@@ -33,6 +33,6 @@ def run_insert_only(
         condition = join_condition(plan, source.schema)
         unmatched = counted.alias(plan.spec.source_alias).join(target, condition, "left_anti")
         # With no candidate file the anti join is dropped: the source's own scan is written.
-        added = write_inserts(spark, plan, unmatched, recorder, presized=not plan.candidate_files)
+        written = write_inserts(spark, plan, unmatched, recorder, presized=not plan.candidate_files)
         recorder.set(m.NUM_SOURCE_ROWS, observed_count(source_count, "rows", fallback=source))
-    return FileChanges(removed=(), added=tuple(added))
+    return FileChanges(removed=(), added=written.files)

@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 
 from airflow_provider_deltamerge.delta.deletion_vector_writes import VectorChange, vector_changes
 from airflow_provider_deltamerge.delta.snapshot import DataFile
-from airflow_provider_deltamerge.delta.writer import WrittenFile
+from airflow_provider_deltamerge.delta.writer import ChangeFile, WrittenFile
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.execute.rewrite import rewrite_touched_files
 from airflow_provider_deltamerge.engine.execute.touched_files import find_touched_files, some_clause_acts
@@ -39,6 +39,12 @@ class FileChanges:
     removed: tuple[DataFile, ...]
     added: tuple[WrittenFile, ...]
     vectors: tuple[VectorChange, ...] = ()
+    change_files: tuple[ChangeFile, ...] = ()  # the change data feed's files
+
+    @property
+    def written(self) -> tuple[WrittenFile | ChangeFile, ...]:
+        """Every file the merge wrote: what a merge that does not commit deletes."""
+        return (*self.added, *self.change_files)
 
     @property
     def kept_rows(self) -> int:
@@ -64,7 +70,7 @@ def run_two_phases(
     with recorder.timed(m.REWRITE_TIME_MS):
         enter_phase("rewrite of the touched files and the inserts", files=len(found.touched))
         # Nothing touched: the source comes straight from its scan (or materialization) into the writer.
-        added = rewrite_touched_files(spark, plan, source, found, recorder, presized=not found.touched)
+        written = rewrite_touched_files(spark, plan, source, found, recorder, presized=not found.touched)
         # Several source rows deleting one target row count it once (Delta's correction).
         recorder.add(m.NUM_TARGET_ROWS_DELETED, -found.surplus_matches)
         recorder.add(m.NUM_TARGET_ROWS_MATCHED_DELETED, -found.surplus_matches)
@@ -72,7 +78,7 @@ def run_two_phases(
         vectors = vector_changes(plan.snapshot, found.touched, found.modified_rows)
         for name, value in _vector_metrics(vectors).items():
             recorder.set(name, value)
-        return FileChanges(removed=found.touched, added=tuple(added), vectors=vectors)
+        return FileChanges(found.touched, written.files, vectors, written.change_files)
     recorder.set(m.NUM_TARGET_FILES_REMOVED, len(found.touched))
     recorder.set(m.NUM_TARGET_BYTES_REMOVED, sum(f.size for f in found.touched))
     recorder.set(m.NUM_TARGET_PARTITIONS_REMOVED_FROM, m.count_partitions(found.touched))
@@ -80,7 +86,7 @@ def run_two_phases(
     recorder.set(
         m.NUM_TARGET_DELETION_VECTORS_REMOVED, sum(f.deletion_vector is not None for f in found.touched)
     )
-    return FileChanges(removed=found.touched, added=tuple(added))
+    return FileChanges(found.touched, written.files, change_files=written.change_files)
 
 
 def _vector_metrics(changes: Sequence[VectorChange]) -> dict[str, int]:

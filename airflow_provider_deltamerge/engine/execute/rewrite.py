@@ -22,8 +22,9 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from airflow_provider_deltamerge.delta.writer import WrittenFile, write_files
+from airflow_provider_deltamerge.delta.writer import Written, write_files
 from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine.execute.change_rows import ChangeRows
 from airflow_provider_deltamerge.engine.execute.clause_output import (
     ACTION,
     ALL_ROW_KINDS,
@@ -59,15 +60,18 @@ def rewrite_touched_files(
     recorder: MetricsRecorder,
     *,
     presized: bool = False,
-) -> list[WrittenFile]:
+) -> Written:
     """Rewrite ``found.touched`` with every clause applied, plus the inserted rows; record the row metrics.
+
+    With the change data feed on, a rewrite writes the change rows of every row it changes, inserts
+    included; inserts alone are written without (as Delta does: added files read as inserts).
 
     Args:
         presized: ``source`` is a scan (no join or shuffle of the engine's), see ``write_files``.
     """
     inserting = has_inserts(plan.clauses)
     if not found.touched and not inserting:
-        return []
+        return Written(files=())
     condition = join_condition(plan, source.schema)
     broadcast = fits_in_memory(source.schema, recorder[m.NUM_SOURCE_ROWS])
     # The second scan of the source is counted on the branch that reads every source row once.
@@ -90,8 +94,13 @@ def rewrite_touched_files(
                 tasks = touched.rdd.getNumPartitions()
         if inserting:
             branches.append(_insert_candidates(spark, plan, source, counted, found, condition, broadcast))
+    changes = (
+        ChangeRows(deduplicate_deletes=found.surplus_matches > 0)
+        if plan.writes_change_data and found.touched
+        else None
+    )
     written = _write_with_actions(
-        spark, plan, branches, recorder, presized=presized or broadcast, tasks=tasks
+        spark, plan, branches, recorder, presized=presized or broadcast, tasks=tasks, changes=changes
     )
     _count_second_scan(recorder, observed_count(second_scan, "rows", fallback=source))
     return written
@@ -118,7 +127,7 @@ def _count_second_scan(recorder: MetricsRecorder, rows: int) -> None:
 
 def write_inserts(
     spark: SparkSession, plan: MergePlan, unmatched: DataFrame, recorder: MetricsRecorder, *, presized: bool
-) -> list[WrittenFile]:
+) -> Written:
     """Write the source rows ``unmatched`` (known to match no target row) through the NOT MATCHED clauses.
 
     Args:
@@ -177,22 +186,24 @@ def _write_with_actions(
     *,
     presized: bool,
     tasks: int | None = None,
-) -> list[WrittenFile]:
+    changes: ChangeRows | None = None,
+) -> Written:
     """Evaluate the clauses on each branch of joined rows, write their union, and record the row counts.
 
     Args:
         tasks: write the union in this many tasks, folding the branches' partitions together.
+        changes: write the change data feed's rows too.
     """
     outputs, observations = [], []
     for joined, kinds in branches:
         with_action = joined.withColumn(ACTION, action_column(plan, kinds))
         counted, counts = observe(with_action, *observed_counts(plan, kinds))
-        outputs.append(rows_written(plan, counted, kinds))
+        outputs.append(rows_written(plan, counted, kinds, changes=changes))
         observations.append((with_action, kinds, counts))
     rows = reduce(DataFrame.union, outputs)
     if tasks is not None and len(outputs) > 1:
         rows = rows.coalesce(tasks)
-    written = write_files(spark, rows, plan.snapshot, presized=presized)
+    written = write_files(spark, rows, plan.snapshot, presized=presized, schema=plan.final_schema)
     totals: dict[str, int] = {}
     for with_action, kinds, counts in observations:
         values = observed(counts)
@@ -205,7 +216,9 @@ def _write_with_actions(
             totals[name] = totals.get(name, 0) + (value or 0)
     for name, value in totals.items():
         recorder.set(name, value)
-    recorder.set(m.NUM_TARGET_FILES_ADDED, len(written))
-    recorder.set(m.NUM_TARGET_BYTES_ADDED, sum(f.size for f in written))
-    recorder.set(m.NUM_TARGET_PARTITIONS_ADDED_TO, m.count_partitions(written))
+    recorder.set(m.NUM_TARGET_FILES_ADDED, len(written.files))
+    recorder.set(m.NUM_TARGET_BYTES_ADDED, sum(f.size for f in written.files))
+    recorder.set(m.NUM_TARGET_PARTITIONS_ADDED_TO, m.count_partitions(written.files))
+    recorder.set(m.NUM_TARGET_CHANGE_FILES_ADDED, len(written.change_files))
+    recorder.set(m.NUM_TARGET_CHANGE_FILE_BYTES, sum(f.size for f in written.change_files))
     return written

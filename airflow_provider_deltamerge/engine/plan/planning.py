@@ -11,7 +11,10 @@ from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from airflow_provider_deltamerge.delta.change_data_feed import check_reserved_columns, writes_change_data
+from airflow_provider_deltamerge.delta.column_mapping import maps_columns, max_column_id
 from airflow_provider_deltamerge.delta.deletion_vector_writes import writes_deletion_vectors
+from airflow_provider_deltamerge.delta.physical_schema import with_new_columns_mapped
 from airflow_provider_deltamerge.delta.reader import table_schema
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
 from airflow_provider_deltamerge.engine.resolve.casting import StoreAssignment, store_assignment_policy
@@ -53,6 +56,8 @@ class MergePlan:
     values: Mapping[tuple[int, str], Column]
     # Modified rows are hidden by deletion vectors, not copied away (delta/deletion_vector_writes.py).
     writes_deletion_vectors: bool = False
+    # A rewrite writes change data files too (delta/change_data_feed.py).
+    writes_change_data: bool = False
 
     @property
     def evolves_schema(self) -> bool:
@@ -157,6 +162,12 @@ def make_plan(
     # included).
     choices = [n for n in SERVES if n != "insert_only" or optimize_insert_only(spark)]
     executor = forced if forced is not None else next(n for n in choices if SERVES[n](clauses))
+    if maps_columns(dict(snapshot.configuration)):
+        # Columns schema evolution adds get ids and physical names before any file is written with them.
+        final, _ = with_new_columns_mapped(final, max_column_id(snapshot))
+    change_data = writes_change_data(snapshot)
+    if change_data:
+        check_reserved_columns(final.names)
     return MergePlan(
         spec,
         snapshot,
@@ -168,6 +179,8 @@ def make_plan(
         final,
         values,
         writes_deletion_vectors=executor != "insert_only" and writes_deletion_vectors(snapshot),
+        # As Delta's InsertOnlyMergeExecutor: a commit of added files only is read as inserts.
+        writes_change_data=executor != "insert_only" and change_data,
     )
 
 
