@@ -75,7 +75,19 @@ def get_provider_info() -> dict[str, Any]:
                         "type": "string",
                         "example": "s3://lake/,/data/lake",
                         "default": "",
-                    }
+                    },
+                    "kubernetes_pod_url": {
+                        "description": (
+                            "The page of a Kubernetes pod in your cluster's console, with {namespace} and "
+                            "{pod} where the driver pod's namespace and name go: a merge submitted to "
+                            "Kubernetes then links its task page to its driver pod. Empty: no link for such "
+                            "merges."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "https://console.example/k8s/ns/{namespace}/pods/{pod}",
+                        "default": "",
+                    },
                 },
             }
         },

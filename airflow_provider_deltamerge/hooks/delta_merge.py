@@ -12,8 +12,9 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from airflow.providers.common.compat.sdk import AirflowException, BaseHook
+from airflow.providers.common.compat.sdk import AirflowException, BaseHook, conf
 from airflow.sdk.log import mask_secret
 
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, MergeCommit, find_merge_commit
@@ -191,10 +192,20 @@ class DeltaMergeHook(BaseHook):
         return self._result_from_log(spec, submission_id)
 
     def spark_application_url(self) -> str | None:
-        """The Spark UI of the last job this hook submitted, as its driver reported it; None if unknown."""
+        """Where the last job this hook submitted can be seen: YARN's tracking URL, else the driver's Spark
+        UI as the job reported it, else the Kubernetes driver pod through ``[deltamerge] kubernetes_pod_url``
+        (a template of ``{namespace}`` and ``{pod}``); None if none is known."""
         submit = getattr(self, "_submit", None)
         output = getattr(submit, "_output_log", None)
-        return getattr(output, "spark_ui", None)
+        if output is None:
+            return None
+        if output.tracking_url or output.spark_ui:
+            return str(output.tracking_url or output.spark_ui)
+        template = conf.get("deltamerge", "kubernetes_pod_url", fallback="") or ""
+        if output.driver_pod is None or not template:
+            return None
+        namespace, pod = output.driver_pod
+        return template.format(namespace=quote(namespace, safe=""), pod=quote(pod, safe=""))
 
     def on_kill(self) -> None:
         submit = getattr(self, "_submit", None)

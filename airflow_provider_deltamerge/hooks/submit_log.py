@@ -8,6 +8,11 @@ and DEBUG below; Spark's start-up (everything before the job says ``Spark starte
 they are about the machine, such as a loopback host name) DEBUG unless an error; and a line that is no
 record (a stack frame, a traceback) the level of the record it continues. The hook's own messages are
 untouched.
+
+It also notes where the application can be seen: the driver's Spark UI from the job's start line (client
+mode), YARN's tracking URL from the YARN client's application report, and the driver pod's name and
+namespace from the Kubernetes submission's pod report (both print their details one per line as
+``\t key: value``, ``N/A`` when unknown).
 """
 
 from __future__ import annotations
@@ -19,6 +24,10 @@ from typing import Any
 from airflow_provider_deltamerge.spec.transport import SPARK_STARTED, SPARK_UI
 
 UI_ADDRESS = re.compile(rf"{SPARK_UI} (https?://\S+)")
+# Lines of YARN's Client.formatReportDetails and Kubernetes' KubernetesUtils.formatPodState.
+TRACKING_URL = re.compile(r"^\s*tracking URL: (https?://\S+)\s*$")
+DRIVER_POD = re.compile(r"^\s*pod name: (\S+)\s*$")
+POD_NAMESPACE = re.compile(r"^\s*namespace: (\S+)\s*$")
 JOB_LINE = re.compile(r"^deltamerge (DEBUG|INFO|WARNING|ERROR|CRITICAL) (.*)$", re.DOTALL)
 SPARK_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ")
 SPARK_LEVELS = {
@@ -39,6 +48,9 @@ class SubmitOutputLog:
         self._started = False  # the job has said its SparkSession is up: Spark's start-up is over
         self._level = logging.DEBUG  # the level of the record the next non-record line continues
         self.spark_ui: str | None = None  # the driver's Spark UI, as the job's start line names it
+        self.tracking_url: str | None = None  # YARN's page of the application (its proxy to the UI)
+        self.driver_pod: tuple[str, str] | None = None  # (namespace, pod name) of a Kubernetes driver
+        self._pod_name: str | None = None  # the pod report's name, until its namespace line follows
 
     def info(self, message: Any, *args: Any, **kwargs: Any) -> None:
         # SparkSubmitHook logs an output line as the message alone; anything else is its own message.
@@ -50,6 +62,7 @@ class SubmitOutputLog:
 
     def level_of(self, line: str) -> tuple[int, str]:
         """The level to log ``line`` at, and its text (a job line without its prefix)."""
+        self._note_application(line)
         job = JOB_LINE.match(line)
         if job:
             if job.group(2).startswith(SPARK_STARTED):
@@ -64,6 +77,14 @@ class SubmitOutputLog:
         if not self._started and self._level < logging.ERROR:
             return logging.DEBUG, line
         return self._level, line
+
+    def _note_application(self, line: str) -> None:
+        if tracking := TRACKING_URL.match(line):
+            self.tracking_url = tracking.group(1)
+        elif pod := DRIVER_POD.match(line):
+            self._pod_name = pod.group(1)
+        elif (namespace := POD_NAMESPACE.match(line)) and self._pod_name:
+            self.driver_pod = (namespace.group(1), self._pod_name)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._logger, name)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
 
+from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
+from airflow_provider_deltamerge.hooks.spark_setup import JobSubmitHook
 from airflow_provider_deltamerge.hooks.submit_log import SubmitOutputLog
 
 START_UP = [
@@ -78,3 +81,61 @@ def test_the_job_s_start_line_names_the_spark_ui(output):
     assert output.spark_ui is None
     output.info("deltamerge INFO Spark started: Spark 4.2.1, master local[*], UI at http://10.0.0.5:4041")
     assert output.spark_ui == "http://10.0.0.5:4041"
+
+
+# What spark-submit prints for a YARN cluster-mode job (Client.formatReportDetails) and a Kubernetes one
+# (KubernetesUtils.formatPodState), one detail per line.
+YARN_REPORT = [
+    "26/11/24 10:00:01 INFO Client: Submitting application application_1732440000000_0007 to ResourceManager",
+    "26/11/24 10:00:02 INFO Client: Application report for application_1732440000000_0007 (state: ACCEPTED)",
+    "26/11/24 10:00:02 INFO Client: ",
+    "\t client token: N/A",
+    "\t diagnostics: AM container is launched, waiting for AM container to Register with RM",
+    "\t ApplicationMaster host: N/A",
+    "\t queue: default",
+    "\t final status: UNDEFINED",
+    "\t tracking URL: http://rm.example:8088/proxy/application_1732440000000_0007/",
+    "\t user: airflow",
+]
+POD_REPORT = [
+    "26/11/24 10:00:05 INFO LoggingPodStatusWatcherImpl: State changed, new state: ",
+    "\t pod name: deltamerge-orders-3f2a1b9c0d-driver",
+    "\t namespace: spark-jobs",
+    "\t labels: spark-app-selector -> spark-0a1b, spark-role -> driver",
+    "\t phase: Running",
+]
+
+
+def submitted(monkeypatch, master: str, lines: list[str]) -> DeltaMergeHook:
+    """A merge hook whose Spark submission (the Spark provider's hook, on a ``master`` connection) read
+    ``lines`` from spark-submit, as it reads them from the process."""
+    connection = {"conn_type": "spark", "host": master, "extra": {"deploy-mode": "cluster"}}
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps(connection))
+    submit = JobSubmitHook(conn_id="spark_cluster")
+    submit._process_spark_submit_log(iter(lines))
+    hook = DeltaMergeHook(spark_conn_id="spark_cluster")
+    hook._submit = submit
+    return hook
+
+
+def test_a_yarn_job_links_to_its_tracking_url(monkeypatch):
+    hook = submitted(monkeypatch, "yarn", [*START_UP, *YARN_REPORT])
+    assert hook.spark_application_url() == "http://rm.example:8088/proxy/application_1732440000000_0007/"
+
+
+def test_a_kubernetes_job_links_to_its_driver_pod_where_a_console_is_configured(monkeypatch):
+    # A k8s:// master makes the Spark provider build a Kubernetes client (the cncf provider, not installed
+    # here); the link comes from the pod report's lines alone.
+    hook = submitted(monkeypatch, "spark://spark-master:7077", [*START_UP, *POD_REPORT])
+    assert hook.spark_application_url() is None  # no console configured: no link
+    monkeypatch.setenv(
+        "AIRFLOW__DELTAMERGE__KUBERNETES_POD_URL", "https://console.example/k8s/ns/{namespace}/pods/{pod}"
+    )
+    expected = "https://console.example/k8s/ns/spark-jobs/pods/deltamerge-orders-3f2a1b9c0d-driver"
+    assert hook.spark_application_url() == expected
+
+
+def test_a_client_mode_job_links_to_its_driver_s_ui(monkeypatch):
+    start = "deltamerge INFO Spark started: Spark 4.2.1, master local[*], UI at http://10.0.0.5:4041"
+    hook = submitted(monkeypatch, "local[*]", [*START_UP, start])
+    assert hook.spark_application_url() == "http://10.0.0.5:4041"
