@@ -443,6 +443,35 @@ def test_a_full_sync_rewrites_only_the_files_a_clause_acts_on(spark, tmp_path, b
     assert join in plan, plan
 
 
+def test_a_full_sync_too_big_to_broadcast_joins_only_the_source_rows_of_touched_files(
+    spark, tmp_path, monkeypatch
+):
+    # Given: the full sync above, plus a file of 300 unchanged rows, under a broadcast budget the export
+    # (302 rows) exceeds and the touched files' keys (6 ids) and their matching source rows do not
+    monkeypatch.setattr(joins, "MAX_BROADCAST_BYTES", 2_000)
+    unchanged = list(range(100, 400))
+    target = table_in_files(
+        tmp_path / "t", rows([1, 2, 3]), rows([4, 5, 6]), rows([7, 8, 9]), rows(unchanged)
+    )
+    ids = [1, 2, 3, 4, 5, 6, 7, 9, 10, *unchanged]
+    export = rows(ids, [21 if i == 2 else i * 10 for i in ids])
+    clauses = (update_all(condition="s.value <> t.value"), insert_all(), delete_by_source())
+    spec = MergeSpec(target, source_file(tmp_path, export), "t.id = s.id", clauses)
+    since = last_execution_id(spark)
+    # When
+    result = run_merge(spark, spec)
+    # Then: the table mirrors the export, and the rewrite joins the touched files with the few source rows
+    # that match them (a semi join against their keys, both broadcast) instead of hashing the whole export
+    assert sorted((r["id"], r["value"]) for r in sorted_rows(target)) == sorted(
+        (i, 21 if i == 2 else i * 10) for i in ids
+    )
+    counts = (m.NUM_TARGET_ROWS_UPDATED, m.NUM_TARGET_ROWS_INSERTED, m.NUM_TARGET_ROWS_DELETED)
+    assert tuple(result.metrics[name] for name in counts) == (1, 1, 1)
+    (plan,) = write_plans(spark, since)
+    assert "BroadcastHashJoin LeftSemi" in plan and "BroadcastHashJoin RightOuter" in plan, plan
+    assert "ShuffledHashJoin RightOuter" not in plan and "SortMergeJoin" not in plan, plan
+
+
 def test_two_integer_keys_are_not_packed_into_one_badly_hashed_long(spark, tmp_path):
     # Given: a target and a source keyed by two INT columns (Spark would pack them into one long, whose
     # hash folds the halves together: (ticket, item) keys then crowd a few slots)

@@ -26,7 +26,7 @@ from airflow_provider_deltamerge.delta.snapshot import DataFile
 from airflow_provider_deltamerge.engine.execute.clause_output import SOURCE_PRESENT, TARGET_PRESENT
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan
 from airflow_provider_deltamerge.spec.names import quote_part
-from airflow_provider_deltamerge.spec.references import conjuncts
+from airflow_provider_deltamerge.spec.references import ExpressionSyntaxError, column_references, conjuncts
 
 # The most bytes (estimated) of rows the engine broadcasts: every executor and the driver hold a copy.
 MAX_BROADCAST_BYTES = 64 * 1024 * 1024
@@ -106,6 +106,17 @@ def _integer_key_pairs(plan: MergePlan, source: StructType) -> list[tuple[str, s
             )
         )
     return pairs
+
+
+def target_key_schema(plan: MergePlan) -> StructType:
+    """The target columns the ON condition names: all Spark reads of the target for a join that needs no
+    other target column. The whole schema when the condition does not parse."""
+    found = column_references(plan.condition)
+    if isinstance(found, ExpressionSyntaxError):
+        return plan.target_schema
+    alias = plan.spec.target_alias.lower()
+    named = {parts[1].lower() for parts in found if len(parts) >= 2 and parts[0].lower() == alias}
+    return StructType([f for f in plan.target_schema.fields if f.name.lower() in named])
 
 
 def fits_in_memory(schema: StructType, rows: int) -> bool:

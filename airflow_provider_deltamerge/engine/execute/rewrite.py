@@ -37,6 +37,7 @@ from airflow_provider_deltamerge.engine.execute.joins import (
     fits_in_memory,
     join_condition,
     source_rows,
+    target_key_schema,
     target_rows,
 )
 from airflow_provider_deltamerge.engine.execute.touched_files import TouchedFiles
@@ -85,8 +86,14 @@ def rewrite_touched_files(
     else:
         if found.touched:
             touched = target_rows(spark, plan, found.touched)
-            streamed = source_rows(plan, source if inserting else counted)
-            streamed = F.broadcast(streamed) if broadcast else _hashed(streamed)
+            streamed = (
+                None
+                if broadcast
+                else _source_for_touched(plan, source if inserting else counted, touched, condition, found)
+            )
+            if streamed is None:
+                streamed = source_rows(plan, source if inserting else counted)
+                streamed = F.broadcast(streamed) if broadcast else _hashed(streamed)
             branches.append((streamed.join(touched, condition, "right_outer"), _TOUCHED_ROWS))
             if broadcast and inserting and not plan.snapshot.partition_columns:
                 # The inserts ride along in the rewrite's tasks (no shuffle): without this each merge
@@ -104,6 +111,29 @@ def rewrite_touched_files(
     )
     _count_second_scan(recorder, observed_count(second_scan, "rows", fallback=source))
     return written
+
+
+def _source_for_touched(
+    plan: MergePlan, source: DataFrame, touched: DataFrame, condition: Column, found: TouchedFiles
+) -> DataFrame | None:
+    """The source rows that match a touched row, for a source too big to broadcast; None when the touched
+    files' keys are too many to broadcast themselves (then the whole source is joined).
+
+    Each target row has at most one match (more only for an unconditional DELETE's surplus), so at most as
+    many source rows as the touched files hold (and the surplus) match one. A semi join against the touched
+    rows (broadcast: Spark reads only their ON-condition columns) streams the source past them and leaves
+    that many rows, broadcast in turn when they fit, else hashed. A full sync (every source row matches
+    some target row, few files change) then reads its source once instead of shuffling all of it.
+    """
+    counts = [f.logical_records for f in found.touched]
+    if any(n is None for n in counts):
+        return None
+    rows = sum(n for n in counts if n is not None) + found.surplus_matches
+    if not fits_in_memory(target_key_schema(plan), rows):
+        return None
+    narrowed = source_rows(plan, source).join(F.broadcast(touched), condition, "left_semi")
+    narrowed = narrowed.alias(plan.spec.source_alias)
+    return F.broadcast(narrowed) if fits_in_memory(source.schema, rows) else _hashed(narrowed)
 
 
 def _hashed(source: DataFrame) -> DataFrame:
@@ -172,8 +202,13 @@ def _insert_candidates(
         # Streams the matched files' ON-condition columns (Spark prunes the rest) past the broadcast source:
         # what is left is the matched target rows, few enough to broadcast into the anti join.
         matched_rows = matched_rows.join(F.broadcast(source_rows(plan, source)), condition, "left_semi")
-        if fits_in_memory(matched_rows.schema, found.matched_rows):
-            matched_rows = F.broadcast(matched_rows)
+    # What is left of the matched files: their matched rows after the semi join, else all their rows.
+    records = [f.logical_records for f in found.matched]
+    held = found.matched_rows if broadcast else sum(n or 0 for n in records)
+    if (broadcast or None not in records) and fits_in_memory(target_key_schema(plan), held):
+        matched_rows = F.broadcast(matched_rows)  # Spark reads only their ON-condition columns
+    elif found.matched:
+        matched_rows = _hashed(matched_rows)  # a source too big to broadcast: hashed, not sorted
     unmatched = counted.alias(plan.spec.source_alias).join(matched_rows, condition, "left_anti")
     return _with_target_columns(spark, plan, unmatched)
 
