@@ -35,7 +35,34 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": [
             {
                 "integration-name": "Delta Lake MERGE",
-                "python-modules": ["airflow_provider_deltamerge.hooks.delta_merge"],
+                "python-modules": [
+                    "airflow_provider_deltamerge.hooks.delta_merge",
+                    "airflow_provider_deltamerge.hooks.storage_connection",
+                ],
+            }
+        ],
+        "connection-types": [
+            {
+                "hook-class-name": "airflow_provider_deltamerge.hooks.storage_connection.DeltaStorageHook",
+                "hook-name": "Delta Lake storage",
+                "connection-type": "deltamerge_storage",
+                "ui-field-behaviour": {
+                    "hidden-fields": ["host", "schema", "login", "password", "port", "extra"],
+                    "relabeling": {},
+                },
+                "conn-fields": {
+                    "env": {
+                        "label": "Environment variables",
+                        "description": (
+                            "A JSON object of the variables the Spark job and deltalake read for the store, "
+                            'e.g. {"GOOGLE_APPLICATION_CREDENTIALS": "/secrets/key.json"} or an '
+                            "S3-compatible store's AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and "
+                            "AWS_ENDPOINT_URL. Kept as a secret; for AWS and Azure, prefer their own "
+                            "connection types (resolved by their providers' hooks)."
+                        ),
+                        "schema": {"type": ["string", "null"], "format": "password"},
+                    }
+                },
             }
         ],
         "sensors": [

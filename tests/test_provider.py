@@ -26,6 +26,7 @@ AIRFLOW_SIDE_MODULES = [
     "airflow_provider_deltamerge.triggers.delta_table",
     "airflow_provider_deltamerge.delta.commit_match",
     "airflow_provider_deltamerge.hooks.delta_merge",
+    "airflow_provider_deltamerge.hooks.storage_connection",
     "airflow_provider_deltamerge.delta.history",
     "airflow_provider_deltamerge.engine.metrics",
     "airflow_provider_deltamerge.history.plugin",

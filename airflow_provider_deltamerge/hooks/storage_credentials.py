@@ -8,12 +8,14 @@ same connection, so a DAG file names a connection id and holds no secret.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from airflow.providers.common.compat.sdk import BaseHook
 from airflow.sdk.log import mask_secret
 
+from airflow_provider_deltamerge.exceptions import StorageCredentialsError
 from airflow_provider_deltamerge.hooks.cloud_credentials import aws_environment, azure_environment
 
 # The connection types whose own providers' hooks resolve them (hooks/cloud_credentials.py).
@@ -32,18 +34,43 @@ def storage_environment(connection: Any) -> dict[str, str]:
     """The environment that carries ``connection``'s storage credentials (aws, wasb, or any ``env`` extra).
 
     A connection of another type may list variables under its ``env`` extra, e.g.
-    ``{"env": {"GOOGLE_APPLICATION_CREDENTIALS": "/secrets/key.json"}}``; they are added to those of an
-    ``aws`` or ``wasb`` connection too.
+    ``{"env": {"GOOGLE_APPLICATION_CREDENTIALS": "/secrets/key.json"}}`` (the ``deltamerge_storage`` type's
+    form keeps that object as JSON text); they are added to those of an ``aws`` or ``wasb`` connection too.
 
     Raises:
-        StorageCredentialsError: the cloud provider's hook could not obtain the connection's credentials.
+        StorageCredentialsError: the cloud provider's hook could not obtain the connection's credentials,
+            or the ``env`` extra is not an object of variables.
     """
     extra: Mapping[str, Any] = connection.extra_dejson
     cloud = _CLOUD_ENVIRONMENTS.get(connection.conn_type)
     env = cloud(connection) if cloud else {}
-    env.update({str(k): str(v) for k, v in dict(extra.get("env") or {}).items()})
+    env.update(_env_field(connection, extra.get("env")))
     env = {k: v for k, v in env.items() if v}
     for variable, value in env.items():
         if variable not in _PUBLIC_VARIABLES:
             mask_secret(value, variable)
     return env
+
+
+def _env_field(connection: Any, value: Any) -> dict[str, str]:
+    """The variables of an ``env`` extra: an object, or JSON text of one (as the connection form keeps it)."""
+    if isinstance(value, str) and value.strip():
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as err:
+            # The text is a secret: only where it stops parsing is said, never what it holds.
+            raise _not_an_object(
+                connection, f"it is not JSON (line {err.lineno}, column {err.colno})"
+            ) from None
+    if value in (None, ""):
+        return {}
+    if not isinstance(value, Mapping):
+        raise _not_an_object(connection, f"it is a JSON {type(value).__name__}")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def _not_an_object(connection: Any, why: str) -> StorageCredentialsError:
+    return StorageCredentialsError(
+        f"The env field of connection {connection.conn_id!r} must be a JSON object of environment variables "
+        f'({why}), e.g. {{"GOOGLE_APPLICATION_CREDENTIALS": "/secrets/key.json"}}.'
+    )

@@ -9,8 +9,12 @@ import sys
 
 import pytest
 from airflow.providers.common.compat.sdk import AirflowException
+from airflow.providers_manager import ProvidersManager
 
 from airflow_provider_deltamerge.delta.commit_match import CommitCriteria
+from airflow_provider_deltamerge.exceptions import StorageCredentialsError
+from airflow_provider_deltamerge.hooks.storage_connection import CONNECTION_TYPE, DeltaStorageHook
+from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
 from airflow_provider_deltamerge.sensors.delta_table import DeltaTableSensor
 from airflow_provider_deltamerge.triggers.delta_table import DeltaTableTrigger
 from tests.airflow.conftest import DAGS, make_table, merge_commit, task_states, xcom_value
@@ -146,3 +150,42 @@ def test_without_the_amazon_provider_the_connections_key_pair_is_used(monkeypatc
     assert sensor(storage_conn_id=conn_id).poke(context={}).is_done
     assert store.assumed_roles == []
     assert set(store.admitted) == {KEY_PAIR[0]}
+
+
+def storage_connection(monkeypatch, store, env: str) -> str:
+    """Connection ``lake`` of the provider's own type, its env field as the connection form keeps it."""
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE", json.dumps({"conn_type": CONNECTION_TYPE, "extra": {"env": env}}))
+    return "lake"
+
+
+def test_sensor_reads_the_table_through_the_providers_own_connection_type(monkeypatch, store):
+    env = {
+        "AWS_ACCESS_KEY_ID": KEY_PAIR[0],
+        "AWS_SECRET_ACCESS_KEY": KEY_PAIR[1],
+        "AWS_ENDPOINT_URL": store.url,
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+    }
+    conn_id = storage_connection(monkeypatch, store, json.dumps(env))
+
+    assert sensor(storage_conn_id=conn_id).poke(context={}).is_done
+    assert set(store.admitted) == {KEY_PAIR[0]}
+    assert DeltaStorageHook(conn_id).test_connection() == (True, f"Sets {', '.join(sorted(env))}.")
+
+
+def test_an_env_field_that_is_not_an_object_is_refused_without_its_text(monkeypatch, store):
+    conn_id = storage_connection(monkeypatch, store, '{"AWS_SECRET_ACCESS_KEY": "lake-reader-secret",')
+    ok, message = DeltaStorageHook(conn_id).test_connection()
+    assert not ok and "not JSON (line 1, column" in message and "lake-reader-secret" not in message
+    with pytest.raises(StorageCredentialsError, match="must be a JSON object"):
+        connection_storage_options(storage_connection(monkeypatch, store, '["AWS_REGION"]'))
+
+
+def test_airflow_offers_the_connection_type_with_its_one_secret_field():
+    providers = ProvidersManager()
+    hook = providers.hooks[CONNECTION_TYPE]
+    assert hook is not None and hook.hook_class_name.endswith("storage_connection.DeltaStorageHook")
+    widget = providers.connection_form_widgets[f"extra__{CONNECTION_TYPE}__env"]
+    assert widget.is_sensitive and widget.field["schema"]["title"] == "Environment variables"
+    hidden = providers.field_behaviours[CONNECTION_TYPE]["hidden_fields"]
+    assert set(hidden) == {"host", "schema", "login", "password", "port", "extra"}
