@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 Branch = tuple[DataFrame, frozenset[RowKind]]
 _TOUCHED_ROWS: frozenset[RowKind] = frozenset({"matched", "target_only"})
 _UNMATCHED_SOURCE: frozenset[RowKind] = frozenset({"source_only"})
+# How many times the touched rows the source must hold for narrowing it to the rows matching them to pay.
+_NARROWING_FACTOR = 4
 
 
 def rewrite_touched_files(
@@ -89,7 +91,14 @@ def rewrite_touched_files(
             streamed = (
                 None
                 if broadcast
-                else _source_for_touched(plan, source if inserting else counted, touched, condition, found)
+                else _source_for_touched(
+                    plan,
+                    source if inserting else counted,
+                    touched,
+                    condition,
+                    found,
+                    source_count=recorder[m.NUM_SOURCE_ROWS],
+                )
             )
             if streamed is None:
                 streamed = source_rows(plan, source if inserting else counted)
@@ -114,7 +123,13 @@ def rewrite_touched_files(
 
 
 def _source_for_touched(
-    plan: MergePlan, source: DataFrame, touched: DataFrame, condition: Column, found: TouchedFiles
+    plan: MergePlan,
+    source: DataFrame,
+    touched: DataFrame,
+    condition: Column,
+    found: TouchedFiles,
+    *,
+    source_count: int,
 ) -> DataFrame | None:
     """The source rows that match a touched row, for a source too big to broadcast; None when the touched
     files' keys are too many to broadcast themselves (then the whole source is joined).
@@ -123,13 +138,14 @@ def _source_for_touched(
     many source rows as the touched files hold (and the surplus) match one. A semi join against the touched
     rows (broadcast: Spark reads only their ON-condition columns) streams the source past them and leaves
     that many rows, broadcast in turn when they fit, else hashed. A full sync (every source row matches
-    some target row, few files change) then reads its source once instead of shuffling all of it.
+    some target row, few files change) then reads its source once instead of shuffling all of it. Where the
+    source is not several times the touched rows, the semi join would only add a pass: it is not made.
     """
     counts = [f.logical_records for f in found.touched]
     if any(n is None for n in counts):
         return None
     rows = sum(n for n in counts if n is not None) + found.surplus_matches
-    if not fits_in_memory(target_key_schema(plan), rows):
+    if rows * _NARROWING_FACTOR > source_count or not fits_in_memory(target_key_schema(plan), rows):
         return None
     narrowed = source_rows(plan, source).join(F.broadcast(touched), condition, "left_semi")
     narrowed = narrowed.alias(plan.spec.source_alias)
