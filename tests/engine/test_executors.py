@@ -361,6 +361,27 @@ def test_a_rewrite_without_inserts_streams_the_touched_files_past_a_broadcast_so
         assert shuffles(plan) != [], plan
 
 
+@pytest.mark.parametrize("source_ids", [[2], list(range(2, 60))], ids=["within-the-share", "beyond-it"])
+def test_the_broadcast_budget_is_a_share_of_the_heap(spark, tmp_path, monkeypatch, source_ids):
+    # Given: a heap share that leaves room for a source of about 40 rows (of id and value), no floor, and a
+    # source deleting one row or 58 rows
+    heap = spark._jvm.java.lang.Runtime.getRuntime().maxMemory()
+    monkeypatch.setattr(joins, "MIN_BROADCAST_BYTES", 0)
+    monkeypatch.setattr(joins, "_HEAP_SHARE", heap // 2_000)
+    budget = joins.broadcast_budget(spark)
+    target = table_in_files(tmp_path / "t", rows(list(range(1, 31))), rows(list(range(31, 61))))
+    spec = MergeSpec(target, source_file(tmp_path, rows(source_ids)), "t.id = s.id", (delete(),))
+    since = last_execution_id(spark)
+    # When
+    run_merge(spark, spec)
+    # Then: the budget is the heap's share, and the source is broadcast only while it fits in it
+    assert 1_900 <= budget <= 2_100
+    assert sorted(r["id"] for r in sorted_rows(target)) == sorted(set(range(1, 61)) - set(source_ids))
+    (plan,) = write_plans(spark, since)
+    join = "BroadcastHashJoin" if len(source_ids) == 1 else "ShuffledHashJoin"
+    assert join in plan, plan
+
+
 def test_an_upsert_streams_the_touched_files_and_finds_inserts_without_shuffling_them(
     spark, tmp_path, broadcast_budget
 ):

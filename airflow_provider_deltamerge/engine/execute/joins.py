@@ -4,6 +4,7 @@ to broadcast."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -28,8 +29,12 @@ from airflow_provider_deltamerge.engine.plan.planning import MergePlan
 from airflow_provider_deltamerge.spec.names import quote_part
 from airflow_provider_deltamerge.spec.references import ExpressionSyntaxError, column_references, conjuncts
 
-# The most bytes (estimated) of rows the engine broadcasts: every executor and the driver hold a copy.
-MAX_BROADCAST_BYTES = 64 * 1024 * 1024
+# A broadcast relation is built whole on the driver and held whole by every executor: the engine broadcasts
+# at most this share of the smaller heap, within the two bounds below. A 1 GiB executor broadcasts up to
+# 64 MiB (a few hundred thousand rows), a 12 GiB local session up to 768 MiB.
+_HEAP_SHARE = 16
+MIN_BROADCAST_BYTES = 64 * 1024 * 1024
+MAX_BROADCAST_BYTES = 1024 * 1024 * 1024
 # What a string or binary value is guessed to take: generous, so a broadcast stays under its budget.
 _VARIABLE_WIDTH_BYTES = 128
 # The bytes of each integer type in a join key (Spark's defaultSize).
@@ -119,10 +124,22 @@ def target_key_schema(plan: MergePlan) -> StructType:
     return StructType([f for f in plan.target_schema.fields if f.name.lower() in named])
 
 
-def fits_in_memory(schema: StructType, rows: int) -> bool:
-    """Whether ``rows`` rows of ``schema`` stay under ``MAX_BROADCAST_BYTES`` by a generous estimate."""
+def broadcast_budget(spark: SparkSession) -> int:
+    """The most bytes (estimated) of rows the engine broadcasts in ``spark``: a share of the driver's heap
+    and, on a cluster, of an executor's (in local mode the driver's JVM is the executor)."""
+    jvm: Any = spark._jvm
+    heap = int(jvm.java.lang.Runtime.getRuntime().maxMemory())
+    if not str(spark.sparkContext.master).startswith("local"):
+        executor = spark.sparkContext.getConf().get("spark.executor.memory", "1g")
+        heap = min(heap, int(jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes(executor)))
+    return min(MAX_BROADCAST_BYTES, max(MIN_BROADCAST_BYTES, heap // _HEAP_SHARE))
+
+
+def fits_in_memory(schema: StructType, rows: int, budget: int) -> bool:
+    """Whether ``rows`` rows of ``schema`` stay under ``budget`` bytes (``broadcast_budget``) by a generous
+    estimate."""
     row_bytes = _estimated_row_bytes(schema)
-    return row_bytes is not None and rows * row_bytes <= MAX_BROADCAST_BYTES
+    return row_bytes is not None and rows * row_bytes <= budget
 
 
 def _estimated_row_bytes(schema: StructType) -> int | None:

@@ -34,6 +34,7 @@ from airflow_provider_deltamerge.engine.execute.clause_output import (
     rows_written,
 )
 from airflow_provider_deltamerge.engine.execute.joins import (
+    broadcast_budget,
     fits_in_memory,
     join_condition,
     source_rows,
@@ -76,7 +77,8 @@ def rewrite_touched_files(
     if not found.touched and not inserting:
         return Written(files=())
     condition = join_condition(plan, source.schema)
-    broadcast = fits_in_memory(source.schema, recorder[m.NUM_SOURCE_ROWS])
+    budget = broadcast_budget(spark)
+    broadcast = fits_in_memory(source.schema, recorder[m.NUM_SOURCE_ROWS], budget)
     # The second scan of the source is counted on the branch that reads every source row once.
     counted, second_scan = observe(source, F.count(F.lit(1)).alias("rows"))
     branches: list[Branch] = []
@@ -98,6 +100,7 @@ def rewrite_touched_files(
                     condition,
                     found,
                     source_count=recorder[m.NUM_SOURCE_ROWS],
+                    budget=budget,
                 )
             )
             if streamed is None:
@@ -109,7 +112,9 @@ def rewrite_touched_files(
                 # would add a small file of inserts beside the rewritten ones.
                 tasks = touched.rdd.getNumPartitions()
         if inserting:
-            branches.append(_insert_candidates(spark, plan, source, counted, found, condition, broadcast))
+            branches.append(
+                _insert_candidates(spark, plan, source, counted, found, condition, broadcast, budget)
+            )
     changes = (
         ChangeRows(deduplicate_deletes=found.surplus_matches > 0)
         if plan.writes_change_data and found.touched
@@ -130,6 +135,7 @@ def _source_for_touched(
     found: TouchedFiles,
     *,
     source_count: int,
+    budget: int,
 ) -> DataFrame | None:
     """The source rows that match a touched row, for a source too big to broadcast; None when the touched
     files' keys are too many to broadcast themselves (then the whole source is joined).
@@ -145,11 +151,11 @@ def _source_for_touched(
     if any(n is None for n in counts):
         return None
     rows = sum(n for n in counts if n is not None) + found.surplus_matches
-    if rows * _NARROWING_FACTOR > source_count or not fits_in_memory(target_key_schema(plan), rows):
+    if rows * _NARROWING_FACTOR > source_count or not fits_in_memory(target_key_schema(plan), rows, budget):
         return None
     narrowed = source_rows(plan, source).join(F.broadcast(touched), condition, "left_semi")
     narrowed = narrowed.alias(plan.spec.source_alias)
-    return F.broadcast(narrowed) if fits_in_memory(source.schema, rows) else _hashed(narrowed)
+    return F.broadcast(narrowed) if fits_in_memory(source.schema, rows, budget) else _hashed(narrowed)
 
 
 def _hashed(source: DataFrame) -> DataFrame:
@@ -202,6 +208,7 @@ def _insert_candidates(
     found: TouchedFiles,
     condition: Column,
     broadcast: bool,
+    budget: int,
 ) -> Branch:
     """The source rows no target row matches, with NULL target columns.
 
@@ -212,6 +219,7 @@ def _insert_candidates(
         counted: ``source`` observed for the second-scan count: the anti join reads each row of it once.
         condition: the joins' condition (``join_condition``).
         broadcast: ``source`` fits in memory and is broadcast.
+        budget: the most bytes the engine broadcasts (``broadcast_budget``).
     """
     matched_rows = target_rows(spark, plan, found.matched)
     if broadcast and found.matched:
@@ -221,7 +229,7 @@ def _insert_candidates(
     # What is left of the matched files: their matched rows after the semi join, else all their rows.
     records = [f.logical_records for f in found.matched]
     held = found.matched_rows if broadcast else sum(n or 0 for n in records)
-    if (broadcast or None not in records) and fits_in_memory(target_key_schema(plan), held):
+    if (broadcast or None not in records) and fits_in_memory(target_key_schema(plan), held, budget):
         matched_rows = F.broadcast(matched_rows)  # Spark reads only their ON-condition columns
     elif found.matched:
         matched_rows = _hashed(matched_rows)  # a source too big to broadcast: hashed, not sorted
