@@ -10,8 +10,9 @@ Three sources of pruning, as in Delta and delta-rs (DESIGN.md "Pruning before jo
     integer widths), the source's global [min, max] of the key stands in.
 
 Tests (a), (b) and the (c) fallback run in Spark over a small table of per-file stats, so comparisons coerce
-types exactly as the ON condition does; (c) bisects the sorted keys on the driver per file, on values put
-in one exactly comparable form on both sides (see ``_comparable``). A file is skipped only when its stats
+types exactly as the ON condition does; (c) bisects the sorted keys on the driver per file (numpy arrays:
+integer keys as int64, others as Python objects), on values put in one exactly comparable form on both
+sides (see ``_comparable``). A file is skipped only when its stats
 prove that none of its rows can match; unknown stats keep the file. With a WHEN NOT MATCHED BY SOURCE
 clause every file is read (unmatched target rows act).
 
@@ -21,11 +22,11 @@ another writer added could have held rows this merge should have read.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Row, SparkSession
@@ -53,10 +54,12 @@ from airflow_provider_deltamerge.spec.references import conjuncts
 # Above this many distinct source values of a partition column, (b) falls back to the values' range.
 MAX_PARTITION_VALUES = 10_000
 # Above this many distinct source values of an equi-join key, (c) falls back to the keys' global range: the
-# driver holds the sorted keys (a few MB at most) and tests each file in O(log keys).
-MAX_SOURCE_KEYS = 200_000
-# How many of the source's key tuples are compared with one file's bounds before the file is simply kept.
-MAX_TUPLES_SCANNED = 10_000
+# driver holds the sorted keys (8 bytes an integer key: 16 MB for two keys at the limit) and tests each file
+# in O(log keys). A source of a few hundred thousand rows (a day's extract) stays under it.
+MAX_SOURCE_KEYS = 1_000_000
+# How many of the source's key tuples are compared with one file's bounds (vectorized) before the file is
+# simply kept.
+MAX_TUPLES_SCANNED = 1_000_000
 # Delta keeps this many characters of a string bound; a longer (truncated) max is no bound at all here.
 STRING_PREFIX_LENGTH = 32
 _ORDINAL = "__ordinal"
@@ -67,6 +70,10 @@ _MAX_IN_TESTS = 32
 _FLIPPED = {"=": "=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
 # Nodes a constant side may be made of: literals and casts of literals, nothing evaluated at run time.
 _CONSTANT_NODES = (exp.Literal, exp.Cast, exp.DataType, exp.Neg, exp.Paren, exp.DataTypeParam, exp.Var)
+
+
+# (the key columns' indexes, the tuples' parts as aligned arrays sorted by the first part, then the next...)
+KeyTuples = tuple[tuple[int, ...], tuple[np.ndarray, ...]]
 
 
 @dataclass(frozen=True)
@@ -80,11 +87,11 @@ class FileFilter:
     range_tests: tuple[tuple[int, str], ...] = ()  # (column index, bound-pair name) against source bounds
     source_bounds: tuple[Row, StructType] | None = None
     value_sets: tuple[tuple[int, list[Row], StructType], ...] = field(default=())
-    # (column index, the source's distinct keys in ``_comparable`` form, sorted)
-    key_sets: tuple[tuple[int, tuple[Any, ...]], ...] = field(default=(), repr=False)
-    # With several equi-join keys: (their column indexes, the source's distinct key tuples with no NULL, in
-    # ``_comparable`` form, sorted), so a file must hold all parts of one tuple, not parts of several.
-    key_tuples: tuple[tuple[int, ...], tuple[tuple[Any, ...], ...]] | None = field(default=None, repr=False)
+    # (column index, the source's distinct keys in ``_comparable`` form, sorted: see ``_bisectable``)
+    key_sets: tuple[tuple[int, np.ndarray], ...] = field(default=(), repr=False)
+    # With several equi-join keys: the source's distinct key tuples with no NULL (``KeyTuples``), so a file
+    # must hold all parts of one tuple, not parts of several.
+    key_tuples: KeyTuples | None = field(default=None, repr=False)
 
     def select(
         self, spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile]
@@ -124,33 +131,35 @@ class FileFilter:
         return tuple(f for n, f in enumerate(files) if n in kept)
 
 
-def _holds_a_key(keys: tuple[Any, ...], low: Any, high: Any) -> bool:
+def _holds_a_key(keys: np.ndarray, low: Any, high: Any) -> bool:
     """Whether a file with bounds [low, high] may hold one of the sorted ``keys``; an unknown bound (NULL:
     no stats, or a truncated string max) bounds nothing on its side."""
-    at = 0 if low is None else bisect_left(keys, low)
-    return at < len(keys) and (high is None or keys[at] <= high)
+    at = 0 if low is None else int(np.searchsorted(keys, low, "left"))
+    return at < len(keys) and (high is None or bool(keys[at] <= high))
 
 
-def _holds_a_tuple(indexes: tuple[int, ...], tuples: tuple[tuple[Any, ...], ...], row: Row) -> bool:
-    """Whether a file with the bounds in ``row`` may hold every part of one of the sorted ``tuples``.
+def _holds_a_tuple(indexes: tuple[int, ...], parts: tuple[np.ndarray, ...], row: Row) -> bool:
+    """Whether a file with the bounds in ``row`` may hold every part of one of the sorted tuples ``parts``.
 
-    The tuples whose first part is within the file's first bounds are scanned for the other parts; past
-    ``MAX_TUPLES_SCANNED`` of them the file is kept (a bound on the driver's work, never a wrong skip).
+    The tuples whose first part is within the file's first bounds are compared with the other bounds at
+    once; past ``MAX_TUPLES_SCANNED`` of them the file is kept (a bound on the driver's work, never a wrong
+    skip).
     """
     lows = [row[f"min_{i}"] for i in indexes]
     highs = [row[f"max_{i}"] for i in indexes]
-    start = 0 if lows[0] is None else bisect_left(tuples, (lows[0],))
-    for scanned, candidate in enumerate(tuples[start:]):
-        if highs[0] is not None and candidate[0] > highs[0]:
-            return False
-        if scanned >= MAX_TUPLES_SCANNED:
-            return True
-        if all(
-            (low is None or value >= low) and (high is None or value <= high)
-            for value, low, high in zip(candidate[1:], lows[1:], highs[1:], strict=True)
-        ):
-            return True
-    return False
+    first = parts[0]
+    start = 0 if lows[0] is None else int(np.searchsorted(first, lows[0], "left"))
+    end = len(first) if highs[0] is None else int(np.searchsorted(first, highs[0], "right"))
+    if end - start > MAX_TUPLES_SCANNED:
+        return True
+    inside = np.ones(max(end - start, 0), dtype=bool)
+    for part, low, high in zip(parts[1:], lows[1:], highs[1:], strict=True):
+        window = part[start:end]
+        if low is not None:
+            inside &= (window >= low).astype(bool)
+        if high is not None:
+            inside &= (window <= high).astype(bool)
+    return bool(inside.any())
 
 
 @dataclass(frozen=True)
@@ -207,13 +216,10 @@ def prune_files(spark: SparkSession, plan: MergePlan, source: DataFrame) -> Prun
     return Pruning(file_filter.select(spark, snapshot, snapshot.files), file_filter)
 
 
-KeyTuples = tuple[tuple[int, ...], tuple[tuple[Any, ...], ...]]
-
-
 def _source_key_tests(
     plan: MergePlan, aliased: DataFrame, keys: Sequence[tuple[int, str]]
 ) -> tuple[
-    list[tuple[int, str]], tuple[Row, StructType] | None, list[tuple[int, tuple[Any, ...]]], KeyTuples | None
+    list[tuple[int, str]], tuple[Row, StructType] | None, list[tuple[int, np.ndarray]], KeyTuples | None
 ]:
     """(range tests, the source's bounds for them, key sets, key tuples) for the equi-join keys ``keys``.
 
@@ -246,9 +252,9 @@ def _source_key_tests(
         if n in comparable and summary[f"distinct_{n}"] <= MAX_SOURCE_KEYS:
             value = _comparable(F.expr(keys[n][1]), source_types[n]).alias("value")
             distinct = aliased.select(value).where("value IS NOT NULL").distinct()
-            collected = distinct.limit(MAX_SOURCE_KEYS + 1).toArrow()["value"].to_pylist()
+            collected = distinct.limit(MAX_SOURCE_KEYS + 1).toArrow()["value"]
         if collected is not None and len(collected) <= MAX_SOURCE_KEYS:
-            key_sets[n] = tuple(sorted(collected))
+            key_sets[n] = _sorted_distinct(collected)
         else:
             range_tests.append((keys[n][0], str(n)))
     sets = [(keys[n][0], key_sets[n]) for n in sorted(key_sets)]
@@ -260,7 +266,7 @@ def _key_sets_from_tuples(
     keys: Sequence[tuple[int, str]],
     source_types: Sequence[DataType],
     comparable: list[int],
-) -> tuple[dict[int, tuple[Any, ...]], tuple[tuple[Any, ...], ...] | None]:
+) -> tuple[dict[int, np.ndarray], tuple[np.ndarray, ...] | None]:
     """From one job over the source's distinct key tuples: the sorted distinct non-NULL values of each
     ``comparable`` key by key number, and with two or more such keys the sorted tuples with no NULL part
     (a NULL never matches). Nothing when there are more than ``MAX_SOURCE_KEYS`` tuples."""
@@ -270,12 +276,27 @@ def _key_sets_from_tuples(
     collected = aliased.select(*values).distinct().limit(MAX_SOURCE_KEYS + 1).toArrow()
     if collected.num_rows > MAX_SOURCE_KEYS:
         return {}, None
-    columns = {n: collected[f"key_{n}"].to_pylist() for n in comparable}
-    key_sets = {n: tuple(sorted({v for v in column if v is not None})) for n, column in columns.items()}
+    key_sets = {n: _sorted_distinct(collected[f"key_{n}"]) for n in comparable}
     if len(comparable) < 2:
         return key_sets, None
-    tuples = tuple(sorted(t for t in zip(*columns.values(), strict=True) if None not in t))
-    return key_sets, tuples
+    names = [f"key_{n}" for n in comparable]
+    tuples = collected.select(names).drop_null().sort_by([(name, "ascending") for name in names])
+    return key_sets, tuple(_bisectable(tuples[name]) for name in names)
+
+
+def _sorted_distinct(values: pa.ChunkedArray) -> np.ndarray:
+    """The distinct non-NULL ``values``, sorted (by Arrow: strings in UTF-8 byte order, as Spark compares)."""
+    distinct = pc.unique(values.drop_null())
+    return _bisectable(distinct.take(pc.sort_indices(distinct)))
+
+
+def _bisectable(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Sorted ``values`` as an array ``np.searchsorted`` bisects and compares with the stats' bounds:
+    integers (``_comparable`` makes every integer-like key a long) as int64, the rest as the Python objects
+    the stats' bounds are collected as."""
+    if pa.types.is_integer(values.type):
+        return np.asarray(values.to_numpy(), dtype=np.int64)
+    return np.array(values.to_pylist(), dtype=object)
 
 
 def _comparable_type(target: DataType, source: DataType) -> bool:
