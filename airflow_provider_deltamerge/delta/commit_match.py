@@ -131,7 +131,28 @@ class MetricBounds:
         object.__setattr__(self, "bounds", tuple(bounds))
 
     def broken(self, metrics: Mapping[str, Any]) -> list[str]:
-        """Every bound that ``metrics`` break, described with the values seen; [] when all hold."""
+        """Every bound that ``metrics`` break, described with the values seen; [] when all hold.
+
+        Raises:
+            MetricBoundsError: DELTAMERGE_METRIC_NOT_MEASURED, listing the bounds on metrics the merge did not
+                measure (None: Delta's own MERGE keeps them in its SQL metrics only). Such a bound can
+                neither hold nor break, and passing or skipping on it would hide that it checks nothing.
+        """
+        unmeasured = [
+            f"{bound.expression}: {name}"
+            for bound in self.bounds
+            for name in (bound.metric, bound.per)
+            if name is not None and name in metrics and metrics[name] is None
+        ]
+        if unmeasured:
+            listed = "\n".join(f"  {i}. {item}" for i, item in enumerate(unmeasured, 1))
+            raise MetricBoundsError(
+                f"These bounds use metrics the merge did not measure (None):\n{listed}\nDelta's own MERGE "
+                "(backend 'delta-spark') records them only in its Spark SQL metrics, not in its commit. "
+                "Bound metrics it records (row counts, files and bytes added or removed) instead, or run "
+                "the merge with backend='engine'.",
+                error_class="DELTAMERGE_METRIC_NOT_MEASURED",
+            )
         return [reason for bound in self.bounds if (reason := bound.broken(metrics)) is not None]
 
 

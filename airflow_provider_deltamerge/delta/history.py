@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_deltamerge.delta.log_reader import LogReader
+from airflow_provider_deltamerge.delta.operation_metrics import DELTA_SPARK_EXECUTOR, delta_merge_metrics
 
 # The commitInfo key under which every merge commit of this provider records who made it and how.
 COMMIT_INFO_KEY = "deltamerge"
@@ -21,7 +22,7 @@ class MergeCommit:
     """One merge commit: its version, Delta's operation metrics (as numbers) and our provenance record."""
 
     version: int
-    metrics: Mapping[str, int]
+    metrics: Mapping[str, int | None]  # None: not measured by the backend that made the commit
     info: Mapping[str, Any]
 
 
@@ -52,8 +53,14 @@ def find_merge_commit_where(
     for entry in LogReader(table_uri, storage_options).recent_commits(depth):
         info = provenance_of(entry)
         if info and matches(info):
-            metrics = {k: int(v) for k, v in (entry.get("operationMetrics") or {}).items()}
-            return MergeCommit(version=int(entry["version"]), metrics=metrics, info=info)
+            version = int(entry["version"])
+            metrics: Mapping[str, int | None]
+            if info.get("executor") == DELTA_SPARK_EXECUTOR:
+                # Delta's commit lacks some of its MERGE's metrics: the same completion as the backend's.
+                metrics = delta_merge_metrics(table_uri, version, storage_options=storage_options)
+            else:
+                metrics = {k: int(v) for k, v in (entry.get("operationMetrics") or {}).items()}
+            return MergeCommit(version=version, metrics=metrics, info=info)
     return None
 
 

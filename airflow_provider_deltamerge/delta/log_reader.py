@@ -87,6 +87,14 @@ class LogReader:
         Raises:
             TargetTableError: DELTA_TABLE_NOT_FOUND-like when the commit file is gone (log clean-up).
         """
+        return [action[kind] for action in self.actions(version) if kind in action]
+
+    def actions(self, version: int) -> list[dict[str, Any]]:
+        """Every action of ``version``'s commit (``{"add": {...}}``, ``{"commitInfo": {...}}``...), in order.
+
+        Raises:
+            TargetTableError: DELTA_TABLE_NOT_FOUND-like when the commit file is gone (log clean-up).
+        """
         text = self._commit_text(version)
         if text is None:
             raise TargetTableError(
@@ -94,8 +102,7 @@ class LogReader:
                 "past it): the table's history before its newest checkpoint cannot be read.",
                 error_class="DELTA_VERSIONS_NOT_CONTIGUOUS",
             )
-        actions = (json.loads(line) for line in text.splitlines() if line.strip())
-        return [action[kind] for action in actions if kind in action]
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
 
     def recent_commits(self, depth: int) -> Iterator[dict[str, Any]]:
         """The commitInfo of the newest ``depth`` versions, newest first, each with its ``version``, as

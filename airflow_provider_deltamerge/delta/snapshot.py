@@ -120,6 +120,19 @@ def read_snapshot(table_uri: str, version: int | None = None) -> Snapshot:
     return snapshot_of(table, table_uri)
 
 
+def table_size(
+    table_uri: str, version: int, *, storage_options: dict[str, str] | None = None
+) -> tuple[int, int]:
+    """The files and bytes of the table at ``version``, as Delta's ``Snapshot.numOfFiles`` and
+    ``sizeInBytes`` count them (the log's add actions; no deletion vector or data file is read).
+
+    Raises:
+        TargetTableError: when there is no Delta table at ``table_uri``.
+    """
+    adds = pa.table(open_table(table_uri, version, storage_options=storage_options).get_add_actions())
+    return adds.num_rows, sum(adds.column("size_bytes").to_pylist())
+
+
 def snapshot_of(table: DeltaTable, table_uri: str) -> Snapshot:
     """The snapshot of an open table at the version it was loaded at."""
     metadata = table.metadata()

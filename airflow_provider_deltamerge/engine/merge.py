@@ -86,7 +86,8 @@ RerunPolicy = Literal["skip", "merge"]
 class MergeResult:
     """What a merge did: Delta's metrics, the table version after it, the executor that ran it."""
 
-    metrics: Mapping[str, int]
+    # None where the backend did not measure the metric (Delta's own MERGE: the ones its commit lacks).
+    metrics: Mapping[str, m.MetricValue]
     version: int
     executor: str
     committed: bool  # False when the merge changed nothing, so no commit was made (as in Delta)

@@ -7,7 +7,7 @@ read these keys from XCom: renaming one is a breaking change.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -66,7 +66,6 @@ METRIC_DESCRIPTIONS: Mapping[str, str] = {
     NUM_TARGET_BYTES_REMOVED: "number of target bytes removed",
     NUM_TARGET_FILES_ADDED: "number of files added to target",
     NUM_TARGET_BYTES_ADDED: "number of target bytes added",
-    # Reported by every Delta MERGE; 0 until the engine writes change data files and deletion vectors.
     NUM_TARGET_CHANGE_FILES_ADDED: "number of change data capture files generated",
     NUM_TARGET_CHANGE_FILE_BYTES: "total size of change data capture files generated",
     NUM_TARGET_DELETION_VECTORS_ADDED: "number of deletion vectors added",
@@ -91,18 +90,29 @@ NUM_DELETED_ROWS = "num_deleted_rows"
 NUM_INSERTED_ROWS = "num_inserted_rows"
 
 
-def declared_metrics(values: Mapping[str, Any]) -> dict[str, int]:
+# A metric's value: None where the backend that ran the merge did not measure it (Delta's own MERGE keeps
+# some metrics in its Spark SQL metrics only, never in its commit), so no consumer reads a made-up 0.
+MetricValue = int | None
+
+
+def declared_metrics(values: Mapping[str, Any]) -> dict[str, MetricValue]:
     """``values`` (ints, or strings as a commit's ``operationMetrics`` holds them) as the declared metrics:
-    every declared name, 0 where ``values`` has none; others left out; ``numOutputRows`` derived."""
+    every declared name, None where ``values`` says None (not measured), 0 where it has no value (a commit
+    made before the metric was declared); others left out; ``numOutputRows`` derived."""
     recorder = MetricsRecorder()
+    not_measured = []
     for name, value in values.items():
-        if name in METRIC_DESCRIPTIONS and value is not None:
+        if name not in METRIC_DESCRIPTIONS:
+            continue
+        if value is None:
+            not_measured.append(name)
+        else:
             recorder.set(name, int(value))
-    return recorder.freeze()
+    return {**recorder.freeze(), **dict.fromkeys(not_measured)}
 
 
 def merge_result(
-    metrics: Mapping[str, int],
+    metrics: Mapping[str, MetricValue],
     *,
     version: int,
     executor: Any,
@@ -115,10 +125,11 @@ def merge_result(
     same keys whether the job just merged or a retry found the commit, whichever backend made it
     (``declared_metrics``)."""
     declared = declared_metrics(metrics)
+    # Both backends measure the row counts (they are in every MERGE commit), so none of these is None.
     updated, deleted, inserted = (
-        declared[NUM_TARGET_ROWS_UPDATED],
-        declared[NUM_TARGET_ROWS_DELETED],
-        declared[NUM_TARGET_ROWS_INSERTED],
+        declared[NUM_TARGET_ROWS_UPDATED] or 0,
+        declared[NUM_TARGET_ROWS_DELETED] or 0,
+        declared[NUM_TARGET_ROWS_INSERTED] or 0,
     )
     return {
         **declared,
@@ -156,9 +167,10 @@ HEADLINE = (
 )
 
 
-def count_partitions(files: Iterable[Any]) -> int:
-    """Distinct partitions among files with ``partition_values`` as Delta counts them (0 if unpartitioned)."""
-    return len({f.partition_values for f in files if f.partition_values})
+def count_partitions(partition_values: Iterable[Hashable]) -> int:
+    """Distinct partitions among files' partition values (empty for an unpartitioned table's files), as
+    Delta's ``totalBytesAndDistinctPartitionValues`` counts them: 0 for an unpartitioned table."""
+    return len({values for values in partition_values if values})
 
 
 class MetricsRecorder:

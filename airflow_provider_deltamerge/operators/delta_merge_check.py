@@ -15,6 +15,7 @@ from airflow.providers.common.compat.sdk import (
 )
 
 from airflow_provider_deltamerge.delta.commit_match import MetricBounds
+from airflow_provider_deltamerge.exceptions import MetricBoundsError
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
@@ -76,7 +77,11 @@ class DeltaMergeCheckOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         metrics = self._metrics(context)
-        broken = self.bounds.broken(metrics)
+        try:
+            broken = self.bounds.broken(metrics)
+        except MetricBoundsError as err:
+            # A bound on a metric the merge did not measure: a retry would measure it no better.
+            raise AirflowFailException(str(err)) from err
         if not broken:
             self.log.info("All %d metric bounds hold: %s", len(self.bounds.bounds), metrics)
             return metrics

@@ -6,6 +6,7 @@ import datetime
 import json
 
 import pytest
+from airflow.providers.common.compat.sdk import AirflowFailException
 from deltalake import DeltaTable
 from deltalake.transaction import CommitProperties
 
@@ -16,6 +17,7 @@ from airflow_provider_deltamerge.delta.commit_match import (
     find_commit,
 )
 from airflow_provider_deltamerge.exceptions import MetricBoundsError
+from airflow_provider_deltamerge.operators.delta_merge_check import DeltaMergeCheckOperator
 from tests.airflow.conftest import make_table, merge_commit
 
 UPSERT = {"dagId": "upsert", "taskId": "merge_orders", "runId": "r1", "mapIndex": -1, "tryNumber": 1}
@@ -53,6 +55,43 @@ def test_ratio_over_zero_is_zero_only_when_nothing_happened():
     assert ratio.broken({"numTargetRowsDeleted": 1, "numTargetRowsCopied": "0"}) == [
         "numTargetRowsDeleted / numTargetRowsCopied = inf (1 / 0), above max 0.1"
     ]
+
+
+# A delta-spark merge's XCom value: Delta's commit has no after-skipping metrics, so they are None.
+UNMEASURED = {"numSourceRows": 5, "numTargetFilesAfterSkipping": None, "numTargetBytesAfterSkipping": None}
+
+
+def test_a_bound_on_a_metric_the_merge_did_not_measure_is_an_error_not_a_pass():
+    bounds = MetricBounds(
+        {
+            "numSourceRows": {"min": 1},
+            "numTargetFilesAfterSkipping": {"max": 10},
+            "numTargetBytesAfterSkipping / numSourceRows": {"max": 1000},
+        }
+    )
+    with pytest.raises(MetricBoundsError) as caught:
+        bounds.broken(UNMEASURED)
+    assert caught.value.error_class == "DELTAMERGE_METRIC_NOT_MEASURED"
+    assert "1. numTargetFilesAfterSkipping: numTargetFilesAfterSkipping" in caught.value.message
+    assert (
+        "2. numTargetBytesAfterSkipping / numSourceRows: numTargetBytesAfterSkipping" in caught.value.message
+    )
+    assert "backend='engine'" in caught.value.message
+    # A metric that is absent (an older commit) still just breaks its bound, as before.
+    assert MetricBounds({"numTargetFilesAfterSkipping": {"max": 10}}).broken({}) == [
+        "numTargetFilesAfterSkipping: numTargetFilesAfterSkipping missing from the metrics"
+    ]
+
+
+def test_the_check_fails_on_an_unmeasured_metric_even_where_a_broken_bound_would_skip():
+    check = DeltaMergeCheckOperator(
+        task_id="check",
+        bounds={"numTargetFilesAfterSkipping": {"max": 10}},
+        metrics=UNMEASURED,
+        on_failure="skip",
+    )
+    with pytest.raises(AirflowFailException, match="DELTAMERGE_METRIC_NOT_MEASURED"):
+        check.execute({})  # type: ignore[arg-type]
 
 
 def test_bad_bounds_are_listed_together_with_the_known_metrics():

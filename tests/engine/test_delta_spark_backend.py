@@ -11,6 +11,7 @@ import json
 import logging
 import sys
 import types
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -25,7 +26,7 @@ from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import Row
 
 from airflow_provider_deltamerge import __version__
-from airflow_provider_deltamerge.delta.history import MergeCommit
+from airflow_provider_deltamerge.delta.idempotency import find_committed_run
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.backends import delta_spark as backend
 from airflow_provider_deltamerge.exceptions import (
@@ -63,7 +64,8 @@ SOURCE = pa.table(
 )
 TARGET_COLUMNS = ("id", "qty", "region", "created")  # `created` is not a source column
 
-# A MERGE commit's operationMetrics as Delta 4.4 writes them: strings, including metrics we do not declare.
+# A MERGE commit's operationMetrics as Delta 4.4 writes them (strings; DeltaOperationMetrics.MERGE in Delta's
+# DeltaOperations.scala), but for numTargetFiles/BytesAdded/Removed, which the fake takes from its files.
 DELTA_OPERATION_METRICS = {
     "numSourceRows": "2",
     "numTargetRowsInserted": "1",
@@ -75,32 +77,75 @@ DELTA_OPERATION_METRICS = {
     "numTargetRowsNotMatchedBySourceDeleted": "0",
     "numTargetRowsCopied": "4",
     "numOutputRows": "6",
-    "numTargetFilesAdded": "1",
-    "numTargetFilesRemoved": "1",
-    "numTargetBytesAdded": "1234",
-    "numTargetBytesRemoved": "1100",
     "numTargetChangeFilesAdded": "0",
     "numTargetDeletionVectorsAdded": "0",
+    "numTargetDeletionVectorsRemoved": "0",
+    "numTargetDeletionVectorsUpdated": "0",
     "executionTimeMs": "812",
     "materializeSourceTimeMs": "3",
     "scanTimeMs": "301",
     "rewriteTimeMs": "402",
 }
+# What Delta measures in its SQL metrics only (MergeIntoCommandBase.baseMetrics less the commit's set).
+SQL_METRICS_ONLY = {
+    m.NUM_TARGET_FILES_AFTER_SKIPPING,
+    m.NUM_TARGET_BYTES_AFTER_SKIPPING,
+    m.NUM_TARGET_PARTITIONS_AFTER_SKIPPING,
+    m.NUM_SOURCE_ROWS_IN_SECOND_SCAN,
+}
+TARGET_ROWS = {"id": pa.int64(), "qty": pa.int32(), "region": pa.string(), "created": pa.string()}
+
+
+def target_rows(ids: list[int], region: str) -> pa.Table:
+    return pa.table(
+        {
+            "id": ids,
+            "qty": [1] * len(ids),
+            "region": [region] * len(ids),
+            "created": ["2026-01-01"] * len(ids),
+        },
+        schema=pa.schema(TARGET_ROWS),
+    )
+
+
+def three_file_target(path: Path, *, partitioned: bool = True) -> str:
+    """The target at version 1: three files, two of region us and one of eu (partitions when partitioned)."""
+    partition_by = ["region"] if partitioned else None
+    first = pa.concat_tables([target_rows([1, 2], "us"), target_rows([3], "eu")])
+    write_deltalake(
+        str(path), first if partitioned else target_rows([1, 2, 3], "us"), partition_by=partition_by
+    )
+    write_deltalake(str(path), target_rows([4, 5], "us"), partition_by=partition_by, mode="append")
+    return str(path)
+
+
+def data_file_bytes(path: Path) -> int:
+    """The bytes of every data file under the table's folder, read from the file system."""
+    return sum(f.stat().st_size for f in path.rglob("*.parquet"))
 
 
 class FakeDeltaRuntime:
-    """Delta's JVM side, which cannot run here: a table log whose execute() appends a MERGE commit.
+    """Delta's JVM side, which cannot run here, at the boundary the backend meets: a builder whose execute()
+    writes a MERGE commit into the real table's ``_delta_log`` as Delta does, and a history() that reads the
+    commits' commitInfo back from the log, newest first.
 
-    Its builder returns itself from every clause call, so ``builder.mock_calls`` is the call sequence.
+    The merge rewrites the first file of region us (a remove, and a new file in us) and inserts into eu (a
+    new file): Delta's commitInfo (operationMetrics, readVersion, userMetadata), then remove and add actions
+    with partitionValues and sizes of parquet files really written. Under ``deletion_vectors`` the us file is
+    instead removed and added back under a new vector, as Delta's DV merge does. Its builder returns itself
+    from every clause call, so ``builder.mock_calls`` is the call sequence.
     """
 
-    def __init__(self, spark: Any, version: int = 3) -> None:
-        self.spark = spark
-        self.commits = [Row(version=version, operation="WRITE", operationMetrics={}, userMetadata=None)]
+    def __init__(self, spark: Any, table: Path) -> None:
+        self.spark, self.path = spark, table
+        self.partitioned = bool(DeltaTable(str(table)).metadata().partition_columns)
         self.commit_metrics: dict[str, str] | None = dict(DELTA_OPERATION_METRICS)  # None: no commit
         self.other_writers_after = 0  # commits by other writers that land right after ours
+        self.other_writers_during = 0  # ... that land between Delta's read and its commit
+        self.deletion_vectors = False
         self.execute_error: Exception | None = None
         self.user_metadata_seen: list[str | None] = []
+        self.added_bytes = 0  # of the data files the last merge wrote
         self.DeltaTable = MagicMock(name="DeltaTable")
         self.table = self.DeltaTable.forPath.return_value
         self.table.history.side_effect = self.history
@@ -120,8 +165,21 @@ class FakeDeltaRuntime:
         self.builder.execute.side_effect = self.execute
 
     def history(self, limit: int | None = None) -> MagicMock:
+        infos = []
+        for commit in sorted((self.path / "_delta_log").glob("*.json"), reverse=True)[:limit]:
+            lines = [json.loads(line) for line in commit.read_text().splitlines() if line.strip()]
+            info = next(line["commitInfo"] for line in lines if "commitInfo" in line)
+            infos.append(
+                Row(
+                    version=int(commit.stem),
+                    operation=info.get("operation"),
+                    readVersion=info.get("readVersion"),
+                    operationMetrics=info.get("operationMetrics"),
+                    userMetadata=info.get("userMetadata"),
+                )
+            )
         rows = MagicMock(name="history")
-        rows.collect.return_value = self.commits[:limit]
+        rows.collect.return_value = infos
         return rows
 
     def execute(self) -> MagicMock:
@@ -129,20 +187,80 @@ class FakeDeltaRuntime:
         self.user_metadata_seen.append(user_metadata)
         if self.execute_error is not None:
             raise self.execute_error
+        read_version = self._latest()
+        for _ in range(self.other_writers_during):  # a blind append into eu
+            added = {"add": self._data_file(target_rows([30], "eu"), "eu")}
+            self._commit({"operation": "WRITE", "userMetadata": '{"submissionId": "someone else"}'}, [added])
         if self.commit_metrics is not None:
-            self._commit("MERGE", self.commit_metrics, user_metadata)
+            self._commit_merge(read_version, user_metadata)
         for _ in range(self.other_writers_after):
-            self._commit("WRITE", {"numOutputRows": "7"}, '{"submissionId": "someone else"}')
+            info = {"operation": "WRITE", "operationMetrics": {"numOutputRows": "7"}}
+            self._commit({**info, "userMetadata": '{"submissionId": "someone else"}'}, [])
         counts = MagicMock(name="execute result")
         counts.collect.return_value = [
             Row(num_affected_rows=0, num_updated_rows=0, num_deleted_rows=0, num_inserted_rows=0)
         ]
         return counts
 
-    def _commit(self, operation: str, metrics: dict[str, str], user_metadata: str | None) -> None:
-        version = self.commits[0]["version"] + 1
-        row = Row(version=version, operation=operation, operationMetrics=metrics, userMetadata=user_metadata)
-        self.commits.insert(0, row)
+    def _commit_merge(self, read_version: int, user_metadata: str | None) -> None:
+        files = pa.table(DeltaTable(str(self.path), version=read_version).get_add_actions()).to_pylist()
+        us_files = [f for f in files if not self.partitioned or "region=us" in f["path"]]
+        rewritten = min(us_files, key=lambda f: f["path"])
+        partition = {"region": "us"} if self.partitioned else {}
+        removed = {
+            "path": rewritten["path"],
+            "deletionTimestamp": 1,
+            "dataChange": True,
+            "extendedFileMetadata": True,
+            "partitionValues": partition,
+            "size": rewritten["size_bytes"],
+        }
+        added = [self._data_file(target_rows([20], "eu"), "eu")]
+        if self.deletion_vectors:  # the same file back, under its new vector
+            vector = {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 1}
+            added.append(
+                {
+                    **{k: removed[k] for k in ("path", "partitionValues", "size", "dataChange")},
+                    "modificationTime": 1,
+                    "deletionVector": {**vector, "sizeInBytes": 36, "cardinality": 1},
+                }
+            )
+        else:
+            added.append(self._data_file(target_rows([2], "us"), "us"))
+        new = [a for a in added if a["path"] != removed["path"]]
+        self.added_bytes = sum(a["size"] for a in new)
+        metrics = {
+            **(self.commit_metrics or {}),
+            "numTargetFilesAdded": str(len(new)),
+            "numTargetFilesRemoved": str(0 if self.deletion_vectors else 1),
+            "numTargetBytesAdded": str(self.added_bytes),
+            "numTargetBytesRemoved": str(0 if self.deletion_vectors else rewritten["size_bytes"]),
+        }
+        info = {"operation": "MERGE", "readVersion": read_version, "operationMetrics": metrics}
+        self._commit(
+            {**info, "userMetadata": user_metadata}, [{"remove": removed}, *({"add": a} for a in added)]
+        )
+
+    def _data_file(self, rows: pa.Table, region: str) -> dict[str, Any]:
+        folder = f"region={region}/" if self.partitioned else ""
+        name = f"{folder}part-00000-{uuid.uuid4()}.c000.snappy.parquet"
+        (self.path / name).parent.mkdir(exist_ok=True)
+        pq.write_table(rows.drop(["region"]) if self.partitioned else rows, self.path / name)
+        return {
+            "path": name,
+            "partitionValues": {"region": region} if self.partitioned else {},
+            "size": (self.path / name).stat().st_size,
+            "modificationTime": 1,
+            "dataChange": True,
+        }
+
+    def _latest(self) -> int:
+        return max(int(f.stem) for f in (self.path / "_delta_log").glob("*.json"))
+
+    def _commit(self, info: dict[str, Any], actions: list[dict[str, Any]]) -> None:
+        lines = [{"commitInfo": {"timestamp": 1, **info}}, *actions]
+        log_file = self.path / "_delta_log" / f"{self._latest() + 1:020d}.json"
+        log_file.write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
 class FakeConcurrentAppend(PySparkException):
@@ -197,14 +315,18 @@ def install_delta_package(mocker: Any, delta_table: Any = None) -> None:
     mocker.patch.dict(sys.modules, {"delta": package, "delta.tables": tables, "delta.exceptions": exceptions})
 
 
-@pytest.fixture
-def delta(spark, mocker):
+def use_runtime(mocker: Any, runtime: FakeDeltaRuntime) -> FakeDeltaRuntime:
     """Delta's runtime as the backend sees it: the delta-spark package, jars and confs (all stand-ins)."""
-    runtime = FakeDeltaRuntime(spark)
     install_delta_package(mocker, runtime.DeltaTable)
     # The jars and the static session extension cannot be added to the shared local session.
     mocker.patch.object(backend, "missing_delta_runtime", return_value=())
     return runtime
+
+
+@pytest.fixture
+def delta(spark, mocker, tmp_path):
+    """Delta's runtime over the target of ``spec_of``: three files in two partitions, at version 1."""
+    return use_runtime(mocker, FakeDeltaRuntime(spark, Path(three_file_target(tmp_path / "target"))))
 
 
 @pytest.fixture
@@ -520,35 +642,90 @@ def test_run_identity_is_in_user_metadata_only_during_execute(delta, spark, tmp_
 
 
 def test_metrics_come_from_our_merge_commit(delta, spark, tmp_path, source):
+    # Given: a target of 3 files in partitions us (2) and eu (1), their bytes as the file system counts them
+    before_bytes = data_file_bytes(tmp_path / "target")
+    # When: Delta's merge rewrites 1 file of us and adds 1 file in eu
     result = backend.run_with_delta_spark(
         spark, spec_of(source, tmp_path, (update_all(), insert_all())), provenance={"submissionId": "sub-2"}
     )
-    assert (result.version, result.executor, result.committed) == (4, "delta-spark", True)
-    declared = {k: int(v) for k, v in DELTA_OPERATION_METRICS.items() if k in m.METRIC_DESCRIPTIONS}
-    # Delta's commitInfo has no skipping or partition metrics: those stay 0.
-    not_reported = {name: 0 for name in m.METRIC_DESCRIPTIONS if name not in DELTA_OPERATION_METRICS}
-    assert m.NUM_TARGET_FILES_AFTER_SKIPPING in not_reported
-    assert dict(result.metrics) == {**declared, **not_reported}
-    assert result.metrics[m.NUM_TARGET_ROWS_COPIED] == 4
+    # Then: Delta's operationMetrics as numbers ...
+    assert (result.version, result.executor, result.committed) == (2, "delta-spark", True)
+    recorded = {k: int(v) for k, v in DELTA_OPERATION_METRICS.items()}
+    assert {k: result.metrics[k] for k in recorded} == recorded
     assert result.metrics[m.MATERIALIZE_SOURCE_TIME_MS] == 3  # Delta reports it; we pass it on
+    added = {
+        m.NUM_TARGET_FILES_ADDED: 2,
+        m.NUM_TARGET_FILES_REMOVED: 1,
+        m.NUM_TARGET_BYTES_ADDED: delta.added_bytes,
+    }
+    assert {k: result.metrics[k] for k in added} == added
+    # ... what the log gives: the snapshot Delta read, and the partitions of the files removed and added ...
+    assert result.metrics[m.NUM_TARGET_FILES_BEFORE_SKIPPING] == 3
+    assert result.metrics[m.NUM_TARGET_BYTES_BEFORE_SKIPPING] == before_bytes
+    assert result.metrics[m.NUM_TARGET_PARTITIONS_REMOVED_FROM] == 1
+    assert result.metrics[m.NUM_TARGET_PARTITIONS_ADDED_TO] == 2
+    assert result.metrics[m.NUM_TARGET_CHANGE_FILE_BYTES] == 0  # the commit has no cdc action
+    # ... and None, not 0, for what only Delta's SQL metrics hold; every declared key is there
+    assert set(result.metrics) == set(m.METRIC_DESCRIPTIONS)
+    assert {k for k, v in result.metrics.items() if v is None} == SQL_METRICS_ONLY
+
+
+def test_files_before_skipping_are_the_snapshot_delta_read(delta, spark, tmp_path, source):
+    # Given: another writer appends a file between Delta's read (version 1) and Delta's commit
+    before_bytes = data_file_bytes(tmp_path / "target")
+    delta.other_writers_during = 1
+    # When
+    result = backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
+    # Then: the commit's readVersion (1) is counted, not the version before the commit (2)
+    assert result.version == 3
+    assert result.metrics[m.NUM_TARGET_FILES_BEFORE_SKIPPING] == 3
+    assert result.metrics[m.NUM_TARGET_BYTES_BEFORE_SKIPPING] == before_bytes
+
+
+def test_a_file_kept_under_a_new_deletion_vector_is_not_a_partition_change(delta, spark, tmp_path, source):
+    # Given: Delta's DV merge removes the us file and adds it back under its vector, and adds a file in eu
+    delta.deletion_vectors = True
+    # When
+    result = backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (update_all(), insert_all())))
+    # Then: as Delta counts: no partition lost a file, one (eu) gained one
+    assert result.metrics[m.NUM_TARGET_PARTITIONS_REMOVED_FROM] == 0
+    assert result.metrics[m.NUM_TARGET_PARTITIONS_ADDED_TO] == 1
+
+
+def test_an_unpartitioned_table_has_no_partitions_as_delta_counts(spark, mocker, tmp_path, source):
+    # Given: the same merge into an unpartitioned table of 2 files
+    target = tmp_path / "target"
+    use_runtime(mocker, FakeDeltaRuntime(spark, Path(three_file_target(target, partitioned=False))))
+    before_bytes = data_file_bytes(target)
+    # When
+    result = backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (update_all(), insert_all())))
+    # Then: 0 partitions, Delta's definition for an unpartitioned table; files and bytes still counted
+    assert result.metrics[m.NUM_TARGET_PARTITIONS_REMOVED_FROM] == 0
+    assert result.metrics[m.NUM_TARGET_PARTITIONS_ADDED_TO] == 0
+    assert result.metrics[m.NUM_TARGET_FILES_BEFORE_SKIPPING] == 2
+    assert result.metrics[m.NUM_TARGET_BYTES_BEFORE_SKIPPING] == before_bytes
 
 
 def test_our_commit_is_found_behind_a_concurrent_one(delta, spark, tmp_path, source):
-    delta.other_writers_after = 2  # versions 5 and 6 are someone else's
+    delta.other_writers_after = 2  # versions 3 and 4 are someone else's
     result = backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
-    assert (result.version, result.committed) == (4, True)
+    assert (result.version, result.committed) == (2, True)
     assert result.metrics[m.NUM_TARGET_ROWS_INSERTED] == 1
+    assert result.metrics[m.NUM_TARGET_PARTITIONS_ADDED_TO] == 2  # our commit's files, not theirs
 
 
 def test_no_commit_when_delta_changed_nothing(delta, spark, tmp_path, source):
     delta.commit_metrics = None
     result = backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
-    assert (result.version, result.committed) == (3, False)
+    assert (result.version, result.committed) == (1, False)
     assert set(result.metrics) == set(m.METRIC_DESCRIPTIONS)
     # No commit holds Delta's metrics: the source is counted and the time measured, not made-up zeros
     assert result.metrics[m.NUM_SOURCE_ROWS] == SOURCE.num_rows
     assert result.metrics[m.EXECUTION_TIME_MS] > 0
-    measured = {m.NUM_SOURCE_ROWS, m.EXECUTION_TIME_MS}
+    # No commit records the version Delta read, and its SQL metrics are out of reach: not measured
+    not_measured = {m.NUM_TARGET_FILES_BEFORE_SKIPPING, m.NUM_TARGET_BYTES_BEFORE_SKIPPING, *SQL_METRICS_ONLY}
+    assert {k for k, v in result.metrics.items() if v is None} == not_measured
+    measured = {m.NUM_SOURCE_ROWS, m.EXECUTION_TIME_MS, *not_measured}
     assert {v for k, v in result.metrics.items() if k not in measured} == {0}
 
 
@@ -556,7 +733,7 @@ def test_a_newer_commit_that_is_not_ours_is_not_reported_as_ours(delta, spark, t
     delta.commit_metrics = None
     delta.other_writers_after = 1
     result = backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
-    assert (result.version, result.committed) == (3, False)
+    assert (result.version, result.committed) == (1, False)
     assert result.metrics[m.NUM_OUTPUT_ROWS] == 0
 
 
@@ -616,11 +793,21 @@ RUN = {"dagId": "orders", "taskId": "merge", "runId": "manual__1", "mapIndex": -
 
 def test_a_retried_run_returns_its_commit_instead_of_merging_again(delta, spark, tmp_path, source):
     spec = spec_of(source, tmp_path, (update_all(), insert_all()))
+    before_bytes = data_file_bytes(tmp_path / "target")
     first = backend.run_with_delta_spark(spark, spec, provenance={**RUN, "tryNumber": 1})
     again = backend.run_with_delta_spark(spark, spec, provenance={**RUN, "tryNumber": 2})
     assert (again.version, again.committed, again.already_committed) == (first.version, True, True)
     assert delta.builder.execute.call_count == 1
-    assert dict(again.metrics) == dict(first.metrics)  # one shape, whichever try
+    # One shape, whichever try: the log-derived metrics too, and the same None metrics
+    assert dict(again.metrics) == dict(first.metrics)
+    derived = {
+        m.NUM_TARGET_FILES_BEFORE_SKIPPING: 3,
+        m.NUM_TARGET_BYTES_BEFORE_SKIPPING: before_bytes,
+        m.NUM_TARGET_PARTITIONS_REMOVED_FROM: 1,
+        m.NUM_TARGET_PARTITIONS_ADDED_TO: 2,
+    }
+    assert {k: again.metrics[k] for k in derived} == derived
+    assert {k for k, v in again.metrics.items() if v is None} == SQL_METRICS_ONLY
 
 
 def test_rerun_merge_or_another_spec_merges_again(delta, spark, tmp_path, source):
@@ -637,13 +824,27 @@ def test_run_without_runtime_raises_before_touching_anything(spark, tmp_path, so
         backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
 
 
-def test_the_xcom_value_has_one_shape_for_a_fresh_merge_and_a_found_commit(delta, spark, tmp_path, source):
-    # The Airflow side reads a delta-spark commit found by a retry straight from the log: Delta's raw
-    # operationMetrics, with names we do not declare and without the ones Delta does not report.
+def test_the_xcom_value_is_the_same_for_a_fresh_merge_and_a_commit_found_from_airflow(
+    delta, spark, tmp_path, source
+):
+    # Given: the job's answer for a fresh delta-spark merge (what the operator pushes to XCom)
     spec = spec_of(source, tmp_path, (update_all(), insert_all()))
+    before_bytes = data_file_bytes(tmp_path / "target")
     fresh = backend.run_with_delta_spark(spark, spec, provenance=RUN)
-    found = MergeCommit(
-        4, {k: int(v) for k, v in DELTA_OPERATION_METRICS.items()}, {"executor": "delta-spark"}
+    from_job = m.merge_result(
+        fresh.metrics,
+        version=fresh.version,
+        executor=fresh.executor,
+        spec_hash=spec.spec_hash,
+        runs=fresh.runs,
     )
-    from_job = m.merge_result(fresh.metrics, version=fresh.version, executor=fresh.executor, spec_hash="h")
-    assert commit_result(found).keys() == from_job.keys()
+    # When: a retry's Airflow side finds that commit in the log instead (no Spark, no Delta runtime)
+    found = find_committed_run(spec.target, {**RUN, "specHash": spec.spec_hash})
+    assert found is not None
+    from_log = commit_result(found)
+    # Then: the same value, key for key, log-derived metrics and None metrics included
+    assert from_log == from_job
+    assert from_log[m.NUM_TARGET_PARTITIONS_ADDED_TO] == 2
+    assert from_log[m.NUM_TARGET_BYTES_BEFORE_SKIPPING] == before_bytes
+    assert {k for k, v in from_log.items() if v is None} == SQL_METRICS_ONLY
+    assert json.loads(json.dumps(from_log))[m.NUM_TARGET_FILES_AFTER_SKIPPING] is None  # JSON null in XCom

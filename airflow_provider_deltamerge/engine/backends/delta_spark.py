@@ -28,11 +28,12 @@ from pyspark.sql import Row, SparkSession
 from airflow_provider_deltamerge import PACKAGE_NAME, __version__
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, provenance_of
 from airflow_provider_deltamerge.delta.idempotency import IDEMPOTENCY_DEPTH, run_identity, same_run
+from airflow_provider_deltamerge.delta.operation_metrics import DELTA_SPARK_EXECUTOR, delta_merge_metrics
 from airflow_provider_deltamerge.delta.protocol import refused_features
 from airflow_provider_deltamerge.delta.snapshot import read_snapshot
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.merge import MergeResult
-from airflow_provider_deltamerge.engine.metrics import MetricsRecorder, declared_metrics
+from airflow_provider_deltamerge.engine.metrics import MetricsRecorder, MetricValue
 from airflow_provider_deltamerge.engine.resolve.resolution import quote
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
 from airflow_provider_deltamerge.engine.source.load import merge_source
@@ -63,7 +64,7 @@ log = logging.getLogger(__name__)
 Backend = Literal["engine", "delta-spark"]
 BackendRequest = Literal["auto", "engine", "delta-spark"]
 BACKEND_REQUESTS: tuple[str, ...] = ("auto", "engine", "delta-spark")
-EXECUTOR_NAME = "delta-spark"
+EXECUTOR_NAME = DELTA_SPARK_EXECUTOR
 
 DELTA_TABLE_CLASS = "io.delta.tables.DeltaTable"
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
@@ -241,10 +242,12 @@ def run_with_delta_spark(
        ``provenance``) as JSON in the session conf ``spark.databricks.delta.commitInfo.userMetadata``,
        which Delta writes into the commit's ``userMetadata``; the conf's previous value is restored after.
     3. Find our commit among the commits made since execute() started (by ``submissionId``) and return its
-       ``operationMetrics`` as ints; metrics Delta does not report stay 0. A merge that changes nothing
-       makes no commit: then ``committed`` is False, the version is the one before, the row counts come
-       from execute()'s own result, ``numSourceRows`` from counting the source and ``executionTimeMs``
-       from the wall time of execute().
+       metrics as ``delta/operation_metrics.py`` reads them from the commit file: Delta's
+       ``operationMetrics``, the ones the log gives exactly (files and bytes before skipping, partitions
+       removed from and added to, change file bytes), None for those only Delta's SQL metrics hold. A
+       merge that changes nothing makes no commit: then ``committed`` is False, the version is the one
+       before, the row counts come from execute()'s own result, ``numSourceRows`` from counting the source
+       and ``executionTimeMs`` from the wall time of execute().
 
     Raises:
         DeltaRuntimeError: the session lacks Delta's runtime.
@@ -261,8 +264,9 @@ def run_with_delta_spark(
     info.setdefault(SUBMISSION_ID, uuid.uuid4().hex)
     info["executor"] = EXECUTOR_NAME
     source = merge_source(spark, spec)
+    location = table_location(spark, spec.target)
     try:
-        table = DeltaTable.forPath(spark, table_location(spark, spec.target))
+        table = DeltaTable.forPath(spark, location)
     except AnalysisException as err:
         failure = summarize(err)
         raise TargetTableError(
@@ -273,7 +277,7 @@ def run_with_delta_spark(
         earlier = _committed_run(table, info) if rerun == "skip" else None
         if earlier is not None:
             log.info("This run already committed version %d: nothing to do", earlier["version"])
-            metrics = metrics_from_operation_metrics(earlier["operationMetrics"] or {})
+            metrics = delta_merge_metrics(location, earlier["version"])
             return MergeResult(
                 metrics, earlier["version"], EXECUTOR_NAME, committed=True, already_committed=True
             )
@@ -294,7 +298,7 @@ def run_with_delta_spark(
         metrics = _metrics_from_counts(counts, source_rows=source.count(), execution_time_ms=elapsed_ms)
         return MergeResult(metrics, version_before, EXECUTOR_NAME, committed=False)
     log.info("Delta committed version %d", commit["version"])
-    metrics = metrics_from_operation_metrics(commit["operationMetrics"] or {})
+    metrics = delta_merge_metrics(location, commit["version"])
     return MergeResult(metrics, commit["version"], EXECUTOR_NAME, committed=True)
 
 
@@ -408,12 +412,6 @@ def _find_commit(table: Any, version_before: int, submission_id: str) -> Row | N
     return None
 
 
-def metrics_from_operation_metrics(operation_metrics: Mapping[str, str]) -> dict[str, int]:
-    """Delta's commitInfo ``operationMetrics`` (strings) as our metrics: ``metrics.declared_metrics``, so
-    the keys are the same for both backends; metrics Delta does not report are 0."""
-    return declared_metrics(operation_metrics)
-
-
 # execute()'s result columns (DeltaMergeBuilder.execute) -> our metric names.
 _EXECUTE_COUNTS = {
     "num_inserted_rows": m.NUM_TARGET_ROWS_INSERTED,
@@ -422,7 +420,21 @@ _EXECUTE_COUNTS = {
 }
 
 
-def _metrics_from_counts(rows: Sequence[Row], *, source_rows: int, execution_time_ms: int) -> dict[str, int]:
+# Without a commit no read version is recorded, and Delta's SQL metrics are out of reach: not measured. No
+# file was removed or added, so the partition and change-file metrics are 0 (as Delta's would be).
+_NOT_MEASURED_WITHOUT_COMMIT = (
+    m.NUM_TARGET_FILES_BEFORE_SKIPPING,
+    m.NUM_TARGET_BYTES_BEFORE_SKIPPING,
+    m.NUM_TARGET_FILES_AFTER_SKIPPING,
+    m.NUM_TARGET_BYTES_AFTER_SKIPPING,
+    m.NUM_TARGET_PARTITIONS_AFTER_SKIPPING,
+    m.NUM_SOURCE_ROWS_IN_SECOND_SCAN,
+)
+
+
+def _metrics_from_counts(
+    rows: Sequence[Row], *, source_rows: int, execution_time_ms: int
+) -> dict[str, MetricValue]:
     recorder = MetricsRecorder()
     recorder.set(m.NUM_SOURCE_ROWS, source_rows)
     recorder.set(m.EXECUTION_TIME_MS, execution_time_ms)
@@ -430,7 +442,7 @@ def _metrics_from_counts(rows: Sequence[Row], *, source_rows: int, execution_tim
         counts = rows[0].asDict()
         for column, name in _EXECUTE_COUNTS.items():
             recorder.set(name, int(counts.get(column) or 0))
-    return recorder.freeze()
+    return {**recorder.freeze(), **dict.fromkeys(_NOT_MEASURED_WITHOUT_COMMIT)}
 
 
 @contextmanager

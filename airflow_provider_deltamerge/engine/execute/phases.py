@@ -81,7 +81,9 @@ def run_two_phases(
         return FileChanges(found.touched, written.files, vectors, written.change_files)
     recorder.set(m.NUM_TARGET_FILES_REMOVED, len(found.touched))
     recorder.set(m.NUM_TARGET_BYTES_REMOVED, sum(f.size for f in found.touched))
-    recorder.set(m.NUM_TARGET_PARTITIONS_REMOVED_FROM, m.count_partitions(found.touched))
+    recorder.set(
+        m.NUM_TARGET_PARTITIONS_REMOVED_FROM, m.count_partitions(f.partition_values for f in found.touched)
+    )
     # A rewritten file's deletion vector goes with it (its rows were left out when the file was read).
     recorder.set(
         m.NUM_TARGET_DELETION_VECTORS_REMOVED, sum(f.deletion_vector is not None for f in found.touched)
@@ -98,7 +100,7 @@ def _vector_metrics(changes: Sequence[VectorChange]) -> dict[str, int]:
     return {
         m.NUM_TARGET_FILES_REMOVED: len(removed),
         m.NUM_TARGET_BYTES_REMOVED: sum(f.size for f in removed),
-        m.NUM_TARGET_PARTITIONS_REMOVED_FROM: m.count_partitions(removed),
+        m.NUM_TARGET_PARTITIONS_REMOVED_FROM: m.count_partitions(f.partition_values for f in removed),
         m.NUM_TARGET_DELETION_VECTORS_ADDED: len(kept),
         m.NUM_TARGET_DELETION_VECTORS_REMOVED: sum(f.deletion_vector is not None for f in removed) + updated,
         m.NUM_TARGET_DELETION_VECTORS_UPDATED: updated,

@@ -277,7 +277,9 @@ def _write_with_actions(
         recorder.set(name, value)
     recorder.set(m.NUM_TARGET_FILES_ADDED, len(written.files))
     recorder.set(m.NUM_TARGET_BYTES_ADDED, sum(f.size for f in written.files))
-    recorder.set(m.NUM_TARGET_PARTITIONS_ADDED_TO, m.count_partitions(written.files))
+    recorder.set(
+        m.NUM_TARGET_PARTITIONS_ADDED_TO, m.count_partitions(f.partition_values for f in written.files)
+    )
     recorder.set(m.NUM_TARGET_CHANGE_FILES_ADDED, len(written.change_files))
     recorder.set(m.NUM_TARGET_CHANGE_FILE_BYTES, sum(f.size for f in written.change_files))
     return written

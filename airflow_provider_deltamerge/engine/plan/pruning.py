@@ -171,7 +171,7 @@ class Pruning:
 
     def partitions(self) -> int:
         """Distinct partitions among the candidates (0 for an unpartitioned table, as Delta counts)."""
-        return count_partitions(self.files)
+        return count_partitions(f.partition_values for f in self.files)
 
 
 def prune_files(spark: SparkSession, plan: MergePlan, source: DataFrame) -> Pruning:
