@@ -48,7 +48,9 @@ def storage_environment(connection: Any) -> dict[str, str]:
     env = {k: v for k, v in env.items() if v}
     for variable, value in env.items():
         if variable not in _PUBLIC_VARIABLES:
-            mask_secret(value, variable)
+            # Unnamed: given a name, the masker skips values whose name it does not find sensitive
+            # (AZURE_STORAGE_ACCOUNT_KEY, GCS_HMAC_KEY), and here the name does not decide.
+            mask_secret(value)
     return env
 
 
