@@ -1,17 +1,25 @@
 """Cloud storage connections resolved by the cloud providers' own hooks, where those providers are installed.
 
 The hooks know every way their providers' operators authenticate (assumed roles, profiles, web and workload
-identity, service principals, SAS tokens, connection strings); what they resolve is handed on as the
-variables Spark's clients and ``deltalake`` read. Without a provider, the connection's login and password
-are the key pair, as before such hooks were used.
+identity, service principals, SAS tokens, connection strings, service account keys, impersonation chains);
+what they resolve is handed on as the variables Spark's clients and ``deltalake`` read. Without a provider,
+the connection's login and password are the key pair (a Google connection's key: its Keyfile JSON or Path),
+as before such hooks were used.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from airflow.providers.common.compat.sdk import AirflowException
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
 from airflow_provider_deltamerge.exceptions import StorageCredentialsError
+from airflow_provider_deltamerge.spec.transport import write_private
 
 # Connection extras by the variables they feed, when the Amazon provider is not installed.
 _AWS_EXTRAS = {
@@ -21,6 +29,20 @@ _AWS_EXTRAS = {
 }
 # The OAuth scope of Azure Storage, for which a token credential is asked.
 _AZURE_STORAGE_SCOPE = "https://storage.azure.com/.default"
+# The variables deltalake and obstore read for Google Cloud Storage (object_store's GoogleConfigKey).
+GOOGLE_KEY = "GOOGLE_SERVICE_ACCOUNT_KEY"
+GOOGLE_TOKEN = "GOOGLE_BEARER_TOKEN"
+GOOGLE_ANONYMOUS = "GOOGLE_SKIP_SIGNATURE"
+# Ways of signing in of a google_cloud_platform connection that only the Google provider's hook resolves.
+_GOOGLE_PROVIDER_FIELDS = (
+    "key_secret_name",
+    "impersonation_chain",
+    "credential_config_file",
+    "idp_issuer_url",
+)
+# Spark's GCS connector (3.x) reads a service account key only from a file, named by these settings.
+GCS_AUTH_TYPE = "spark.hadoop.fs.gs.auth.type"
+GCS_KEYFILE = "spark.hadoop.fs.gs.auth.service.account.json.keyfile"
 
 
 def aws_environment(connection: Any) -> dict[str, str]:
@@ -89,6 +111,122 @@ def azure_environment(connection: Any) -> dict[str, str]:
     elif query := urlsplit(client.url).query:  # a SAS URL given as the connection's sas_token
         env["AZURE_STORAGE_SAS_KEY"] = query
     return env
+
+
+def google_environment(connection: Any) -> dict[str, str]:
+    """A ``google_cloud_platform`` connection's credentials, resolved by the Google provider's
+    ``GoogleBaseHook``.
+
+    A service account key (Keyfile Path or Keyfile JSON) is handed on as the key itself, which does not
+    expire. Whatever else the hook builds (a key from Secret Manager, an impersonation chain, a credential
+    configuration file, the machine's application default credentials) is refreshed into an OAuth token, as
+    the provider's own operators do. Such a token lasts about an hour and nobody renews it: enough for the
+    sensor, which resolves the connection before each poll; a merge still running after that hour fails at
+    its next request to the store with an authentication error (a retry starts again with a new token). Give
+    a longer merge a key.
+    """
+    try:
+        from airflow.providers.google.common.hooks.base_google import GoogleBaseHook
+    except ImportError:
+        return _google_without_provider(connection)
+    from google.auth.credentials import AnonymousCredentials
+    from google.auth.exceptions import GoogleAuthError
+    from google.auth.transport.requests import Request
+    from google.oauth2.service_account import Credentials as ServiceAccountCredentials
+
+    hook = GoogleBaseHook(gcp_conn_id=connection.conn_id)
+    try:
+        credentials = hook.get_credentials()
+        if isinstance(credentials, AnonymousCredentials):
+            return {GOOGLE_ANONYMOUS: "true"}
+        if isinstance(credentials, ServiceAccountCredentials):
+            # The hook's own way of handing its key to other programs: the Keyfile Path, or the Keyfile JSON
+            # in a temporary file; none for a key from Secret Manager, which signs in below instead.
+            with hook.provide_gcp_credential_file_as_context() as key_file:
+                if key_file:
+                    return {GOOGLE_KEY: Path(key_file).read_text(encoding="utf-8")}
+        credentials.refresh(Request())
+    except (AirflowException, GoogleAuthError, OSError, ValueError) as err:
+        raise _cannot_resolve(
+            connection,
+            "Google",
+            err,
+            "Keyfile JSON, Keyfile Path, Keyfile Secret Name or Impersonation Chain",
+        ) from err
+    return {GOOGLE_TOKEN: credentials.token or ""}
+
+
+def gcs_keyfile_conf(environment: Mapping[str, str], folder: Path) -> dict[str, str]:
+    """Spark conf pointing the GCS connector at ``environment``'s service account key, which is written to an
+    owner-only file in ``folder``; none without a key (a token reaches ``deltalake`` only: the connector takes
+    tokens only from a Java ``AccessTokenProvider`` class)."""
+    key = environment.get(GOOGLE_KEY)
+    if not key:
+        return {}
+    keyfile = write_private(folder / "deltamerge-gcs-key.json", key)
+    return {GCS_AUTH_TYPE: "SERVICE_ACCOUNT_JSON_KEYFILE", GCS_KEYFILE: str(keyfile)}
+
+
+def _google_without_provider(connection: Any) -> dict[str, str]:
+    """The connection's Keyfile JSON, or the file at its Keyfile Path, is the key; no key at all leaves the
+    machine's application default credentials, which ``deltalake`` and Spark's GCS connector find themselves.
+
+    Raises:
+        StorageCredentialsError: the connection signs in a way only the Google provider resolves, or its key
+            is not a service account key.
+    """
+    extra = connection.extra_dejson
+
+    def field(name: str) -> Any:
+        # The connection form of the Google provider stores its fields under a prefix (older Airflow).
+        return extra.get(name) or extra.get(f"extra__google_cloud_platform__{name}")
+
+    if needs_provider := [name for name in _GOOGLE_PROVIDER_FIELDS if field(name)]:
+        raise StorageCredentialsError(
+            f"Connection {connection.conn_id!r} signs in with {', '.join(needs_provider)}, which only the "
+            "Google provider's hook resolves. Install it (pip install 'airflow-provider-deltamerge[google]', "
+            "i.e. apache-airflow-providers-google), or give the connection a Keyfile JSON or Keyfile Path."
+        )
+    if field("is_anonymous"):
+        return {GOOGLE_ANONYMOUS: "true"}
+    if keyfile := field("keyfile_dict"):
+        key, source = keyfile if isinstance(keyfile, str) else json.dumps(keyfile), "Keyfile JSON"
+    elif key_path := field("key_path"):
+        try:
+            key, source = Path(key_path).read_text(encoding="utf-8"), "Keyfile Path"
+        except OSError as err:
+            raise _not_a_key(
+                connection, "Keyfile Path", f"the file cannot be read: {type(err).__name__}"
+            ) from None
+    else:
+        return {}
+    _check_service_account_key(connection, key, source)
+    return {GOOGLE_KEY: key}
+
+
+def _check_service_account_key(connection: Any, key: str, source: str) -> None:
+    """Refuse, here and not in the Spark job, a key Google would refuse; the key itself is never quoted."""
+    try:
+        info = json.loads(key)
+    except json.JSONDecodeError as err:
+        raise _not_a_key(
+            connection, source, f"it is not JSON (line {err.lineno}, column {err.colno})"
+        ) from None
+    if not isinstance(info, dict) or info.get("type") != "service_account":
+        raise _not_a_key(connection, source, "its type is not service_account")
+    if missing := [name for name in ("client_email", "private_key") if not info.get(name)]:
+        raise _not_a_key(connection, source, f"it has no {' and no '.join(missing)}")
+    try:
+        load_pem_private_key(str(info["private_key"]).encode(), password=None)
+    except (ValueError, TypeError):
+        raise _not_a_key(connection, source, "its private_key is not an unencrypted PEM key") from None
+
+
+def _not_a_key(connection: Any, source: str, why: str) -> StorageCredentialsError:
+    return StorageCredentialsError(
+        f"The {source} of connection {connection.conn_id!r} does not give a service account key ({why}). "
+        "Give the JSON key file Google Cloud creates for a service account."
+    )
 
 
 def _cannot_resolve(connection: Any, provider: str, err: Exception, fields: str) -> StorageCredentialsError:

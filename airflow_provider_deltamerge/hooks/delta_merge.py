@@ -22,6 +22,7 @@ from airflow_provider_deltamerge.delta.idempotency import SPEC_HASH_KEY, find_co
 from airflow_provider_deltamerge.delta.job_reports import take_report
 from airflow_provider_deltamerge.engine.metrics import merge_result
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
+from airflow_provider_deltamerge.hooks.cloud_credentials import gcs_keyfile_conf
 from airflow_provider_deltamerge.hooks.spark_setup import (
     JobSubmitHook,
     is_local_default,
@@ -150,7 +151,12 @@ class DeltaMergeHook(BaseHook):
             else:
                 arguments += [ANSWER_FILE_ARG, str(answer_file)]
             shipped_credentials = credentials if not self._is_local_master() else {}
-            if shipped_credentials or self.private_conf:
+            private_conf = dict(self.private_conf)
+            if self._is_local_master():
+                # Spark's GCS connector reads a service account key from a file at the same path in every
+                # Spark process: a file in this private folder serves a local master only.
+                private_conf.update(gcs_keyfile_conf(credentials, Path(scratch)))
+            if shipped_credentials or private_conf:
                 # Executors (and a cluster-mode driver) get them from a private properties file, which
                 # spark-submit reads locally; Spark's UI redacts such keys.
                 kwargs["properties_file"] = str(
@@ -159,7 +165,7 @@ class DeltaMergeHook(BaseHook):
                         shipped_credentials,
                         self._remote_env_prefixes(),
                         kwargs,
-                        private_conf=self.private_conf,
+                        private_conf=private_conf,
                     )
                 )
             if in_cluster:

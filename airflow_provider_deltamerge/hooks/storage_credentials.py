@@ -10,19 +10,36 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from contextlib import suppress
 from typing import Any
 
 from airflow.providers.common.compat.sdk import BaseHook
 from airflow.sdk.log import mask_secret
 
 from airflow_provider_deltamerge.exceptions import StorageCredentialsError
-from airflow_provider_deltamerge.hooks.cloud_credentials import aws_environment, azure_environment
+from airflow_provider_deltamerge.hooks.cloud_credentials import (
+    GOOGLE_ANONYMOUS,
+    GOOGLE_KEY,
+    aws_environment,
+    azure_environment,
+    google_environment,
+)
 
 # The connection types whose own providers' hooks resolve them (hooks/cloud_credentials.py).
-_CLOUD_ENVIRONMENTS = {"aws": aws_environment, "wasb": azure_environment}
+_CLOUD_ENVIRONMENTS = {
+    "aws": aws_environment,
+    "wasb": azure_environment,
+    "google_cloud_platform": google_environment,
+}
 # Where a store is and whose it is, not how to get in: every other value is registered as a secret, whatever
 # its name (an ``env`` extra may carry GCS_HMAC_KEY or any other).
-_PUBLIC_VARIABLES = {"AWS_REGION", "AWS_ENDPOINT_URL", "AWS_ALLOW_HTTP", "AZURE_STORAGE_ACCOUNT_NAME"}
+_PUBLIC_VARIABLES = {
+    "AWS_REGION",
+    "AWS_ENDPOINT_URL",
+    "AWS_ALLOW_HTTP",
+    "AZURE_STORAGE_ACCOUNT_NAME",
+    GOOGLE_ANONYMOUS,
+}
 
 
 def connection_storage_options(conn_id: str | None) -> dict[str, str]:
@@ -31,11 +48,12 @@ def connection_storage_options(conn_id: str | None) -> dict[str, str]:
 
 
 def storage_environment(connection: Any) -> dict[str, str]:
-    """The environment that carries ``connection``'s storage credentials (aws, wasb, or any ``env`` extra).
+    """The environment that carries ``connection``'s storage credentials (aws, wasb, google_cloud_platform, or
+    any ``env`` extra).
 
     A connection of another type may list variables under its ``env`` extra, e.g.
     ``{"env": {"GOOGLE_APPLICATION_CREDENTIALS": "/secrets/key.json"}}`` (the ``deltamerge_storage`` type's
-    form keeps that object as JSON text); they are added to those of an ``aws`` or ``wasb`` connection too.
+    form keeps that object as JSON text); they are added to those of a cloud provider's connection too.
 
     Raises:
         StorageCredentialsError: the cloud provider's hook could not obtain the connection's credentials,
@@ -48,8 +66,19 @@ def storage_environment(connection: Any) -> dict[str, str]:
     env = {k: v for k, v in env.items() if v}
     for variable, value in env.items():
         if variable not in _PUBLIC_VARIABLES:
-            mask_secret(value, variable)
+            # Unnamed: given a name, the masker skips values whose name it does not find sensitive
+            # (AZURE_STORAGE_ACCOUNT_KEY, GCS_HMAC_KEY), and here the name does not decide.
+            mask_secret(value)
+    if GOOGLE_KEY in env:
+        _mask_private_key(env[GOOGLE_KEY])
     return env
+
+
+def _mask_private_key(key: str) -> None:
+    """Register a key JSON's private_key (and its id) alone too, as a log shows it once the JSON is parsed
+    (newlines, not \\n); a key that is not JSON (from an env extra) is left to Google's clients to refuse."""
+    with suppress(json.JSONDecodeError):
+        mask_secret(json.loads(key))
 
 
 def _env_field(connection: Any, value: Any) -> dict[str, str]:

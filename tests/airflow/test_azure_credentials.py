@@ -119,3 +119,17 @@ def test_without_the_azure_provider_login_and_password_are_account_and_key(monke
         "AZURE_STORAGE_ACCOUNT_NAME": "lakeacct",
         "AZURE_STORAGE_ACCOUNT_KEY": ACCOUNT_KEY,
     }
+
+
+def test_a_key_in_the_env_extra_is_masked_in_logs_whatever_its_variables_name(monkeypatch):
+    # Airflow's masker skips a value registered under a name it does not find sensitive, and
+    # AZURE_STORAGE_SAS_KEY is such a name; nor does Airflow mask the env extra's values itself.
+    from airflow.sdk.log import redact
+
+    sas = "sv=2024-05-04&ss=b&sig=ZW52LWV4dHJhLXNhcw"
+    conn_id = wasb_connection(
+        monkeypatch, login="lakeacct", password=ACCOUNT_KEY, extra={"env": {"AZURE_STORAGE_SAS_KEY": sas}}
+    )
+
+    assert connection_storage_options(conn_id)["AZURE_STORAGE_SAS_KEY"] == sas
+    assert sas not in str(redact(f"AZURE_STORAGE_SAS_KEY={sas}"))

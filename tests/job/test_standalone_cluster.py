@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
 from tests.conftest import make_table, upsert_from_extract
 from tests.oracle import sorted_rows
+from tests.secret_leaks import event_log_conf, event_log_text, run_watching_command_lines
 
 pytestmark = pytest.mark.slow
 START_TIMEOUT_S = 90
@@ -140,22 +140,14 @@ def test_a_canary_secret_reaches_no_command_line_event_log_metrics_or_commit(
         conf={
             "spark.executor.memory": "512m",
             "spark.pyspark.python": sys.executable,
-            "spark.eventLog.enabled": "true",
-            "spark.eventLog.dir": events.as_uri(),
-            "spark.eventLog.compress": "false",  # readable, so the checks below can find what it holds
+            **event_log_conf(events),
         },
     )
-    command_lines: set[str] = set()
-    with ThreadPoolExecutor(1) as pool:
-        running = pool.submit(hook.run_merge, spec)
-        while not running.done():
-            command_lines |= set(_command_lines())
-            time.sleep(0.1)
-        metrics = running.result()
+    metrics, command_lines = run_watching_command_lines(lambda: hook.run_merge(spec))
 
     assert metrics[m.NUM_TARGET_ROWS_UPDATED] == 1
     assert any("deltamerge" in line and "--request-file" in line for line in command_lines)
-    event_log = "".join(p.read_text(errors="replace") for p in events.rglob("*") if p.is_file())
+    event_log = event_log_text(events)
     assert "AZURE_STORAGE_ACCOUNT_KEY" in event_log  # the entry is there, its value redacted
     commits = "".join(p.read_text() for p in (Path(target) / "_delta_log").glob("*.json"))
     for secret in (storage_key, option_secret):
@@ -163,12 +155,3 @@ def test_a_canary_secret_reaches_no_command_line_event_log_metrics_or_commit(
         assert secret not in event_log
         assert secret not in json.dumps(metrics)
         assert secret not in commits
-
-
-def _command_lines() -> Iterator[str]:
-    """Every process's command line now, as ``ps`` shows it to any user of the machine."""
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            yield cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:  # the process ended while we looked
-            continue
