@@ -55,19 +55,24 @@ def added_file_stats_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(commit, "_try_commit", checked)
 
 
-@pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    """One local SparkSession for the engine tests (small shuffles: the test data is tiny)."""
+def local_session_builder(app_name: str) -> SparkSession.Builder:
+    """A local SparkSession's builder as the tests use it (small shuffles: the test data is tiny); also for
+    the sessions of the tests' subprocesses (tests/engine/delta_runtime_job.py)."""
     from pyspark.sql import SparkSession
 
-    session = (
+    return (
         SparkSession.builder.master("local[2]")
-        .appName("deltamerge-tests")
+        .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
     )
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One local SparkSession for the engine tests."""
+    session = local_session_builder("deltamerge-tests").getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     # py4j says goodbye at interpreter exit, after pytest has closed the streams it would log to.
     logging.getLogger("py4j").setLevel(logging.WARNING)

@@ -1,0 +1,357 @@
+"""Against Delta Lake's own runtime, for real: each spec run by our engine, by the delta-spark backend and by
+Delta's own ``MERGE INTO``, on identical tables written with deltalake.
+
+Skipped unless the environment says where Delta's jars are (``DELTA_SPARK_JARS``, or
+``DELTA_SPARK_PACKAGES`` with network) and the delta-spark package is installed. The merges run in one
+subprocess (tests/engine/delta_runtime_job.py), in a session with Delta's jars, extension and catalog: one
+Python process holds one SparkContext, and the suite's shared session (tests/conftest.py) has no Delta.
+The tables are read back here with deltalake, a reader independent of all three runners.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from operator import itemgetter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine.backends import delta_spark as backend
+from airflow_provider_deltamerge.exceptions import (
+    ClauseResolutionError,
+    DeltaMergeError,
+    DeltaRuntimeError,
+    MergeExecutionError,
+)
+from airflow_provider_deltamerge.spec import (
+    MergeClause,
+    MergeSpec,
+    PathSource,
+    delete,
+    delete_by_source,
+    insert,
+    insert_all,
+    update,
+    update_all,
+    update_by_source,
+)
+from tests.conftest import make_table
+from tests.engine.delta_runtime_job import BACKEND, ENGINE, JARS_ENV, PACKAGES_ENV, RETRY, RUNNERS, SQL
+from tests.engine.test_bad_input import MAX_MESSAGE_LINES
+from tests.engine.test_delta_spark_backend import DELTA_CONFS, SQL_METRICS_ONLY, DeltaConfiguredSession
+from tests.oracle import sorted_rows
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+# Spark's start, the download of Delta's jars (with DELTA_SPARK_PACKAGES), some thirty small merges.
+JOB_TIMEOUT_S = 900
+
+
+def _missing_delta_setup() -> list[str]:
+    missing = []
+    if not (os.environ.get(JARS_ENV) or os.environ.get(PACKAGES_ENV)):
+        missing.append(
+            f"set {JARS_ENV}=/path/delta-spark_2.13-<version>.jar,/path/delta-storage-<version>.jar "
+            f"(local jars) or {PACKAGES_ENV}=io.delta:delta-spark_2.13:<version> (fetched: needs network)"
+        )
+    try:
+        importlib.metadata.distribution("delta-spark")
+    except importlib.metadata.PackageNotFoundError:
+        missing.append("install delta-spark: pip install airflow-provider-deltamerge[delta-spark]")
+    return missing
+
+
+MISSING_DELTA_SETUP = _missing_delta_setup()
+pytestmark = pytest.mark.skipif(
+    bool(MISSING_DELTA_SETUP), reason="Needs Delta Lake's own runtime: " + "; ".join(MISSING_DELTA_SETUP)
+)
+
+TARGET = pa.table(
+    {
+        "id": pa.array([1, 2, 3, 4, 5], pa.int64()),
+        "qty": pa.array([10, 20, 30, 40, 50], pa.int32()),
+        "region": pa.array(["eu", "us", "eu", "us", "eu"]),
+    }
+)
+TARGET_ROWS = [(1, 10, "eu"), (2, 20, "us"), (3, 30, "eu"), (4, 40, "us"), (5, 50, "eu")]
+SOURCE = pa.table(
+    {
+        "id": pa.array([2, 4, 6], pa.int64()),
+        "qty": pa.array([21, 0, 60], pa.int32()),
+        "region": pa.array(["us", "us", "eu"]),
+    }
+)
+RUN = {"dagId": "orders", "taskId": "merge", "runId": "manual__1", "mapIndex": -1}
+
+# The counts Delta defines by the clauses alone. Copied and output rows are among them here because every
+# target is one file, so which rows are copied does not depend on how each runner prunes files.
+ROW_COUNTS = (
+    m.NUM_SOURCE_ROWS,
+    m.NUM_TARGET_ROWS_INSERTED,
+    m.NUM_TARGET_ROWS_UPDATED,
+    m.NUM_TARGET_ROWS_MATCHED_UPDATED,
+    m.NUM_TARGET_ROWS_NOT_MATCHED_BY_SOURCE_UPDATED,
+    m.NUM_TARGET_ROWS_DELETED,
+    m.NUM_TARGET_ROWS_MATCHED_DELETED,
+    m.NUM_TARGET_ROWS_NOT_MATCHED_BY_SOURCE_DELETED,
+    m.NUM_TARGET_ROWS_COPIED,
+    m.NUM_OUTPUT_ROWS,
+)
+
+
+def changed(*, inserted: int = 0, updated: int = 0, deleted: int = 0) -> dict[str, int]:
+    return {
+        m.NUM_TARGET_ROWS_INSERTED: inserted,
+        m.NUM_TARGET_ROWS_UPDATED: updated,
+        m.NUM_TARGET_ROWS_DELETED: deleted,
+    }
+
+
+@dataclass(frozen=True)
+class Case:
+    """A merge's clauses and source, and what Delta's MERGE makes of them: rows and counts, or an error."""
+
+    clauses: tuple[MergeClause, ...]
+    source: pa.Table = field(default_factory=lambda: SOURCE)
+    schema_evolution: bool = False
+    rows: list[tuple[Any, ...]] = field(default_factory=list)  # the target's rows after the merge, by id
+    counts: Mapping[str, int] = field(default_factory=dict)
+    error: tuple[type[DeltaMergeError], str] | None = None  # our error, and Delta's class for it
+
+
+CASES = {
+    "upsert": Case(
+        (update_all(), insert_all()),
+        rows=[(1, 10, "eu"), (2, 21, "us"), (3, 30, "eu"), (4, 0, "us"), (5, 50, "eu"), (6, 60, "eu")],
+        counts=changed(inserted=1, updated=2),
+    ),
+    "conditional-update-delete-insert": Case(
+        (
+            update({"qty": "t.qty + s.qty"}, condition="s.qty > 0"),
+            delete(condition="s.qty = 0"),
+            insert_all(condition="s.region = 'eu'"),
+        ),
+        rows=[(1, 10, "eu"), (2, 41, "us"), (3, 30, "eu"), (5, 50, "eu"), (6, 60, "eu")],
+        counts=changed(inserted=1, updated=1, deleted=1),
+    ),
+    "delete-only": Case(
+        (delete(),),
+        rows=[(1, 10, "eu"), (3, 30, "eu"), (5, 50, "eu")],
+        counts=changed(deleted=2),
+    ),
+    "insert-only": Case(
+        (insert({"id": "s.id", "qty": "s.qty * 2", "region": "upper(s.region)"}),),
+        rows=[*TARGET_ROWS, (6, 120, "EU")],
+        counts=changed(inserted=1),
+    ),
+    "not-matched-by-source-update-and-delete": Case(
+        (update_all(), update_by_source({"qty": "-1"}, condition="t.id = 1"), delete_by_source()),
+        rows=[(1, -1, "eu"), (2, 21, "us"), (4, 0, "us")],
+        counts={
+            **changed(updated=3, deleted=2),
+            m.NUM_TARGET_ROWS_MATCHED_UPDATED: 2,
+            m.NUM_TARGET_ROWS_NOT_MATCHED_BY_SOURCE_UPDATED: 1,
+            m.NUM_TARGET_ROWS_NOT_MATCHED_BY_SOURCE_DELETED: 2,
+        },
+    ),
+    "schema-evolution": Case(
+        (update_all(), insert_all()),
+        source=SOURCE.append_column("note", pa.array(["changed", None, "new"])),
+        schema_evolution=True,
+        rows=[
+            (1, 10, "eu", None),
+            (2, 21, "us", "changed"),
+            (3, 30, "eu", None),
+            (4, 0, "us", None),
+            (5, 50, "eu", None),
+            (6, 60, "eu", "new"),
+        ],
+        counts=changed(inserted=1, updated=2),
+    ),
+    "multiple-matches": Case(
+        (update_all(), insert_all()),
+        source=pa.concat_tables([SOURCE, SOURCE.slice(0, 1)]),  # id 2 twice
+        error=(MergeExecutionError, "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"),
+    ),
+    "unresolvable-column": Case(
+        (update({"qty": "s.nope"}),),
+        error=(ClauseResolutionError, "DELTA_MERGE_UNRESOLVED_EXPRESSION"),
+    ),
+    "cast-overflow": Case(
+        (update({"qty": "s.qty"}),),
+        # BIGINT into an INT column: Delta's ANSI store assignment fails the write (CheckOverflowInTableWrite)
+        source=SOURCE.set_column(1, "qty", pa.array([3_000_000_000, 0, 60], pa.int64())),
+        error=(MergeExecutionError, "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE"),
+    ),
+}
+MERGING = [name for name, case in CASES.items() if case.error is None]
+FAILING = [name for name, case in CASES.items() if case.error is not None]
+
+
+@dataclass(frozen=True)
+class DeltaRuns:
+    """The job's answer: what the session lacked of Delta's runtime, and per case each runner's outcome and
+    target table."""
+
+    missing: list[str]
+    outcomes: Mapping[str, Mapping[str, Any]]
+    targets: Mapping[str, Mapping[str, str]]
+
+
+@pytest.fixture(scope="module")
+def delta_runs(tmp_path_factory: pytest.TempPathFactory) -> DeltaRuns:
+    """Every case's three merges, run once for the module in one Delta session."""
+    folder = tmp_path_factory.mktemp("delta-runtime")
+    targets: dict[str, dict[str, str]] = {}
+    specs: dict[str, dict[str, str]] = {}
+    for name, case in CASES.items():
+        source = folder / f"{name}.parquet"
+        pq.write_table(case.source, source)
+        targets[name] = {runner: make_table(folder / name / runner, TARGET) for runner in RUNNERS}
+        specs[name] = {
+            runner: MergeSpec(
+                target=target,
+                source=PathSource(str(source)),
+                condition="t.id = s.id",
+                clauses=case.clauses,
+                schema_evolution=case.schema_evolution,
+            ).to_json()
+            for runner, target in targets[name].items()
+        }
+    request, answer = folder / "request.json", folder / "answer.json"
+    request.write_text(json.dumps({"run": RUN, "cases": specs}), encoding="utf-8")
+    job = subprocess.run(
+        [sys.executable, "-m", "tests.engine.delta_runtime_job", str(request), str(answer)],
+        cwd=REPOSITORY,  # -m puts the working directory first on sys.path: this checkout's package is used
+        capture_output=True,
+        text=True,
+        timeout=JOB_TIMEOUT_S,
+        check=False,
+    )
+    if job.returncode != 0:
+        pytest.fail(f"The Delta job exited with {job.returncode}:\n{job.stderr[-6000:]}")
+    result = json.loads(answer.read_text(encoding="utf-8"))
+    return DeltaRuns(result["missing"], result["cases"], targets)
+
+
+def rows_by_id(table: str) -> list[tuple[Any, ...]]:
+    return sorted((tuple(row.values()) for row in sorted_rows(table)), key=itemgetter(0))
+
+
+def first_sentence(jvm_message: str) -> str:
+    """A JVM error message's first sentence (of its first line, where Delta's catalogue breaks a long one),
+    without the ``[CLASS]`` it starts with, its SQLSTATE or the ``; line 1 pos 2`` of an analysis error."""
+    line = (jvm_message.strip().splitlines() or [""])[0]
+    line = re.sub(r"\s*SQLSTATE:.*$", "", re.sub(r"^\[[A-Z0-9_.]+\]\s*", "", line))
+    sentence = re.match(r".*?\.(?=[\s;]|$)", line)  # a period inside a name (t.id) ends no sentence
+    return sentence.group(0) if sentence else line
+
+
+# --- the runtime check ------------------------------------------------------------------------------------
+
+
+def test_the_delta_session_passes_the_runtime_check(delta_runs):
+    # The job's session has Delta's jars (found on the JVM's classpath), extension, catalog and package,
+    # with a Spark that delta-spark declares it supports: nothing may be missing.
+    assert delta_runs.missing == []
+
+
+@pytest.mark.parametrize("spark_version", ["3.5.0", "99.0.0"])
+def test_a_spark_that_the_installed_delta_spark_does_not_support_is_refused(spark_version):
+    # Given: the installed delta-spark's own declaration of the pyspark versions it works with
+    supported = backend._delta_spark_range()
+    assert supported is not None, "delta-spark declares no pyspark range: a mismatch could not be refused"
+    if supported.contains(spark_version, prereleases=True):
+        pytest.fail(f"delta-spark {importlib.metadata.version('delta-spark')} claims Spark {spark_version}")
+    # When: a session with Delta's confs runs that Spark
+    session: Any = DeltaConfiguredSession(DELTA_CONFS, spark_version)
+    # Then: refused before Delta's jars meet a Spark they were not built for
+    with pytest.raises(DeltaRuntimeError) as raised:
+        backend.require_delta_runtime(session)
+    assert f"this session runs Spark {spark_version}" in raised.value.message
+    assert f"({supported})" in raised.value.message
+    assert raised.value.error_class == "DELTA_RUNTIME_MISSING"
+
+
+# --- merges that commit ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", MERGING)
+def test_the_three_merges_leave_the_expected_rows(delta_runs, name):
+    outcomes, targets = delta_runs.outcomes[name], delta_runs.targets[name]
+    failed = {runner: outcomes[runner] for runner in RUNNERS if "error" in outcomes[runner]}
+    assert failed == {}
+    rows = {runner: rows_by_id(targets[runner]) for runner in RUNNERS}
+    assert rows == dict.fromkeys(RUNNERS, CASES[name].rows)
+
+
+@pytest.mark.parametrize("name", MERGING)
+def test_the_three_merges_count_rows_alike(delta_runs, name):
+    engine, backend_run, sql = (delta_runs.outcomes[name][runner] for runner in RUNNERS)
+    delta_counts = {k: int(v) for k, v in sql["commit"]["operationMetrics"].items() if k in ROW_COUNTS}
+    # Delta records every one of them in its MERGE commit (DeltaOperationMetrics.MERGE), so none is skipped
+    assert set(delta_counts) == set(ROW_COUNTS)
+    assert {k: delta_counts[k] for k in CASES[name].counts} == CASES[name].counts
+    assert {k: engine["metrics"][k] for k in ROW_COUNTS} == delta_counts
+    assert {k: backend_run["metrics"][k] for k in ROW_COUNTS} == delta_counts
+
+
+@pytest.mark.parametrize("name", MERGING)
+def test_backend_metrics_are_its_commits_in_the_engines_shape(delta_runs, name):
+    engine, backend_run = delta_runs.outcomes[name][ENGINE], delta_runs.outcomes[name][BACKEND]
+    commit = backend_run["commit"]  # the table's newest commit, as Delta's own history() reads it
+    assert (commit["operation"], commit["version"], backend_run["version"]) == ("MERGE", 1, 1)
+    recorded = {k: int(v) for k, v in commit["operationMetrics"].items() if k in m.METRIC_DESCRIPTIONS}
+    assert set(ROW_COUNTS) <= set(recorded)
+    assert {k: backend_run["metrics"][k] for k in recorded} == recorded
+    # One XCom shape whichever backend ran: the engine's keys, None only where Delta's SQL metrics hold it
+    assert set(backend_run["metrics"]) == set(engine["metrics"])
+    assert {k for k, v in backend_run["metrics"].items() if v is None} == SQL_METRICS_ONLY
+    assert backend_run["metrics"][m.NUM_TARGET_FILES_BEFORE_SKIPPING] == 1  # deltalake wrote one file
+    # Delta's runtime reads the engine's commit as the MERGE it is
+    assert (engine["commit"]["operation"], engine["commit"]["version"], engine["version"]) == ("MERGE", 1, 1)
+
+
+@pytest.mark.parametrize("name", MERGING)
+def test_a_retry_of_the_same_run_returns_the_first_commit(delta_runs, name):
+    first, retry = delta_runs.outcomes[name][BACKEND], delta_runs.outcomes[name][RETRY]
+    assert (first["alreadyCommitted"], retry["alreadyCommitted"]) == (False, True)
+    assert retry["version"] == first["version"]
+    assert DeltaTable(delta_runs.targets[name][BACKEND]).version() == first["version"]  # no second commit
+    assert retry["metrics"] == first["metrics"]
+
+
+# --- merges that fail -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", FAILING)
+def test_a_failed_merge_is_deltas_error_in_our_words_and_changes_nothing(delta_runs, name):
+    error, error_class = CASES[name].error
+    outcomes = delta_runs.outcomes[name]
+    # Delta's own MERGE INTO fails with that class: the expectation is Delta's, read from its JVM exception
+    delta_errors = [e for e in outcomes[SQL].get("jvmErrors", []) if e["errorClass"] == error_class]
+    assert delta_errors, outcomes[SQL]
+    for runner in (ENGINE, BACKEND):
+        raised = (outcomes[runner].get("error"), outcomes[runner].get("errorClass"))
+        assert (runner, *raised) == (runner, error.__name__, error_class)
+    # The backend says it in Delta's words, in a few lines, without the JVM's frames
+    text = outcomes[BACKEND]["text"]
+    sentence = first_sentence(delta_errors[0]["message"])
+    assert sentence and sentence in outcomes[BACKEND]["message"], (sentence, outcomes[BACKEND]["message"])
+    assert "at org.apache" not in text and "INTERNAL_ERROR" not in text
+    assert len(text.splitlines()) <= MAX_MESSAGE_LINES, text
+    # Nothing was committed by any of the three
+    for runner in RUNNERS:
+        target = delta_runs.targets[name][runner]
+        assert (runner, DeltaTable(target).version(), rows_by_id(target)) == (runner, 0, TARGET_ROWS)
