@@ -316,7 +316,7 @@ def _execute(
         enter_phase("materializing the source")
         prepared = prepare_merge_source(spark, plan, loaded, source, recorder)
         try:
-            return _prune_and_run(spark, plan, prepared.rows, recorder)
+            return _prune_and_run(spark, plan, prepared.rows, recorder, source_rows=prepared.row_count)
         finally:
             prepared.release()
     except DeltaMergeError:
@@ -339,13 +339,22 @@ def _execute(
 
 
 def _prune_and_run(
-    spark: SparkSession, plan: MergePlan, source: DataFrame, recorder: MetricsRecorder
+    spark: SparkSession,
+    plan: MergePlan,
+    source: DataFrame,
+    recorder: MetricsRecorder,
+    *,
+    source_rows: int | None,
 ) -> tuple[MergePlan, FileChanges, ReadSet]:
-    """Prune the target files with the source, then run the plan's executor over the candidates."""
+    """Prune the target files with the source, then run the plan's executor over the candidates.
+
+    Args:
+        source_rows: the source's rows, when counted before (see ``MergePlan.source_rows``).
+    """
     snapshot = plan.snapshot
     enter_phase("pruning the target's files", files=len(snapshot.files))
     pruning = prune_files(spark, plan, source)
-    plan = dataclasses.replace(plan, candidate_files=pruning.files)
+    plan = dataclasses.replace(plan, candidate_files=pruning.files, source_rows=source_rows)
     recorder.set(m.NUM_TARGET_FILES_BEFORE_SKIPPING, len(snapshot.files))
     recorder.set(m.NUM_TARGET_BYTES_BEFORE_SKIPPING, snapshot.num_bytes)
     recorder.set(m.NUM_TARGET_FILES_AFTER_SKIPPING, len(plan.candidate_files))

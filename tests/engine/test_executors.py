@@ -481,16 +481,48 @@ def test_a_full_sync_too_big_to_broadcast_joins_only_the_source_rows_of_touched_
     since = last_execution_id(spark)
     # When
     result = run_merge(spark, spec)
-    # Then: the table mirrors the export, and the rewrite joins the touched files with the few source rows
-    # that match them (a semi join against their keys, both broadcast) instead of hashing the whole export
+    # Then: the table mirrors the export; the rewrite joins the touched files with the few source rows
+    # that match them (a semi join against their keys, both broadcast) instead of hashing the whole export,
+    # and takes the inserts from the export by the one key phase 1 found unmatched (its full outer join kept
+    # unmatched source rows), not from a join of the export with every matched target row
     assert sorted((r["id"], r["value"]) for r in sorted_rows(target)) == sorted(
         (i, 21 if i == 2 else i * 10) for i in ids
     )
     counts = (m.NUM_TARGET_ROWS_UPDATED, m.NUM_TARGET_ROWS_INSERTED, m.NUM_TARGET_ROWS_DELETED)
     assert tuple(result.metrics[name] for name in counts) == (1, 1, 1)
+    assert result.metrics[m.NUM_SOURCE_ROWS] == result.metrics[m.NUM_SOURCE_ROWS_IN_SECOND_SCAN] == len(ids)
     (plan,) = write_plans(spark, since)
     assert "BroadcastHashJoin LeftSemi" in plan and "BroadcastHashJoin RightOuter" in plan, plan
     assert "ShuffledHashJoin RightOuter" not in plan and "SortMergeJoin" not in plan, plan
+    assert "LeftAnti" not in plan, plan
+    assert any("FullOuter" in p for p in executed_plans(spark, since)), executed_plans(spark, since)
+
+
+@pytest.mark.parametrize(
+    "condition",
+    ["t.id = s.id", "t.id <=> s.id", "t.id = s.id AND s.value > 0"],
+    ids=["equality", "null-safe", "source-only-conjunct"],
+)
+def test_unmatched_source_rows_too_big_to_broadcast_are_all_inserted(spark, tmp_path, monkeypatch, condition):
+    # Given: a budget no source fits in; target ids 1-6 in two files; a source updating 2, bringing new
+    # id 7 twice, two NULL ids and a row of id 3 with a value the source-only conjunct rejects (-1)
+    monkeypatch.setattr(joins, "MAX_BROADCAST_BYTES", 0)
+    target = table_in_files(tmp_path / "t", rows([1, 2, 3]), rows([4, 5, 6]))
+    source = rows([2, 7, 7, None, None, 3, *range(100, 140)], [99, 70, 71, 5, 6, -1, *range(100, 140)])
+    spec = MergeSpec(target, source_file(tmp_path, source), condition, (update_all(), insert_all()))
+    # When
+    result = run_merge(spark, spec)
+    # Then: every source row that matches no target row is inserted, duplicates and NULL keys included (a
+    # NULL matches NULL under <=> only, and the target has none); the rejected row of id 3 too, as Delta does
+    rejected = [(3, -1)] if "s.value > 0" in condition else []
+    new_rows = [(7, 70), (7, 71), (-1, 5), (-1, 6), *((i, i) for i in range(100, 140)), *rejected]
+    kept = {1: 10, 2: 99, 3: 30 if rejected else -1, 4: 40, 5: 50, 6: 60}
+    expected = sorted([*kept.items(), *new_rows])
+    assert (
+        sorted((r["id"] if r["id"] is not None else -1, r["value"]) for r in sorted_rows(target)) == expected
+    )
+    assert result.metrics[m.NUM_TARGET_ROWS_INSERTED] == len(new_rows)
+    assert result.metrics[m.NUM_TARGET_ROWS_UPDATED] == (1 if rejected else 2)
 
 
 def test_two_integer_keys_are_not_packed_into_one_badly_hashed_long(spark, tmp_path):

@@ -113,6 +113,56 @@ def _integer_key_pairs(plan: MergePlan, source: StructType) -> list[tuple[str, s
     return pairs
 
 
+def source_key_columns(plan: MergePlan) -> tuple[str, ...] | None:
+    """The source columns whose values alone decide whether a source row matches some target row, as
+    qualified references: each column the ON condition equates (``=`` or ``<=>``) with an expression of
+    target columns, when every other conjunct names target columns only. None for any other condition (a
+    source-only conjunct, another comparison of the two sides, a source side that is not a plain column, an
+    unqualified column).
+
+    Source rows alike in these columns (NULLs alike) then match the same target rows, so the rows that
+    match none are found again by their values alone.
+    """
+    parts = conjuncts(plan.condition)
+    if parts is None:
+        return None
+    target_alias, source_alias = plan.spec.target_alias.lower(), plan.spec.source_alias.lower()
+
+    def aliases(node: exp.Expr) -> set[str] | None:
+        """The aliases the columns of ``node`` name; None when one names none or another alias."""
+        named = set()
+        for column in node.find_all(exp.Column):
+            if isinstance(column.this, exp.Star) or column.table.lower() not in (target_alias, source_alias):
+                return None
+            named.add(column.table.lower())
+        return named
+
+    keys: dict[str, None] = {}
+    for conjunct in parts:
+        named = aliases(conjunct)
+        if named is None:
+            return None
+        if source_alias not in named:
+            continue  # target columns (or constants) only: the same for every source row
+        if not isinstance(conjunct, exp.EQ | exp.NullSafeEQ):
+            return None
+        sides = (conjunct.this.unnest(), conjunct.expression.unnest())
+        column = next(
+            (
+                side
+                for side, other in (sides, sides[::-1])
+                if isinstance(side, exp.Column)
+                and side.table.lower() == source_alias
+                and aliases(other) == {target_alias}
+            ),
+            None,
+        )
+        if column is None:
+            return None
+        keys[f"{plan.spec.source_alias}.{quote_part(column.name)}"] = None
+    return tuple(keys) or None
+
+
 def target_key_schema(plan: MergePlan) -> StructType:
     """The target columns the ON condition names: all Spark reads of the target for a join that needs no
     other target column. The whole schema when the condition does not parse."""

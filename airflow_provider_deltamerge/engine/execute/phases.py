@@ -21,10 +21,15 @@ from airflow_provider_deltamerge.delta.deletion_vector_writes import VectorChang
 from airflow_provider_deltamerge.delta.snapshot import DataFile
 from airflow_provider_deltamerge.delta.writer import ChangeFile, WrittenFile
 from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine.execute.joins import (
+    broadcast_budget,
+    fits_in_memory,
+    source_key_columns,
+)
 from airflow_provider_deltamerge.engine.execute.rewrite import rewrite_touched_files
 from airflow_provider_deltamerge.engine.execute.touched_files import find_touched_files, some_clause_acts
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
-from airflow_provider_deltamerge.engine.plan.planning import MergePlan
+from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_inserts
 from airflow_provider_deltamerge.engine.progress import enter_phase
 
 
@@ -66,7 +71,9 @@ def run_two_phases(
         touches = some_clause_acts(plan, "matched")
     with recorder.timed(m.SCAN_TIME_MS):
         enter_phase("scan: finding the touched files among the candidates", files=len(plan.candidate_files))
-        found = find_touched_files(plan, source, recorder, touches=touches)
+        found = find_touched_files(
+            plan, source, recorder, touches=touches, unmatched_by=_unmatched_by(spark, plan, source)
+        )
     with recorder.timed(m.REWRITE_TIME_MS):
         enter_phase("rewrite of the touched files and the inserts", files=len(found.touched))
         # Nothing touched: the source comes straight from its scan (or materialization) into the writer.
@@ -89,6 +96,23 @@ def run_two_phases(
         m.NUM_TARGET_DELETION_VECTORS_REMOVED, sum(f.deletion_vector is not None for f in found.touched)
     )
     return FileChanges(found.touched, written.files, change_files=written.change_files)
+
+
+def _unmatched_by(spark: SparkSession, plan: MergePlan, source: DataFrame) -> tuple[str, ...] | None:
+    """The source columns by which phase 1 finds the unmatched source rows for the insert branch, or None
+    when it should not.
+
+    Worth it for a source known to be too big to broadcast (a full sync, say): the insert branch would
+    otherwise join all of it with every matched target row again, where phase 1's join, shuffled anyway,
+    can keep the unmatched source rows too (a full outer join) and the insert branch then picks them out
+    of the source by their few key values. A source that fits is broadcast in both phases instead, and a
+    full outer join cannot stream the target past a broadcast.
+    """
+    if not has_inserts(plan.clauses) or plan.source_rows is None or not plan.candidate_files:
+        return None
+    if fits_in_memory(source.schema, plan.source_rows, broadcast_budget(spark)):
+        return None
+    return source_key_columns(plan)
 
 
 def _vector_metrics(changes: Sequence[VectorChange]) -> dict[str, int]:

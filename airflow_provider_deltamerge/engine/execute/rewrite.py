@@ -41,7 +41,7 @@ from airflow_provider_deltamerge.engine.execute.joins import (
     target_key_schema,
     target_rows,
 )
-from airflow_provider_deltamerge.engine.execute.touched_files import TouchedFiles
+from airflow_provider_deltamerge.engine.execute.touched_files import TouchedFiles, UnmatchedKeys
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.observed import observe, observed, observed_count
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_inserts
@@ -79,8 +79,12 @@ def rewrite_touched_files(
     condition = join_condition(plan, source.schema)
     budget = broadcast_budget(spark)
     broadcast = fits_in_memory(source.schema, recorder[m.NUM_SOURCE_ROWS], budget)
-    # The second scan of the source is counted on the branch that reads every source row once.
+    # The second scan of the source is counted on one branch that reads every source row once: the inserts'
+    # (an anti join), else the touched rows'. Inserts picked by phase 1's unmatched keys may be none at all,
+    # a branch Spark then drops: the touched rows' branch counts, where there is one.
     counted, second_scan = observe(source, F.count(F.lit(1)).alias("rows"))
+    inserts_count = inserting and (found.unmatched is None or not found.touched)
+    touched_source, insert_source = (source, counted) if inserts_count else (counted, source)
     branches: list[Branch] = []
     tasks: int | None = None
     if inserting and not broadcast and set(found.matched) <= set(found.touched):
@@ -95,7 +99,7 @@ def rewrite_touched_files(
                 if broadcast
                 else _source_for_touched(
                     plan,
-                    source if inserting else counted,
+                    touched_source,
                     touched,
                     condition,
                     found,
@@ -104,7 +108,7 @@ def rewrite_touched_files(
                 )
             )
             if streamed is None:
-                streamed = source_rows(plan, source if inserting else counted)
+                streamed = source_rows(plan, touched_source)
                 streamed = F.broadcast(streamed) if broadcast else _hashed(streamed)
             branches.append((streamed.join(touched, condition, "right_outer"), _TOUCHED_ROWS))
             if broadcast and inserting and not plan.snapshot.partition_columns:
@@ -113,7 +117,7 @@ def rewrite_touched_files(
                 tasks = touched.rdd.getNumPartitions()
         if inserting:
             branches.append(
-                _insert_candidates(spark, plan, source, counted, found, condition, broadcast, budget)
+                _insert_candidates(spark, plan, source, insert_source, found, condition, broadcast, budget)
             )
     changes = (
         ChangeRows(deduplicate_deletes=found.surplus_matches > 0)
@@ -213,14 +217,18 @@ def _insert_candidates(
     """The source rows no target row matches, with NULL target columns.
 
     Only the matched files can hold a match (phase 1 looked at every candidate file); with none, the anti
-    join meets an empty relation and Spark drops it too.
+    join meets an empty relation and Spark drops it too. When phase 1 found the unmatched rows' key values,
+    the rows are picked out of the source by them instead, with no join against the target.
 
     Args:
-        counted: ``source`` observed for the second-scan count: the anti join reads each row of it once.
+        counted: the source rows to read (``source``, or it observed for the second-scan count): the join
+            reads each of them once.
         condition: the joins' condition (``join_condition``).
         broadcast: ``source`` fits in memory and is broadcast.
         budget: the most bytes the engine broadcasts (``broadcast_budget``).
     """
+    if found.unmatched is not None:
+        return _with_target_columns(spark, plan, _rows_with_keys(spark, plan, counted, found.unmatched))
     matched_rows = target_rows(spark, plan, found.matched)
     if broadcast and found.matched:
         # Streams the matched files' ON-condition columns (Spark prunes the rest) past the broadcast source:
@@ -235,6 +243,19 @@ def _insert_candidates(
         matched_rows = _hashed(matched_rows)  # a source too big to broadcast: hashed, not sorted
     unmatched = counted.alias(plan.spec.source_alias).join(matched_rows, condition, "left_anti")
     return _with_target_columns(spark, plan, unmatched)
+
+
+def _rows_with_keys(
+    spark: SparkSession, plan: MergePlan, source: DataFrame, keys: UnmatchedKeys
+) -> DataFrame:
+    """The rows of ``source`` whose key columns hold one of ``keys``' values (NULLs alike): a semi join
+    against the broadcast values, so the source streams through once, unshuffled."""
+    values = F.broadcast(spark.createDataFrame(list(keys.values), keys.schema))
+    condition = reduce(
+        Column.__and__,
+        [F.expr(column).eqNullSafe(values[f"k{n}"]) for n, column in enumerate(keys.columns)],
+    )
+    return source.alias(plan.spec.source_alias).join(values, condition, "left_semi")
 
 
 def _write_with_actions(

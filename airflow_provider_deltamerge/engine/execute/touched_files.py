@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_by_uri
 from airflow_provider_deltamerge.delta.snapshot import DataFile
 from airflow_provider_deltamerge.engine import metrics as m
-from airflow_provider_deltamerge.engine.execute.clause_output import SOURCE_PRESENT
+from airflow_provider_deltamerge.engine.execute.clause_output import SOURCE_PRESENT, TARGET_PRESENT
 from airflow_provider_deltamerge.engine.execute.joins import join_condition, source_rows, target_rows
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.observed import observe, observed_count
@@ -28,10 +30,28 @@ from airflow_provider_deltamerge.engine.plan.planning import (
 )
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
-from airflow_provider_deltamerge.spec.names import quote_part
+from airflow_provider_deltamerge.spec.names import hidden_name, quote_part
 
 # How many offending target rows a multiple-match error shows.
 SHOWN_MULTIPLE_MATCHES = 5
+# The most distinct key tuples of unmatched source rows phase 1 hands to the insert branch (beyond it, the
+# insert branch finds them itself), and the groups of their hash they are collected in, so no one task holds
+# them all; a group holds at most twice its share, so the driver never receives many more.
+MAX_UNMATCHED_KEYS = 100_000
+_UNMATCHED_KEY_GROUPS = 64
+_MAX_GROUP_KEYS = 2 * MAX_UNMATCHED_KEYS // _UNMATCHED_KEY_GROUPS
+_UNMATCHED_KEY = hidden_name("unmatched_key")
+_KEY_GROUP = hidden_name("key_group")
+
+
+@dataclass(frozen=True)
+class UnmatchedKeys:
+    """The distinct values of ``columns`` (``joins.source_key_columns``) of the source rows no target row
+    matches: those rows are exactly the source rows with these values (NULLs alike)."""
+
+    columns: tuple[str, ...]
+    values: tuple[tuple[Any, ...], ...]
+    schema: StructType  # of the values: one field per column, named k0, k1, ...
 
 
 @dataclass(frozen=True)
@@ -47,6 +67,7 @@ class TouchedFiles:
             unconditional DELETE tolerates them; it deletes such a row once).
         modified_rows: for a merge that writes deletion vectors, the indexes of the rows some clause acts
             on in each touched file, by log path.
+        unmatched: the source rows that match no target row, when phase 1 was asked to find them.
     """
 
     touched: tuple[DataFile, ...]
@@ -54,6 +75,8 @@ class TouchedFiles:
     matched_rows: int
     surplus_matches: int
     modified_rows: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    # The source rows no target row matches, by their key values, when phase 1 collected them.
+    unmatched: UnmatchedKeys | None = None
 
 
 NOTHING_TOUCHED = TouchedFiles(touched=(), matched=(), matched_rows=0, surplus_matches=0)
@@ -71,7 +94,12 @@ def some_clause_acts(plan: MergePlan, group: str) -> Column:
 
 
 def find_touched_files(
-    plan: MergePlan, source: DataFrame, recorder: MetricsRecorder, *, touches: Column
+    plan: MergePlan,
+    source: DataFrame,
+    recorder: MetricsRecorder,
+    *,
+    touches: Column,
+    unmatched_by: Sequence[str] | None = None,
 ) -> TouchedFiles:
     """The candidate files holding matches and the acting ones among them, after the multiple-match check.
 
@@ -81,6 +109,10 @@ def find_touched_files(
 
     Args:
         touches: over a matched (source, target) pair: whether it makes its file touched.
+        unmatched_by: also find the source rows no target row matches, by these source columns
+            (``joins.source_key_columns``): the join keeps unmatched source rows too (a full outer join, so
+            for a source too big to broadcast only), and their distinct values of the columns come back
+            with the files, up to ``MAX_UNMATCHED_KEYS``.
 
     Raises:
         MergeExecutionError: DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE, showing a few
@@ -95,28 +127,52 @@ def find_touched_files(
     target = target_rows(spark, plan, plan.candidate_files)  # carries each row's file and index in it
     counted_source, source_count = observe(source_rows(plan, source), F.count(F.lit(1)).alias("rows"))
     condition = join_condition(plan, source.schema)
-    joined = counted_source.join(target, condition, "right_outer" if by_source else "inner")
+    how = "full_outer" if unmatched_by else "right_outer" if by_source else "inner"
+    joined = counted_source.join(target, condition, how)
     matched = F.col(SOURCE_PRESENT).isNotNull()
-    acting = F.when(matched, F.coalesce(touches, F.lit(False))).otherwise(
-        some_clause_acts(plan, "not_matched_by_source")
+    on_target = F.col(TARGET_PRESENT).isNotNull()
+    acting = (
+        F.when(~on_target, F.lit(False))
+        .when(matched, F.coalesce(touches, F.lit(False)))
+        .otherwise(some_clause_acts(plan, "not_matched_by_source"))
     )
-    per_row = joined.groupBy(FILE_COLUMN, ROW_INDEX_COLUMN).agg(
-        F.count(SOURCE_PRESENT).alias("matches"), F.max(acting).alias("acting")
+    # An unmatched source row has no file: its key values group it instead (one group per distinct values).
+    unmatched_key = (
+        [F.when(~on_target, F.struct(*[F.expr(c).alias(f"k{n}") for n, c in enumerate(unmatched_by)]))]
+        if unmatched_by
+        else []
     )
+    per_row = joined.groupBy(
+        FILE_COLUMN, ROW_INDEX_COLUMN, *[k.alias(_UNMATCHED_KEY) for k in unmatched_key]
+    ).agg(F.count(F.when(on_target, F.col(SOURCE_PRESENT))).alias("matches"), F.max(acting).alias("acting"))
     # With deletion vectors the acting rows themselves are wanted: they go into their file's new vector.
     modified = [F.collect_list(F.when(F.col("acting"), F.col(ROW_INDEX_COLUMN))).alias("modified")]
-    per_file = per_row.groupBy(FILE_COLUMN).agg(
+    # The unmatched source rows' key values, in groups of their hash (a file's rows have none: NULL).
+    unmatched_values = (
+        [
+            F.count(_UNMATCHED_KEY).alias("unmatched"),
+            F.slice(F.collect_list(_UNMATCHED_KEY), 1, _MAX_GROUP_KEYS).alias("unmatched_values"),
+        ]
+        if unmatched_by
+        else []
+    )
+    key_group = F.pmod(F.hash(_UNMATCHED_KEY), F.lit(_UNMATCHED_KEY_GROUPS)) if unmatched_by else None
+    per_file = per_row.groupBy(
+        FILE_COLUMN, *([key_group.alias(_KEY_GROUP)] if key_group is not None else [])
+    ).agg(
         F.sum(F.when(F.col("matches") > 1, 1).otherwise(0)).alias("multiply_matched"),
         F.sum(F.greatest(F.col("matches") - 1, F.lit(0))).alias("surplus"),
         F.sum(F.when(F.col("matches") > 0, 1).otherwise(0)).alias("matched_rows"),
         F.max("acting").alias("acting"),
         *(modified if plan.writes_deletion_vectors else []),
+        *unmatched_values,
     )
-    files = per_file.collect()
+    collected = per_file.collect()
+    files = [row for row in collected if row[FILE_COLUMN] is not None]
     recorder.set(m.NUM_SOURCE_ROWS, observed_count(source_count, "rows", fallback=source))
     multiply_matched = sum(row["multiply_matched"] for row in files)
     if multiply_matched and not is_only_unconditional_delete(plan.clauses):
-        raise _multiple_match_error(plan, joined, multiply_matched)
+        raise _multiple_match_error(plan, joined.filter(on_target), multiply_matched)
     touched_uris = {row[FILE_COLUMN] for row in files if row["acting"]}
     by_uri = files_by_uri(plan.snapshot, plan.candidate_files)
     return TouchedFiles(
@@ -129,7 +185,27 @@ def find_touched_files(
             for row in files
             if plan.writes_deletion_vectors and row["acting"]
         },
+        unmatched=(
+            _unmatched_keys(unmatched_by, [row for row in collected if row[FILE_COLUMN] is None], per_row)
+            if unmatched_by
+            else None
+        ),
     )
+
+
+def _unmatched_keys(
+    columns: Sequence[str], groups: Sequence[Row], per_row: DataFrame
+) -> UnmatchedKeys | None:
+    """The key values phase 1 collected of the unmatched source rows, or None when there were more than
+    ``MAX_UNMATCHED_KEYS`` or a group was cut short (then the insert branch finds the rows by joining the
+    source with the target)."""
+    counts = [row["unmatched"] for row in groups]
+    if sum(counts) > MAX_UNMATCHED_KEYS or any(n > _MAX_GROUP_KEYS for n in counts):
+        return None
+    schema = per_row.schema[_UNMATCHED_KEY].dataType
+    assert isinstance(schema, StructType)
+    values = tuple(tuple(value) for row in groups for value in row["unmatched_values"])
+    return UnmatchedKeys(tuple(columns), values, schema)
 
 
 def _log_files(plan: MergePlan, uris: set[str]) -> tuple[DataFile, ...]:

@@ -58,6 +58,8 @@ class MergePlan:
     writes_deletion_vectors: bool = False
     # A rewrite writes change data files too (delta/change_data_feed.py).
     writes_change_data: bool = False
+    # The source's rows when counted before the phases (while it was materialized); None when unknown.
+    source_rows: int | None = None
 
     @property
     def evolves_schema(self) -> bool:

@@ -27,9 +27,11 @@ from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
+from airflow_provider_deltamerge.engine.observed import observe, observed
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan
 from airflow_provider_deltamerge.engine.plan.pruning import reads_source
 from airflow_provider_deltamerge.engine.session_confs import (
@@ -148,10 +150,14 @@ def prepare_merge_source(
 
 
 class PreparedSource:
-    """The source rows the merge reads; ``release`` frees what materializing them stored, if anything."""
+    """The source rows the merge reads; ``release`` frees what materializing them stored, if anything.
 
-    def __init__(self, rows: DataFrame, checkpoint: Any = None) -> None:
+    ``row_count`` is the number of rows, counted while they were materialized; None when not materialized.
+    """
+
+    def __init__(self, rows: DataFrame, checkpoint: Any = None, row_count: int | None = None) -> None:
         self.rows = rows
+        self.row_count = row_count
         self._checkpoint = checkpoint  # the JVM RDD holding the materialized rows
 
     def release(self) -> None:
@@ -169,9 +175,16 @@ def prepare_source(spark: SparkSession, rows: DataFrame, *, materialize: bool) -
     if not materialize:
         return PreparedSource(rows)
     # Eager: a lazy checkpoint is written after the first job that uses it, which could still see
-    # other rows than the checkpoint keeps.
-    checkpointed = rows.localCheckpoint(eager=True, storageLevel=_storage_level(spark))
-    return PreparedSource(checkpointed, checkpointed._jdf.queryExecution().analyzed().rdd())
+    # other rows than the checkpoint keeps. The rows are counted on the way (the phases choose their joins
+    # by the source's size before they read it).
+    counted, count = observe(rows, F.count(F.lit(1)).alias("rows"))
+    checkpointed = counted.localCheckpoint(eager=True, storageLevel=_storage_level(spark))
+    values = observed(count)
+    return PreparedSource(
+        checkpointed,
+        checkpointed._jdf.queryExecution().analyzed().rdd(),
+        row_count=int(values["rows"]) if values is not None else None,
+    )
 
 
 def _storage_level(spark: SparkSession) -> StorageLevel:
