@@ -151,6 +151,8 @@ def _chromium(chromium: str, tmp_path: Path, *args: str) -> subprocess.Completed
         ],
         capture_output=True,
         text=True,
-        timeout=120,
+        # A guard against a hung browser, not a speed check: on a loaded 2-core machine a screenshot of
+        # Airflow's own UI (its scripts run out a 20 s virtual-time budget) took over 120 s.
+        timeout=360,
         check=True,
     )
