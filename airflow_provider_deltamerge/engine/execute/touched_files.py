@@ -147,7 +147,8 @@ def find_touched_files(
     ).agg(F.count(F.when(on_target, F.col(SOURCE_PRESENT))).alias("matches"), F.max(acting).alias("acting"))
     # With deletion vectors the acting rows themselves are wanted: they go into their file's new vector.
     modified = [F.collect_list(F.when(F.col("acting"), F.col(ROW_INDEX_COLUMN))).alias("modified")]
-    # The unmatched source rows' key values, in groups of their hash (a file's rows have none: NULL).
+    # The unmatched source rows' key values, in groups of their hash (a file's rows all hash their NULL key
+    # alike: one group per file, as before).
     unmatched_values = (
         [
             F.count(_UNMATCHED_KEY).alias("unmatched"),
