@@ -12,6 +12,7 @@ from typing import cast
 
 from pyspark.sql import SparkSession
 
+from airflow_provider_deltamerge.engine.session_confs import ENGINE_SESSION_CONF
 from bench.cases import select_cases
 from bench.contenders import CONTENDERS, ContenderName
 from bench.report import write_results
@@ -22,8 +23,10 @@ HERE = Path(__file__).parent
 
 
 # In local mode the JVM is driver and executors at once: it gets half the machine's memory. Shuffles are
-# few and small next to the files read and written; adaptive execution coalesces them further.
+# few and small next to the files read and written; adaptive execution coalesces them further. The engine
+# runs under the job's own session confs, as it does when the operator submits it.
 SESSION_CONF: dict[str, bool | float | int | str | None] = {
+    **ENGINE_SESSION_CONF,
     "spark.driver.memory": "12g",
     "spark.sql.shuffle.partitions": "16",
     "spark.sql.session.timeZone": "UTC",

@@ -26,6 +26,7 @@ from airflow_provider_deltamerge.delta.writer import max_records_per_file
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
 from bench.cases import Case, CaseData, Counts
+from bench.jvm_calls import counting
 from tests.oracle import merge_with_deltalake
 
 ContenderName = Literal["engine", "floor", "deltalake-streamed", "deltalake-non-streamed"]
@@ -35,13 +36,15 @@ MERGING_CONTENDERS: tuple[ContenderName, ...] = ("engine", "deltalake-streamed",
 
 @dataclass(frozen=True)
 class Run:
-    """One timed run: seconds, what the contender reports it did (None for the floor), its metrics, and
-    for ``deltalake`` runs the worker process's peak resident set so far (bytes)."""
+    """One timed run: seconds, what the contender reports it did (None for the floor), its metrics, for
+    ``deltalake`` runs the worker process's peak resident set so far (bytes), and for engine runs the JVM
+    round trips the driver made."""
 
     seconds: float
     counts: Counts | None
     metrics: dict[str, int] = field(default_factory=dict)
     worker_peak_rss: int | None = None
+    jvm_calls: int | None = None
 
 
 def fresh_copy(table: str, destination: Path) -> str:
@@ -62,9 +65,10 @@ def rows_in_table(path: str) -> int:
 
 
 def run_engine(spark: SparkSession, case: Case, data: CaseData, target: str) -> Run:
-    start = time.perf_counter()
-    result = run_merge(spark, case.spec(target, data.source))
-    seconds = time.perf_counter() - start
+    with counting() as calls:
+        start = time.perf_counter()
+        result = run_merge(spark, case.spec(target, data.source))
+        seconds = time.perf_counter() - start
     metrics = dict(result.metrics)
     counts = Counts(
         inserted=metrics[m.NUM_TARGET_ROWS_INSERTED],
@@ -72,7 +76,7 @@ def run_engine(spark: SparkSession, case: Case, data: CaseData, target: str) -> 
         deleted=metrics[m.NUM_TARGET_ROWS_DELETED],
         rows_after=rows_in_table(target),
     )
-    return Run(seconds, counts, metrics)
+    return Run(seconds, counts, metrics, jvm_calls=calls.count)
 
 
 def run_floor(

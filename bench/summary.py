@@ -31,13 +31,15 @@ class Timing:
 @dataclass(frozen=True)
 class CaseSummary:
     """One case's figures: timings per contender, the engine's ratio to each baseline, its phase split
-    (median seconds), bytes it read after skipping against the bytes it needed, and files it rewrote."""
+    (median seconds) and JVM round trips, bytes it read after skipping against the bytes it needed, and
+    files it rewrote."""
 
     case: str
     from_delta_benchmark: bool
     timings: dict[str, Timing]
     ratios: dict[str, float]
     phases: dict[str, float]
+    jvm_calls: int | None
     bytes_read: int | None
     bytes_needed: int
     files_removed: int | None
@@ -69,6 +71,7 @@ def summarize(result: BenchResult) -> list[CaseSummary]:
                     if engine is not None and baseline in timings and timings[baseline].median > 0
                 },
                 phases=_phases(engine_runs),
+                jvm_calls=_median_of([r.run.jvm_calls for r in engine_runs if r.run is not None]),
                 bytes_read=_median_metric(engine_runs, m.NUM_TARGET_BYTES_AFTER_SKIPPING),
                 bytes_needed=data.needed_bytes,
                 files_removed=_median_metric(engine_runs, m.NUM_TARGET_FILES_REMOVED),
@@ -79,8 +82,12 @@ def summarize(result: BenchResult) -> list[CaseSummary]:
 
 
 def _median_metric(runs: Sequence[RunRecord], name: str) -> int | None:
-    values = [r.run.metrics[name] for r in runs if r.run is not None and name in r.run.metrics]
-    return int(statistics.median(values)) if values else None
+    return _median_of([r.run.metrics.get(name) for r in runs if r.run is not None])
+
+
+def _median_of(values: Sequence[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return int(statistics.median(known)) if known else None
 
 
 def _phases(runs: Sequence[RunRecord]) -> dict[str, float]:

@@ -56,12 +56,15 @@ def added_file_stats_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def local_session_builder(app_name: str) -> SparkSession.Builder:
-    """A local SparkSession's builder as the tests use it (small shuffles: the test data is tiny); also for
-    the sessions of the tests' subprocesses (tests/engine/delta_runtime_job.py)."""
+    """A local SparkSession's builder as the tests use it (the job's session confs, small shuffles: the test
+    data is tiny); also for the sessions of the tests' subprocesses (tests/engine/delta_runtime_job.py)."""
     from pyspark.sql import SparkSession
+
+    from airflow_provider_deltamerge.engine.session_confs import ENGINE_SESSION_CONF
 
     return (
         SparkSession.builder.master("local[2]")
+        .config(map=ENGINE_SESSION_CONF)
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "4")

@@ -27,6 +27,7 @@ from airflow_provider_deltamerge.engine.backends.delta_spark import choose_backe
 from airflow_provider_deltamerge.engine.metrics import DRY_RUN, merge_result
 from airflow_provider_deltamerge.engine.progress import ProgressReporter, enter_phase
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
+from airflow_provider_deltamerge.engine.session_confs import ENGINE_SESSION_CONF
 from airflow_provider_deltamerge.exceptions import DeltaMergeError, MergeSpecError
 from airflow_provider_deltamerge.spec.transport import (
     ANSWER_FILE_ARG,
@@ -52,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # From the first second: starting Spark alone can take a minute on a busy machine.
     with ProgressReporter() as progress:
         # The app's name is spark-submit's --name, which the hook sets.
-        spark = SparkSession.builder.getOrCreate()
+        spark = SparkSession.builder.config(map=ENGINE_SESSION_CONF).getOrCreate()
         spark.sparkContext.setLogLevel("WARN")
         quiet_known_warnings(spark)
         ui = spark.sparkContext.uiWebUrl

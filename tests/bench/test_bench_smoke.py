@@ -57,6 +57,12 @@ def test_harness_checks_every_run_and_reports_every_case(spark: SparkSession, tm
         times_row = next(line for line in report.splitlines() if line.startswith(f"| {name} | "))
         assert times_row.count("x |") == 3
     assert "DISAGREEMENT" not in report
+    # And: every engine run counted the driver's JVM round trips, and the report judges each target
+    engine_runs = [r.run for r in result.records if r.contender == "engine" and r.run is not None]
+    assert len(engine_runs) == len(cases) and all(run.jvm_calls for run in engine_runs)
+    targets = report.split("## Targets", 1)[1]
+    for target in ("1.3x floor", "1.6x deltalake-non-streamed", "within 1.5 s", "≤ 2.0x the floor", "1.2x"):
+        assert target in targets
     assert list((tmp_path / "results").glob("tiny-*.png"))
 
 
