@@ -4,6 +4,8 @@ hold."""
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import json
 from pathlib import Path
 from urllib.parse import quote, unquote
@@ -154,3 +156,49 @@ def test_reading_no_file_is_a_relation_spark_knows_is_empty(spark, tmp_path, how
     plan = joined._jdf.queryExecution().executedPlan().toString()
     assert "Join" not in plan and "Exchange" not in plan
     assert joined.count() == 3
+
+
+# Column names the reader's SQL text must keep as one identifier: keywords, spaces, backticks, dots.
+AWKWARD_NAMES = ("select", "a b", "x`y", "p.q")
+PARTITION_VALUES = {
+    "day": pa.array([datetime.date(2024, 1, 1), datetime.date(2024, 2, 29), None]),
+    "at": pa.array(
+        [
+            datetime.datetime(2024, 1, 1, 12, 30, tzinfo=datetime.UTC),
+            datetime.datetime(1999, 12, 31, 23, 59, 59, tzinfo=datetime.UTC),
+            None,
+        ],
+        pa.timestamp("us", "UTC"),
+    ),
+    "amount": pa.array([decimal.Decimal("1.25"), decimal.Decimal("1003.50"), None], pa.decimal128(9, 2)),
+    "n": pa.array([1, -7, None], pa.int32()),
+    "flag": pa.array([True, False, None]),
+    "s": pa.array(["x y", "", None]),
+}
+
+
+@pytest.mark.parametrize(
+    ("partition", "name"),
+    [(p, AWKWARD_NAMES[n % len(AWKWARD_NAMES)]) for n, p in enumerate(PARTITION_VALUES)],
+)
+def test_typed_partition_values_and_awkward_names_read_as_deltalake_reads_them(
+    spark, tmp_path, partition, name
+):
+    # Given: a table partitioned by a column of a typed kind (NULL among its values), with a data column
+    # whose name is a keyword or needs quoting
+    data = pa.table({name: pa.array([10, 20, 30], pa.int64()), partition: PARTITION_VALUES[partition]})
+    write_deltalake(str(tmp_path), data, partition_by=[partition])
+    snapshot = read_snapshot(str(tmp_path))
+    # When: Spark reads every file
+    rows = read_files(spark, snapshot, snapshot.files).collect()
+    # Then: the columns are the table's, named as it names them, with the values deltalake reads
+    assert [c for c in rows[0].asDict() if c not in (FILE_COLUMN, ROW_INDEX_COLUMN)] == [name, partition]
+    ours = sorted((r[name], _utc(r[partition])) for r in rows)
+    assert ours == sorted((r[name], _utc(r[partition])) for r in sorted_rows(str(tmp_path)))
+
+
+def _utc(value: object) -> object:
+    """A timestamp as naive UTC: Spark gives the session's zone (UTC in the tests) without a zone."""
+    if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+        return value.astimezone(datetime.UTC).replace(tzinfo=None)
+    return value
