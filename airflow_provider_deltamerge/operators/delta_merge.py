@@ -117,8 +117,9 @@ class DeltaMergeOperator(BaseOperator):
         the new columns) without committing or emitting an asset event. (templated: e.g.
         ``"{{ params.dry_run }}"``, so a UI user can ask for one)
     :param spark_conn_id: Spark connection used for spark-submit.
-    :param storage_conn_id: Connection holding object-store credentials (``aws``, ``wasb``, or any type with
-        an ``env`` extra); they reach the job as environment variables, never the spec or the log.
+    :param storage_conn_id: Connection holding object-store credentials (``aws``, ``wasb``,
+        ``google_cloud_platform``, this provider's ``deltamerge_storage``, or any type with an ``env``
+        extra); they reach the job as environment variables, never the spec or the log.
     :param allowed_paths: Lake roots (paths or URIs) that the target, a path source and the files a source
         query reads must lie under, checked after templating. Defaults to the ``[deltamerge] allowed_paths``
         setting of Airflow's configuration (comma-separated); empty allows any path.
