@@ -98,6 +98,44 @@ def test_upsert_example_merges_and_pushes_metrics(airflow_env, run_airflow):
     )
 
 
+def test_openlineage_events_of_a_merge_name_the_source_as_input(airflow_env, run_airflow, tmp_path):
+    # The OpenLineage provider's own listener, with its file transport: what a lineage backend would get.
+    lake = Path(airflow_env["DELTAMERGE_LAKE"])
+    prepare_lake(lake)
+    events_file = tmp_path / "openlineage.jsonl"
+    transport = {"type": "file", "log_file_path": str(events_file), "append": True}
+
+    result = run_airflow(
+        "dags",
+        "test",
+        "deltamerge_upsert",
+        "2024-01-02",
+        env={"AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transport)},
+    )
+
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    events = [json.loads(line) for line in events_file.read_text().splitlines()]
+    merge = {e["eventType"]: e for e in events if e["job"]["name"] == "deltamerge_upsert.merge_orders"}
+    assert sorted(merge) == ["COMPLETE", "START"]
+    for event in merge.values():
+        [source] = event["inputs"]
+        assert (source["namespace"], source["name"]) == (
+            "file",
+            str(lake / "staging/orders/2024-01-02.parquet"),
+        )
+        assert [(o["namespace"], o["name"]) for o in event["outputs"]] == [("file", str(lake / "orders"))]
+    # The completion carries what the merge made: the table's version and schema, and its statistics.
+    [target] = merge["COMPLETE"]["outputs"]
+    assert target["facets"]["version"]["datasetVersion"] == "1"
+    assert [f["name"] for f in target["facets"]["schema"]["fields"]] == [
+        "order_id",
+        "customer",
+        "amount",
+        "order_date",
+    ]
+    assert target["outputFacets"]["outputStatistics"]["rowCount"] > 0
+
+
 def test_sql_example_merges_like_the_python_one(airflow_env, run_airflow):
     lake = Path(airflow_env["DELTAMERGE_LAKE"])
     prepare_lake(lake)
