@@ -57,8 +57,8 @@ def get_provider_info() -> dict[str, Any]:
                             "A JSON object of the variables the Spark job and deltalake read for the store, "
                             'e.g. {"GOOGLE_APPLICATION_CREDENTIALS": "/secrets/key.json"} or an '
                             "S3-compatible store's AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and "
-                            "AWS_ENDPOINT_URL. Kept as a secret; for AWS and Azure, prefer their own "
-                            "connection types (resolved by their providers' hooks)."
+                            "AWS_ENDPOINT_URL. Kept as a secret; for AWS, Azure and Google Cloud Storage, "
+                            "prefer their own connection types (resolved by their providers' hooks)."
                         ),
                         "schema": {"type": ["string", "null"], "format": "password"},
                     }

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
 import subprocess
 import sys
+import uuid
+from types import SimpleNamespace
 
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.common.compat.openlineage.facet import InputDataset, OutputDataset
 
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook, credentials_properties
 from airflow_provider_deltamerge.operators.assets import target_asset
 from airflow_provider_deltamerge.operators.delta_merge import DeltaMergeOperator
-from airflow_provider_deltamerge.operators.lineage import merge_lineage
+from airflow_provider_deltamerge.operators.lineage import merge_lineage, openlineage_spark_conf
 from airflow_provider_deltamerge.spec import TableSource, insert_all, update
 from tests.conftest import make_table
 
@@ -138,3 +143,63 @@ def test_the_openlineage_transport_reaches_the_job_privately(tmp_path):
     properties = credentials_properties(tmp_path, {}, [], {}, private_conf=private)
     assert "spark.openlineage.transport.auth.apiKey=Bearer sk-1" in properties.read_text()
     assert properties.stat().st_mode & 0o777 == 0o600
+
+
+def task_context(try_number: int = 1) -> dict[str, object]:
+    """The parts of a task's context that OpenLineage's parent job macros read: its task instance and run."""
+    run = SimpleNamespace(conf={}, clear_number=0, logical_date=dt.datetime(2024, 1, 2, tzinfo=dt.UTC))
+    ti = SimpleNamespace(
+        dag_id="orders_daily",
+        task_id="merge",
+        try_number=try_number,
+        map_index=-1,
+        dag_run=run,
+        get_template_context=dict,
+    )
+    return {"ti": ti, "dag_run": run}
+
+
+def test_the_parent_job_reaches_the_spark_conf_as_the_spark_provider_injects_it(mocker, monkeypatch):
+    tuning = {"spark.sql.shuffle.partitions": "8"}
+    context = task_context()
+
+    conf, private = openlineage_spark_conf(tuning, context, parent_job=True, transport=False)
+
+    # The Spark provider's own operator, asked for the parent job, on the same task (spark-submit stubbed).
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    submit = mocker.patch.object(SparkSubmitHook, "submit")
+    spark_provider = SparkSubmitOperator(
+        task_id="merge", application="job.py", conf=dict(tuning), openlineage_inject_parent_job_info=True
+    )
+    spark_provider.execute(context)
+    submit.assert_called_once()
+    assert conf == spark_provider.conf
+    assert private == {}
+    parent = {key: value for key, value in conf.items() if key.startswith("spark.openlineage.")}
+    assert sorted(parent) == [
+        "spark.openlineage.parentJobName",
+        "spark.openlineage.parentJobNamespace",
+        "spark.openlineage.parentRunId",
+        "spark.openlineage.rootParentJobName",
+        "spark.openlineage.rootParentJobNamespace",
+        "spark.openlineage.rootParentRunId",
+    ]
+    assert (parent["spark.openlineage.parentJobName"], parent["spark.openlineage.rootParentJobName"]) == (
+        "orders_daily.merge",
+        "orders_daily",
+    )
+    assert uuid.UUID(parent["spark.openlineage.parentRunId"]) != uuid.UUID(
+        parent["spark.openlineage.rootParentRunId"]
+    )
+    # Each try is a run of its own, as OpenLineage names task runs; the conf the task was given stays.
+    retry, _ = openlineage_spark_conf(tuning, task_context(try_number=2), parent_job=True, transport=False)
+    assert retry["spark.openlineage.parentRunId"] != parent["spark.openlineage.parentRunId"]
+    assert tuning == {"spark.sql.shuffle.partitions": "8"} == {k: conf[k] for k in tuning}
+
+
+def test_a_parent_job_the_dag_author_set_is_kept():
+    mine = {"spark.openlineage.parentJobName": "upstream.job"}
+
+    conf, _ = openlineage_spark_conf(mine, task_context(), parent_job=True, transport=False)
+
+    assert conf == mine

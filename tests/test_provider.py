@@ -137,7 +137,7 @@ def test_airflow_shows_the_providers_settings(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_wheel_carries_the_license_classifiers_and_type_marker(tmp_path):
+def test_the_wheel_carries_the_license_classifiers_urls_and_type_marker(tmp_path):
     code = f"from setuptools import build_meta; print(build_meta.build_wheel({str(tmp_path)!r}))"
     built = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
@@ -151,6 +151,16 @@ def test_the_wheel_carries_the_license_classifiers_and_type_marker(tmp_path):
     assert "airflow_provider_deltamerge/py.typed" in names
     assert "License-Expression: Apache-2.0" in metadata
     assert "Classifier: Framework :: Apache Airflow :: Provider" in metadata
+    # The project's pages as package indexes show them, the architecture page among them (it is in docs/).
+    urls = dict(
+        line.split(": ", 1)[1].split(", ", 1)
+        for line in metadata.splitlines()
+        if line.startswith("Project-URL: ")
+    )
+    assert sorted(urls) == ["Changelog", "Documentation", "Homepage", "Issues", "Source"]
+    assert urls["Documentation"].endswith("/docs/architecture.md")
+    assert urls["Changelog"].endswith("/CHANGELOG.md")
+    assert (ROOT / "docs" / "architecture.md").exists()
     assert "Apache License" in license_text and "Version 2.0, January 2004" in license_text
     assert "END OF TERMS AND CONDITIONS" in license_text
 

@@ -158,8 +158,7 @@ def run_merge(
         competing.append(f"{outcome.version} ({outcome.reason})")
         if attempt > MAX_RERUNS:
             break
-        # Full jitter: writers that collided once should not collide again by re-running in step.
-        pause = random.uniform(0, min(RERUN_BACKOFF_CAP_S, RERUN_BACKOFF_BASE_S * 2**attempt))
+        pause = rerun_pause(attempt)
         log.warning(
             "Concurrent commit %d %s: running the merge again in %.1f s",
             outcome.version,
@@ -172,6 +171,12 @@ def run_merge(
         f"{'; '.join(competing)}. Nothing was changed; run the task again when the other writers are done.",
         error_class="DELTA_CONCURRENT_MODIFICATION",
     )
+
+
+def rerun_pause(attempt: int) -> float:
+    """Seconds to wait after run ``attempt`` met a conflicting commit, drawn with full jitter: writers that
+    collided once should not collide again by re-running in step."""
+    return random.uniform(0, min(RERUN_BACKOFF_CAP_S, RERUN_BACKOFF_BASE_S * 2**attempt))
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,11 @@
 """The provider's own connection type, ``deltamerge_storage``: object-store credentials for any store, as the
 environment variables Spark's clients and ``deltalake`` read.
 
-An ``aws`` or ``wasb`` connection is resolved by its own provider's hook (``cloud_credentials.py``); this
-type is for the rest (GCS keys, an S3-compatible store with static keys, a token a secrets backend hands
-out): its one field, ``env``, is a JSON object of variables, kept as a secret and masked in every log. The
-UI form shows just that field and a description; ``Test`` checks that the object parses and names
-variables.
+An ``aws``, ``wasb`` or ``google_cloud_platform`` connection is resolved by its own provider's hook
+(``cloud_credentials.py``); this type is for the rest (an S3-compatible store with static keys, a key file
+already on the workers, a token a secrets backend hands out): its one field, ``env``, is a JSON object of
+variables, kept as a secret and masked in every log. The UI form shows just that field and a description;
+``Test`` checks that the object parses and names variables.
 """
 
 from __future__ import annotations

@@ -117,8 +117,9 @@ class DeltaMergeOperator(BaseOperator):
         the new columns) without committing or emitting an asset event. (templated: e.g.
         ``"{{ params.dry_run }}"``, so a UI user can ask for one)
     :param spark_conn_id: Spark connection used for spark-submit.
-    :param storage_conn_id: Connection holding object-store credentials (``aws``, ``wasb``, or any type with
-        an ``env`` extra); they reach the job as environment variables, never the spec or the log.
+    :param storage_conn_id: Connection holding object-store credentials (``aws``, ``wasb``,
+        ``google_cloud_platform``, this provider's ``deltamerge_storage``, or any type with an ``env``
+        extra); they reach the job as environment variables, never the spec or the log.
     :param allowed_paths: Lake roots (paths or URIs) that the target, a path source and the files a source
         query reads must lie under, checked after templating. Defaults to the ``[deltamerge] allowed_paths``
         setting of Airflow's configuration (comma-separated); empty allows any path.
@@ -234,6 +235,10 @@ class DeltaMergeOperator(BaseOperator):
         # Templates tab shows it (a MERGE INTO statement, or the spec's JSON where MERGE INTO cannot say it).
         self.merge_statement: str | None = None
         self._metrics: dict[str, Any] = {}
+        # The target's fields after the merge, read by execute() for the lineage of its completion (None:
+        # not readable); _target_read says whether execute() got that far.
+        self._target_fields: list[dict[str, Any]] | None = None
+        self._target_read = False
         self._check_structure()  # pure Python, no I/O: a bad DAG fails when it is parsed
         self.asset_alias: str | None = None
         self._declare_assets(asset_alias)
@@ -428,6 +433,9 @@ class DeltaMergeOperator(BaseOperator):
         # The headline first: the full metrics are many numbers, most of them for tuning.
         metrics = readable(metrics)
         self._metrics = metrics
+        # Read here, not when the completion's lineage is built: OpenLineage's listener builds it in a forked
+        # child, where deltalake (already used in this process) panics, and no COMPLETE event is sent.
+        self._target_fields, self._target_read = self._target_schema(spec.target), True
         if dry_run:
             self.log.info(
                 "Dry run of the merge into %s, nothing committed: %s", spec.target, metrics[SUMMARY]
@@ -549,7 +557,8 @@ class DeltaMergeOperator(BaseOperator):
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
         """As on start, with the merge's statistics, the table version, schema and column lineage."""
         spec = self._spec or self.build_spec()
-        return merge_lineage(spec, self._metrics or None, self._target_schema(spec.target))
+        fields = self._target_fields if self._target_read else self._target_schema(spec.target)
+        return merge_lineage(spec, self._metrics or None, fields)
 
     def _target_schema(self, target: str) -> list[dict[str, Any]] | None:
         """The target's top-level fields from its Delta log; None where it cannot be read (lineage is best

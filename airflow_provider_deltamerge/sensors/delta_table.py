@@ -47,8 +47,9 @@ class DeltaTableSensor(BaseSensorOperator):
         ``{"numTargetRowsInserted": {"min": 1}}``; ``tableVersion`` is the commit's version.
     :param depth: How many of the newest commits to look at.
     :param storage_conn_id: Connection holding the object store's credentials, as for
-        ``DeltaMergeOperator`` (``aws``, ``wasb``, or any type with an ``env`` extra). The deferred trigger
-        receives this id, never the credentials, and resolves them in the triggerer.
+        ``DeltaMergeOperator`` (``aws``, ``wasb``, ``google_cloud_platform``, this provider's
+        ``deltamerge_storage``, or any type with an ``env`` extra). The deferred trigger receives this id,
+        never the credentials, and resolves them in the triggerer.
     :param deferrable: Wait in the triggerer instead of a worker slot.
 
     Which merge: when this sensor's DAG run was triggered by an asset event of the table (a consumer

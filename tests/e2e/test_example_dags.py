@@ -5,7 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sqlite3
+import subprocess
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from airflow_provider_deltamerge.delta.commit import CRASH_ENV
+from airflow_provider_deltamerge.delta.commit import CONFLICT_ENV, CRASH_ENV
 from dags_examples.sample_lake import MARKER, extract_path, orders, prepare
 from tests.e2e.conftest import asset_event_extras, start_dags_test, xcom_value
 
@@ -27,6 +29,20 @@ NEXT_DAY = dt.date(2024, 1, 3)
 def prepare_lake(lake: Path) -> None:
     """The demo's sample lake: orders 0-999 and a 2024-01-02 extract (updates 900-999, adds 1000-1099)."""
     prepare(lake, dt.date(2024, 1, 2))
+
+
+def run_test_dag(
+    airflow_env: dict[str, str],
+    run_airflow: Callable[..., subprocess.CompletedProcess[str]],
+    dag_id: str,
+    **env: str,
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """``airflow dags test`` of ``dag_id`` from tests/e2e/dags on 2024-01-02, with ``env`` added, on a freshly
+    prepared sample lake; the lake and the run."""
+    lake = Path(airflow_env["DELTAMERGE_LAKE"])
+    prepare_lake(lake)
+    dags = {"AIRFLOW__CORE__DAGS_FOLDER": str(Path(__file__).parent / "dags")}
+    return lake, run_airflow("dags", "test", dag_id, "2024-01-02", env={**dags, **env})
 
 
 def test_upsert_example_merges_and_pushes_metrics(airflow_env, run_airflow):
@@ -82,6 +98,44 @@ def test_upsert_example_merges_and_pushes_metrics(airflow_env, run_airflow):
     )
 
 
+def test_openlineage_events_of_a_merge_name_the_source_as_input(airflow_env, run_airflow, tmp_path):
+    # The OpenLineage provider's own listener, with its file transport: what a lineage backend would get.
+    lake = Path(airflow_env["DELTAMERGE_LAKE"])
+    prepare_lake(lake)
+    events_file = tmp_path / "openlineage.jsonl"
+    transport = {"type": "file", "log_file_path": str(events_file), "append": True}
+
+    result = run_airflow(
+        "dags",
+        "test",
+        "deltamerge_upsert",
+        "2024-01-02",
+        env={"AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transport)},
+    )
+
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    events = [json.loads(line) for line in events_file.read_text().splitlines()]
+    merge = {e["eventType"]: e for e in events if e["job"]["name"] == "deltamerge_upsert.merge_orders"}
+    assert sorted(merge) == ["COMPLETE", "START"]
+    for event in merge.values():
+        [source] = event["inputs"]
+        assert (source["namespace"], source["name"]) == (
+            "file",
+            str(lake / "staging/orders/2024-01-02.parquet"),
+        )
+        assert [(o["namespace"], o["name"]) for o in event["outputs"]] == [("file", str(lake / "orders"))]
+    # The completion carries what the merge made: the table's version and schema, and its statistics.
+    [target] = merge["COMPLETE"]["outputs"]
+    assert target["facets"]["version"]["datasetVersion"] == "1"
+    assert [f["name"] for f in target["facets"]["schema"]["fields"]] == [
+        "order_id",
+        "customer",
+        "amount",
+        "order_date",
+    ]
+    assert target["outputFacets"]["outputStatistics"]["rowCount"] > 0
+
+
 def test_sql_example_merges_like_the_python_one(airflow_env, run_airflow):
     lake = Path(airflow_env["DELTAMERGE_LAKE"])
     prepare_lake(lake)
@@ -96,16 +150,7 @@ def test_sql_example_merges_like_the_python_one(airflow_env, run_airflow):
 
 
 def test_preflight_fails_a_wrong_column_before_spark(airflow_env, run_airflow):
-    lake = Path(airflow_env["DELTAMERGE_LAKE"])
-    prepare_lake(lake)
-
-    result = run_airflow(
-        "dags",
-        "test",
-        "deltamerge_unknown_column",
-        "2024-01-02",
-        env={"AIRFLOW__CORE__DAGS_FOLDER": str(Path(__file__).parent / "dags")},
-    )
+    lake, result = run_test_dag(airflow_env, run_airflow, "deltamerge_unknown_column")
 
     output = result.stdout + result.stderr
     assert "DELTA_MERGE_UNRESOLVED_EXPRESSION" in output
@@ -117,8 +162,6 @@ def test_preflight_fails_a_wrong_column_before_spark(airflow_env, run_airflow):
 
 
 def test_storage_secret_reaches_neither_command_nor_log(airflow_env, run_airflow):
-    lake = Path(airflow_env["DELTAMERGE_LAKE"])
-    prepare_lake(lake)
     planted = "planted-S3CR3T-9f8e7d"
     connection = {
         "conn_type": "aws",
@@ -127,15 +170,11 @@ def test_storage_secret_reaches_neither_command_nor_log(airflow_env, run_airflow
         "extra": {"region_name": "eu-west-1"},
     }
 
-    result = run_airflow(
-        "dags",
-        "test",
+    lake, result = run_test_dag(
+        airflow_env,
+        run_airflow,
         "deltamerge_storage_credentials",
-        "2024-01-02",
-        env={
-            "AIRFLOW__CORE__DAGS_FOLDER": str(Path(__file__).parent / "dags"),
-            "AIRFLOW_CONN_LAKE_STORAGE": json.dumps(connection),
-        },
+        AIRFLOW_CONN_LAKE_STORAGE=json.dumps(connection),
     )
 
     output = result.stdout + result.stderr
@@ -147,15 +186,8 @@ def test_storage_secret_reaches_neither_command_nor_log(airflow_env, run_airflow
 
 def test_retry_after_a_committed_merge_does_not_merge_twice(airflow_env, run_airflow):
     # Try 1: the job is killed right after its commit, so the task fails. Try 2 must find the commit.
-    lake = Path(airflow_env["DELTAMERGE_LAKE"])
-    prepare_lake(lake)
-
-    result = run_airflow(
-        "dags",
-        "test",
-        "deltamerge_retry_after_commit",
-        "2024-01-02",
-        env={"AIRFLOW__CORE__DAGS_FOLDER": str(Path(__file__).parent / "dags"), CRASH_ENV: "after_commit"},
+    lake, result = run_test_dag(
+        airflow_env, run_airflow, "deltamerge_retry_after_commit", **{CRASH_ENV: "after_commit"}
     )
 
     output = result.stdout + result.stderr
@@ -170,6 +202,32 @@ def test_retry_after_a_committed_merge_does_not_merge_twice(airflow_env, run_air
     uri = (lake / "orders").absolute().as_uri()
     extras = asset_event_extras(airflow_env, uri, dag_id="deltamerge_retry_after_commit")
     assert [(e["tableVersion"], e["numTargetRowsInserted"]) for e in extras] == [(1, 100)]
+
+
+def test_a_merge_that_keeps_conflicting_is_retried_by_airflow(airflow_env, run_airflow):
+    # Try 1: before each commit of the merge, another writer rewrites the orders (same rows, new files), so
+    # every run of the engine finds the files it read removed; it gives up after its re-runs. Try 2 merges.
+    lake, result = run_test_dag(
+        airflow_env, run_airflow, "deltamerge_retry_after_conflict", **{CONFLICT_ENV: "1"}
+    )
+
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert output.count("removed 1 file(s) this merge read: running the merge again in") == 3
+    assert "DELTA_CONCURRENT_MODIFICATION" in output
+    assert "conflicted with concurrent commits 4 times" in output
+    assert task_tries(airflow_env, "deltamerge_retry_after_conflict", "merge") == ("success", 2)
+    # The other writer's four rewrites (versions 1-4), then the one merge commit, made by try 2.
+    table = DeltaTable(str(lake / "orders"))
+    operations = [(h["version"], h["operation"]) for h in table.history()]
+    assert [version for version, operation in operations if operation == "MERGE"] == [5]
+    assert len(operations) == 6
+    rows = {r["order_id"]: r["amount"] for r in table.to_pyarrow_table().to_pylist()}
+    assert len(rows) == 1100
+    assert (rows[5], rows[950], rows[1050]) == (5.0, 950 * 1.5, 1050 * 1.5)
+    metrics = xcom_value(airflow_env, "deltamerge_retry_after_conflict", "merge")
+    assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsInserted"]) == (100, 100)
+    assert metrics["tableVersion"] == 5
 
 
 def test_failed_merge_fails_the_task_with_the_cause(airflow_env, run_airflow, tmp_path):

@@ -1,9 +1,10 @@
 """Upserts of the demo's orders that the e2e tests drive into failure modes.
 
 ``deltamerge_retry_after_commit``: a task with a retry; the tests kill its job right after the commit to
-play a lost worker. ``deltamerge_reprocess``: the same on a daily schedule for backfills, January 2024 only,
-so that a scheduler creates no run of its own. ``deltamerge_storage_credentials``: credentials from a
-connection, which must never reach the log.
+play a lost worker. ``deltamerge_retry_after_conflict``: the same with no delay before the retry; the tests
+have another writer commit before every run of try 1's merge. ``deltamerge_reprocess``: the same on a daily
+schedule for backfills, January 2024 only, so that a scheduler creates no run of its own.
+``deltamerge_storage_credentials``: credentials from a connection, which must never reach the log.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ def orders_upsert_dag(
 
 retry_after_commit = orders_upsert_dag(
     "deltamerge_retry_after_commit", retries=1, retry_delay=timedelta(seconds=1)
+)
+retry_after_conflict = orders_upsert_dag(
+    "deltamerge_retry_after_conflict", retries=1, retry_delay=timedelta(0)
 )
 reprocess = orders_upsert_dag(
     "deltamerge_reprocess",
