@@ -346,7 +346,7 @@ def spec_of(source: PathSource, tmp_path: Path, clauses: tuple[Any, ...], **kwar
 class DeltaConfiguredSession:
     """A session whose confs name Delta's extension and catalog, with no JVM to ask (as Spark Connect)."""
 
-    def __init__(self, confs: dict[str, str], version: str = "4.2.1") -> None:
+    def __init__(self, confs: dict[str, str], version: str = "4.2.0") -> None:
         self.conf = SimpleNamespace(get=lambda key, default=None: confs.get(key, default))
         self.version = version
 
@@ -411,21 +411,42 @@ def test_configured_session_with_package_has_runtime(mocker):
     backend.require_delta_runtime(DeltaConfiguredSession(DELTA_CONFS))  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("spark_version", "runs"), [("4.2.1", True), ("4.0.0", True), ("4.3.0", False)])
+# What the delta-spark 4.4.0 and 4.4.1 wheels declare (METADATA, Requires-Dist), verbatim.
+DELTA_4_4_REQUIRES = ["pyspark<=4.2.0,>=4.0.1", "importlib_metadata<=8.7.1,>=1.0.0"]
+
+
+@pytest.mark.parametrize(
+    ("spark_version", "runs"),
+    [("4.0.1", True), ("4.2.0", True), ("4.0.0", False), ("4.2.1", False), ("4.3.0", False)],
+)
 def test_a_spark_version_delta_was_not_built_for_is_refused_before_the_jvm_crashes(
     mocker, spark_version, runs
 ):
-    # delta-spark 4.4's own metadata declares the pyspark versions it works with, as its wheel does.
+    # Given: delta-spark 4.4.1 installed, with the pyspark range its wheel declares
     install_delta_package(mocker)
-    requires = {"delta-spark": ["pyspark<4.3.0,>=4.0.0", "importlib-metadata>=1.0.0"]}
+    requires = {"delta-spark": DELTA_4_4_REQUIRES}
     mocker.patch.object(backend.importlib.metadata, "requires", side_effect=requires.__getitem__)
-    mocker.patch.object(backend.importlib.metadata, "version", return_value="4.4.0")
+    mocker.patch.object(backend.importlib.metadata, "version", return_value="4.4.1")
     session = DeltaConfiguredSession(DELTA_CONFS, spark_version)
+    # When/Then: a Spark outside that range, patch releases after its top included, is refused by name
     refused = (
-        f"a Spark version delta-spark 4.4.0 supports (<4.3.0,>=4.0.0); this session runs Spark "
+        f"a Spark version delta-spark 4.4.1 supports (<=4.2.0,>=4.0.1); this session runs Spark "
         f"{spark_version}: install the delta-spark release built for it, or that Spark"
     )
     assert backend.missing_delta_runtime(session) == (() if runs else (refused,))  # type: ignore[arg-type]
+    if not runs:
+        with pytest.raises(DeltaRuntimeError, match=r"this session runs Spark \d") as raised:
+            backend.require_delta_runtime(session)  # type: ignore[arg-type]
+        assert raised.value.error_class == "DELTA_RUNTIME_MISSING"
+
+
+def test_the_tested_spark_is_one_delta_4_4_declares():
+    # The pinned pyspark (constraints.txt) is the one the suite runs; Delta 4.4 must accept it, or the
+    # delta-spark backend could not run in the environment the project tests.
+    from packaging.requirements import Requirement
+    from pyspark import __version__ as pyspark_version
+
+    assert Requirement(DELTA_4_4_REQUIRES[0]).specifier.contains(pyspark_version)
 
 
 def test_configured_session_without_package_has_no_runtime():
