@@ -735,27 +735,55 @@ def test_our_commit_is_found_behind_a_concurrent_one(delta, spark, tmp_path, sou
     assert result.metrics[m.NUM_TARGET_PARTITIONS_ADDED_TO] == 2  # our commit's files, not theirs
 
 
+# What only Delta's SQL metrics hold when no commit records them: its phase timings too.
+NOT_MEASURED_WITHOUT_COMMIT = {
+    *SQL_METRICS_ONLY,
+    m.SCAN_TIME_MS,
+    m.REWRITE_TIME_MS,
+    m.MATERIALIZE_SOURCE_TIME_MS,
+}
+
+
 def test_no_commit_when_delta_changed_nothing(delta, spark, tmp_path, source):
+    # Given: a target of 3 files at version 1, and a merge Delta commits nothing for
+    before_bytes = data_file_bytes(tmp_path / "target")
     delta.commit_metrics = None
+    # When
     result = backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
+    # Then: no commit, the table's version reported, every declared metric there
     assert (result.version, result.committed) == (1, False)
     assert set(result.metrics) == set(m.METRIC_DESCRIPTIONS)
-    # No commit holds Delta's metrics: the source is counted and the time measured, not made-up zeros
+    # The source is counted and the time measured, not made-up zeros
     assert result.metrics[m.NUM_SOURCE_ROWS] == SOURCE.num_rows
     assert result.metrics[m.EXECUTION_TIME_MS] > 0
-    # No commit records the version Delta read, and its SQL metrics are out of reach: not measured
-    not_measured = {m.NUM_TARGET_FILES_BEFORE_SKIPPING, m.NUM_TARGET_BYTES_BEFORE_SKIPPING, *SQL_METRICS_ONLY}
-    assert {k for k, v in result.metrics.items() if v is None} == not_measured
-    measured = {m.NUM_SOURCE_ROWS, m.EXECUTION_TIME_MS, *not_measured}
+    # Nothing landed since version 1, so Delta read that snapshot: its files and bytes
+    assert result.metrics[m.NUM_TARGET_FILES_BEFORE_SKIPPING] == 3
+    assert result.metrics[m.NUM_TARGET_BYTES_BEFORE_SKIPPING] == before_bytes
+    # Delta's SQL metrics, its timings among them, are out of reach: not measured, not 0
+    assert {k for k, v in result.metrics.items() if v is None} == NOT_MEASURED_WITHOUT_COMMIT
+    # The rest is 0 as Delta would count it: no row changed, no file removed or added
+    measured = {
+        m.NUM_SOURCE_ROWS,
+        m.EXECUTION_TIME_MS,
+        m.NUM_TARGET_FILES_BEFORE_SKIPPING,
+        m.NUM_TARGET_BYTES_BEFORE_SKIPPING,
+        *NOT_MEASURED_WITHOUT_COMMIT,
+    }
     assert {v for k, v in result.metrics.items() if k not in measured} == {0}
 
 
 def test_a_newer_commit_that_is_not_ours_is_not_reported_as_ours(delta, spark, tmp_path, source):
+    # Given: Delta commits nothing for the merge, and another writer commits right after it
     delta.commit_metrics = None
     delta.other_writers_after = 1
+    # When
     result = backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
+    # Then: not ours: no commit, no rows
     assert (result.version, result.committed) == (1, False)
     assert result.metrics[m.NUM_OUTPUT_ROWS] == 0
+    # Which snapshot Delta read is no longer known: the files and bytes before skipping are not measured
+    not_measured = {m.NUM_TARGET_FILES_BEFORE_SKIPPING, m.NUM_TARGET_BYTES_BEFORE_SKIPPING}
+    assert {k for k, v in result.metrics.items() if v is None} == NOT_MEASURED_WITHOUT_COMMIT | not_measured
 
 
 UNRESOLVED = "Cannot resolve s.nope in search condition given columns t.id, t.qty, s.id, s.qty."

@@ -28,7 +28,11 @@ from pyspark.sql import Row, SparkSession
 from airflow_provider_deltamerge import PACKAGE_NAME, __version__
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, provenance_of
 from airflow_provider_deltamerge.delta.idempotency import IDEMPOTENCY_DEPTH, run_identity, same_run
-from airflow_provider_deltamerge.delta.operation_metrics import DELTA_SPARK_EXECUTOR, delta_merge_metrics
+from airflow_provider_deltamerge.delta.operation_metrics import (
+    DELTA_SPARK_EXECUTOR,
+    before_skipping,
+    delta_merge_metrics,
+)
 from airflow_provider_deltamerge.delta.protocol import refused_features
 from airflow_provider_deltamerge.delta.snapshot import read_snapshot
 from airflow_provider_deltamerge.engine import metrics as m
@@ -246,8 +250,10 @@ def run_with_delta_spark(
        ``operationMetrics``, the ones the log gives exactly (files and bytes before skipping, partitions
        removed from and added to, change file bytes), None for those only Delta's SQL metrics hold. A
        merge that changes nothing makes no commit: then ``committed`` is False, the version is the one
-       before, the row counts come from execute()'s own result, ``numSourceRows`` from counting the source
-       and ``executionTimeMs`` from the wall time of execute().
+       before, the row counts come from execute()'s own result, ``numSourceRows`` from counting the source,
+       ``executionTimeMs`` from the wall time of execute(), the files and bytes before skipping from the
+       snapshot at the version before when no other commit landed meanwhile (so Delta read that one), and
+       Delta's phase timings and other SQL metrics are None (not measured).
 
     Raises:
         DeltaRuntimeError: the session lacks Delta's runtime.
@@ -290,12 +296,18 @@ def run_with_delta_spark(
         with session_conf(spark, USER_METADATA_CONF, json.dumps(info, sort_keys=True)):
             counts = builder.execute().collect()
         elapsed_ms = math.ceil((time.monotonic() - started) * 1000)
-        commit = _find_commit(table, version_before, info[SUBMISSION_ID])
+        latest = _latest_commit(table)
+        commit = _find_commit(table, version_before, latest, info[SUBMISSION_ID])
     if commit is None:
         log.info("Delta made no commit for this merge; table stays at version %d", version_before)
         # No commit holds Delta's metrics: the source rows are counted (one scan, only here) and the time
-        # is the merge's wall time, so neither is reported as a made-up 0.
-        metrics = _metrics_from_counts(counts, source_rows=source.count(), execution_time_ms=elapsed_ms)
+        # is the merge's wall time, so neither is reported as a made-up 0. With no commit since
+        # version_before, that is the snapshot Delta's merge read; after another writer's commit it is not
+        # known which one it read.
+        metrics = {
+            **_metrics_from_counts(counts, source_rows=source.count(), execution_time_ms=elapsed_ms),
+            **(before_skipping(location, version_before) if latest["version"] == version_before else {}),
+        }
         return MergeResult(metrics, version_before, EXECUTOR_NAME, committed=False)
     log.info("Delta committed version %d", commit["version"])
     metrics = delta_merge_metrics(location, commit["version"])
@@ -397,9 +409,9 @@ def _committed_run(table: Any, info: Mapping[str, Any]) -> Row | None:
     return None
 
 
-def _find_commit(table: Any, version_before: int, submission_id: str) -> Row | None:
-    """Our MERGE commit among those made after ``version_before`` (others may have committed after ours)."""
-    latest = _latest_commit(table)
+def _find_commit(table: Any, version_before: int, latest: Row, submission_id: str) -> Row | None:
+    """Our MERGE commit among those made after ``version_before`` up to ``latest`` (others may have
+    committed after ours)."""
     new_commits = latest["version"] - version_before
     if new_commits <= 0:
         return None
@@ -420,8 +432,9 @@ _EXECUTE_COUNTS = {
 }
 
 
-# Without a commit no read version is recorded, and Delta's SQL metrics are out of reach: not measured. No
-# file was removed or added, so the partition and change-file metrics are 0 (as Delta's would be).
+# Without a commit, Delta's SQL metrics (its phase timings among them) are out of reach, and no read version
+# is recorded: not measured, unless the caller derives the files and bytes before skipping. No file was
+# removed or added, so the partition and change-file metrics are 0 (as Delta's would be).
 _NOT_MEASURED_WITHOUT_COMMIT = (
     m.NUM_TARGET_FILES_BEFORE_SKIPPING,
     m.NUM_TARGET_BYTES_BEFORE_SKIPPING,
@@ -429,6 +442,9 @@ _NOT_MEASURED_WITHOUT_COMMIT = (
     m.NUM_TARGET_BYTES_AFTER_SKIPPING,
     m.NUM_TARGET_PARTITIONS_AFTER_SKIPPING,
     m.NUM_SOURCE_ROWS_IN_SECOND_SCAN,
+    m.SCAN_TIME_MS,
+    m.REWRITE_TIME_MS,
+    m.MATERIALIZE_SOURCE_TIME_MS,
 )
 
 
