@@ -22,7 +22,9 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.schema import Field, PrimitiveType, Schema
+from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException, PySparkException
+from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import Row
 
 from airflow_provider_deltamerge import __version__
@@ -263,8 +265,57 @@ class FakeDeltaRuntime:
         log_file.write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
-class FakeConcurrentAppend(PySparkException):
-    """Stands in for delta.exceptions.ConcurrentAppendException."""
+class ConcurrentAppendException(PySparkException):
+    """delta.exceptions.ConcurrentAppendException (delta/exceptions/base.py), the class the backend tests."""
+
+
+class FakeConcurrentAppend(CapturedException, ConcurrentAppendException):
+    """delta/exceptions/captured.py's ConcurrentAppendException: PySpark's own CapturedException built from
+    the JVM exception's description, stack trace and cause, with no origin, so getMessage() is "" and
+    getCondition() None under PySpark 4; only str() (the description first) carries Delta's text."""
+
+
+def delta_conflict(spark: Any, message: str) -> FakeConcurrentAppend:
+    """A conflict as delta-spark converts Delta's JVM exception (``_convert_delta_exception``): the text after
+    the Java class name, the stack as Spark renders it, the cause. The Java exception is a real one, of the
+    JDK class Delta's ``io.delta.exceptions.ConcurrentAppendException`` extends."""
+    java = spark._jvm.java.util.ConcurrentModificationException(message)
+    stack = getattr(spark._jvm, "org.apache.spark.util.Utils").exceptionString(java)
+    return FakeConcurrentAppend(java.toString().split(": ", 1)[1], stack, java.getCause())
+
+
+def thrown_by_jvm(spark: Any, throwable: Any) -> PySparkException | Py4JJavaError:
+    """What a py4j call that throws ``throwable`` raises in Python, through PySpark's own handler: PySpark's
+    exception (``_origin`` the throwable) for the JVM classes it converts, a Py4JJavaError for the rest."""
+    jvm = spark._jvm
+    throw = jvm.java.lang.invoke.MethodHandles.throwException(
+        jvm.java.lang.Class.forName("java.lang.Object"), throwable.getClass()
+    )
+    arguments = spark.sparkContext._gateway.new_array(jvm.java.lang.Object, 1)
+    arguments[0] = throwable
+    try:
+        throw.invokeWithArguments(arguments)
+    except (PySparkException, Py4JJavaError) as err:
+        return err
+    raise AssertionError("the JVM did not throw")
+
+
+def failed_write_job(spark: Any, error_class: str, message: str) -> PySparkException | Py4JJavaError:
+    """A write job that a task's error aborted, as the driver's py4j call receives it: Spark's job-abort
+    SparkException, whose message embeds the task's stack, over the task's TASK_WRITE_FAILED (Delta's
+    DeltaFileFormatWriter wraps every task error so), over the error itself. Delta's DeltaArithmeticException
+    extends java.lang.ArithmeticException; its message is Delta's rendering."""
+    jvm = spark._jvm
+    spark_exception = getattr(jvm, "org.apache.spark.SparkException")
+    cause = jvm.java.lang.ArithmeticException(f"[{error_class}] {message}")
+    task = spark_exception(
+        f"[TASK_WRITE_FAILED] Task failed while writing rows to {TASK_PATH}. SQLSTATE: 58030", cause
+    )
+    lost = "Task 0 in stage 12.0 failed 1 times, most recent failure: Lost task 0.0 in stage 12.0 (TID 20)"
+    job = spark_exception(
+        f"Job aborted due to stage failure: {lost}: {task.toString()}{JVM_FRAMES}\nDriver stacktrace:", task
+    )
+    return thrown_by_jvm(spark, job)
 
 
 class FakeJavaThrowable:
@@ -309,7 +360,7 @@ def install_delta_package(mocker: Any, delta_table: Any = None) -> None:
     tables = types.ModuleType("delta.tables")
     tables.DeltaTable = delta_table or MagicMock(name="DeltaTable")  # type: ignore[attr-defined]
     exceptions = types.ModuleType("delta.exceptions")
-    exceptions.ConcurrentAppendException = FakeConcurrentAppend  # type: ignore[attr-defined]
+    exceptions.ConcurrentAppendException = ConcurrentAppendException  # type: ignore[attr-defined]
     exceptions.__all__ = ["ConcurrentAppendException"]  # type: ignore[attr-defined]
     package.tables, package.exceptions = tables, exceptions  # type: ignore[attr-defined]
     mocker.patch.dict(sys.modules, {"delta": package, "delta.tables": tables, "delta.exceptions": exceptions})
@@ -788,53 +839,110 @@ def test_a_newer_commit_that_is_not_ours_is_not_reported_as_ours(delta, spark, t
 
 UNRESOLVED = "Cannot resolve s.nope in search condition given columns t.id, t.qty, s.id, s.qty."
 OVERFLOW = 'Failed to write a value of "BIGINT" type into the "INT" type column `qty` due to an overflow.'
+# Delta's DELTA_CAST_OVERFLOW_IN_TABLE_WRITE message: three lines, the first one the sentence to keep.
+OVERFLOW_LINES = (
+    f"{OVERFLOW}\nUse `try_cast` on the input value to tolerate overflow and return NULL instead.\n"
+    'If necessary, set spark.sql.storeAssignmentPolicy to "LEGACY" to bypass this error.'
+)
+TASK_PATH = "file:/tmp/target"
+CONFLICT = (
+    "Transaction conflict detected. a concurrent WRITE added data to table delta.`/tmp/target` committed at "
+    "version 2. The concurrent operation modified data in the partition [region=eu] that should have been "
+    "read by this operation. Please retry the operation. Refer to "
+    "https://docs.delta.io/latest/concurrency-control.html for more information."
+)
+
+ERROR_CASES = {
+    "analysis": (
+        lambda spark: delta_error(AnalysisException, "DELTA_MERGE_UNRESOLVED_EXPRESSION", UNRESOLVED),
+        ClauseResolutionError,
+        "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+        f"{UNRESOLVED} (Delta's analysis of the merge) Fix the clause or column it names.",
+    ),
+    # Not converted to AnalysisException: the class still says it is Delta's analysis.
+    "analysis-unconverted": (
+        lambda spark: delta_error(PySparkException, "DELTA_MERGE_UNRESOLVED_EXPRESSION", UNRESOLVED),
+        ClauseResolutionError,
+        "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+        f"{UNRESOLVED} (Delta's analysis of the merge) Fix the clause or column it names.",
+    ),
+    "cast-overflow": (
+        lambda spark: delta_error(PySparkException, "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE", OVERFLOW),
+        MergeExecutionError,
+        "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE",
+        f"{OVERFLOW} (Delta's merge) Nothing was committed.",
+    ),
+    # The job aborted: a Py4JJavaError whose first line is the task's stack; Delta's class two causes down.
+    "cast-overflow-in-an-aborted-job": (
+        lambda spark: failed_write_job(spark, "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE", OVERFLOW_LINES),
+        MergeExecutionError,
+        "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE",
+        f"Task failed while writing rows to {TASK_PATH}. Caused by [DELTA_CAST_OVERFLOW_IN_TABLE_WRITE] "
+        f"{OVERFLOW} (Delta's merge) Nothing was committed.",
+    ),
+    # PySpark converts a Java ArithmeticException thrown alone, keeping it as the origin.
+    "cast-overflow-converted": (
+        lambda spark: thrown_by_jvm(
+            spark,
+            spark._jvm.java.lang.ArithmeticException(
+                f"[DELTA_CAST_OVERFLOW_IN_TABLE_WRITE] {OVERFLOW_LINES}"
+            ),
+        ),
+        MergeExecutionError,
+        "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE",
+        f"{OVERFLOW} (Delta's merge) Nothing was committed.",
+    ),
+    "conflict": (
+        lambda spark: delta_conflict(spark, f"[DELTA_CONCURRENT_APPEND.WITH_PARTITION_HINT] {CONFLICT}"),
+        MergeCommitError,
+        "DELTA_CONCURRENT_APPEND.WITH_PARTITION_HINT",
+        f"A concurrent commit conflicted with the merge; nothing was committed: {CONFLICT}",
+    ),
+    "execution": (
+        lambda spark: PySparkException(message="task failed"),
+        MergeExecutionError,
+        None,
+        "task failed (Delta's merge) Nothing was committed.",
+    ),
+}
 
 
 @pytest.mark.parametrize(
-    ("error", "expected", "error_class", "text"),
-    [
-        (
-            delta_error(AnalysisException, "DELTA_MERGE_UNRESOLVED_EXPRESSION", UNRESOLVED),
-            ClauseResolutionError,
-            "DELTA_MERGE_UNRESOLVED_EXPRESSION",
-            f"{UNRESOLVED} (Delta's analysis of the merge) Fix the clause or column it names.",
-        ),
-        (
-            # Not converted to AnalysisException: the class still says it is Delta's analysis.
-            delta_error(PySparkException, "DELTA_MERGE_UNRESOLVED_EXPRESSION", UNRESOLVED),
-            ClauseResolutionError,
-            "DELTA_MERGE_UNRESOLVED_EXPRESSION",
-            UNRESOLVED,
-        ),
-        (
-            delta_error(PySparkException, "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE", OVERFLOW),
-            MergeExecutionError,
-            "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE",
-            f"{OVERFLOW} (Delta's merge) Nothing was committed.",
-        ),
-        (
-            FakeConcurrentAppend(message="files were added to partition [region=eu]"),
-            MergeCommitError,
-            None,
-            "files were added to partition [region=eu]",
-        ),
-        (PySparkException(message="task failed"), MergeExecutionError, None, "task failed"),
-    ],
-    ids=["analysis", "analysis-unconverted", "cast-overflow", "conflict", "execution"],
+    ("make_error", "expected", "error_class", "text"), ERROR_CASES.values(), ids=ERROR_CASES.keys()
 )
 def test_delta_errors_become_the_merges_own_in_delta_s_words(
-    delta, spark, tmp_path, source, error, expected, error_class, text
+    delta, spark, tmp_path, source, make_error, expected, error_class, text
 ):
+    # Given: Delta's merge fails with the error as PySpark hands it over
+    error = make_error(spark)
     delta.execute_error = error
+    # When
     with pytest.raises(expected) as raised:
         backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
+    # Then: Delta's class, and Delta's sentence with our hint, not PySpark's INTERNAL_ERROR or a stack's line
     assert raised.value.error_class == error_class
-    assert text in raised.value.message
-    # Delta's sentence, not PySpark's INTERNAL_ERROR or the JVM's frames.
+    assert raised.value.message == text
     assert "INTERNAL_ERROR" not in raised.value.message and "\tat org.apache" not in raised.value.message
-    assert len(raised.value.message) < 400
+    assert "Job aborted" not in raised.value.message
     assert raised.value.__cause__ is error
     assert spark.conf.get(USER_METADATA, None) is None  # restored on failure too
+
+
+def test_the_conflict_fake_carries_only_what_delta_s_python_exception_does(spark):
+    # delta-spark's conversion gives PySpark no origin: PySpark 4 then has no message and no condition
+    conflict = delta_conflict(spark, f"[DELTA_CONCURRENT_APPEND.WITH_PARTITION_HINT] {CONFLICT}")
+    assert (conflict.getMessage(), conflict.getCondition()) == ("", None)
+    assert str(conflict).startswith(f"[DELTA_CONCURRENT_APPEND.WITH_PARTITION_HINT] {CONFLICT}")
+    assert "java.util.ConcurrentModificationException" in conflict._stackTrace
+
+
+def test_an_aborted_job_arrives_as_a_py4j_error_with_delta_s_class_two_causes_down(spark):
+    error = failed_write_job(spark, "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE", OVERFLOW_LINES)
+    assert isinstance(error, Py4JJavaError)  # PySpark does not convert a SparkException
+    first = error.java_exception.getMessage()
+    assert first.startswith("Job aborted") and "\tat org.apache" in first
+    delta_cause = error.java_exception.getCause().getCause()
+    assert delta_cause.getMessage().startswith("[DELTA_CAST_OVERFLOW_IN_TABLE_WRITE]")
 
 
 RUN = {"dagId": "orders", "taskId": "merge", "runId": "manual__1", "mapIndex": -1}

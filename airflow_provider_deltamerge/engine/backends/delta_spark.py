@@ -41,7 +41,7 @@ from airflow_provider_deltamerge.engine.metrics import MetricsRecorder, MetricVa
 from airflow_provider_deltamerge.engine.resolve.resolution import quote
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
 from airflow_provider_deltamerge.engine.source.load import merge_source
-from airflow_provider_deltamerge.engine.spark_errors import summarize
+from airflow_provider_deltamerge.engine.spark_errors import SparkFailure, summarize
 from airflow_provider_deltamerge.exceptions import (
     ClauseResolutionError,
     DeltaMergeError,
@@ -277,7 +277,7 @@ def run_with_delta_spark(
         failure = summarize(err)
         raise TargetTableError(
             f"Delta's runtime cannot open {spec.target} as a Delta table: {failure}",
-            error_class=_error_class(err, failure.error_class),
+            error_class=_error_class(err, failure),
         ) from err
     with _delta_errors():
         earlier = _committed_run(table, info) if rerun == "skip" else None
@@ -471,7 +471,7 @@ def _delta_errors() -> Iterator[None]:
     except (PySparkException, Py4JJavaError) as err:
         # Delta's class and first sentence, read from the JVM's exception (spark_errors), never its frames.
         failure = summarize(err)
-        error_class = _error_class(err, failure.error_class)
+        error_class = _error_class(err, failure)
         if _is_conflict(err):
             raise MergeCommitError(
                 f"A concurrent commit conflicted with the merge; nothing was committed: {failure}",
@@ -507,13 +507,17 @@ _ANALYSIS_CLASS_PREFIXES = (
 )
 
 
-def _error_class(err: BaseException, from_message: str | None = None) -> str | None:
-    """Delta's error class: the exception's own condition, else the ``[CLASS]`` its JVM message starts
-    with, else a ``DELTA_*`` name in its text (PySpark can hide it behind INTERNAL_ERROR)."""
+def _error_class(err: BaseException, failure: SparkFailure) -> str | None:
+    """Delta's error class: the first ``DELTA_*`` class of the error's cause chain (Delta's under a wrapper
+    of Spark's, such as ``TASK_WRITE_FAILED``), else the exception's own condition, else the outermost class
+    its messages give, else a ``DELTA_*`` name in its text (PySpark can hide it behind INTERNAL_ERROR)."""
+    delta = next((c for c in failure.classes if c.startswith("DELTA_")), None)
+    if delta is not None:
+        return delta
     condition = err.getCondition() if isinstance(err, PySparkException) else None
     if condition not in (None, "INTERNAL_ERROR"):
         return condition
-    if from_message not in (None, "INTERNAL_ERROR"):
-        return from_message
+    if failure.error_class not in (None, "INTERNAL_ERROR"):
+        return failure.error_class
     named = re.search(r"\bDELTA_[A-Z0-9_]+", str(err))
     return named.group(0) if named else condition
