@@ -7,6 +7,7 @@ the source read, the session conf, and Delta tables on disk written with deltala
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
@@ -53,6 +54,7 @@ from airflow_provider_deltamerge.spec import (
 )
 from tests.conftest import make_table
 from tests.delta.helpers import craft_table
+from tests.engine.test_catalog_target import register_delta_table
 
 USER_METADATA = backend.USER_METADATA_CONF
 PIP_HINT = "the Python package delta-spark: pip install airflow-provider-deltamerge[delta-spark]"
@@ -965,6 +967,27 @@ def test_a_retried_run_returns_its_commit_instead_of_merging_again(delta, spark,
     }
     assert {k: again.metrics[k] for k in derived} == derived
     assert {k for k, v in again.metrics.items() if v is None} == SQL_METRICS_ONLY
+
+
+def test_a_retry_into_a_catalog_table_returns_its_commit(delta, spark, tmp_path, source):
+    # Given: the target registered in the session's catalog as a Delta table, and named by it
+    database = f"shop_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE DATABASE {database}")
+    try:
+        register_delta_table(spark, f"{database}.orders", str(tmp_path / "target"))
+        spec = dataclasses.replace(
+            spec_of(source, tmp_path, (update_all(), insert_all())), target=f"{database}.orders"
+        )
+        # When: the job runs twice with the same run identity
+        first = backend.run_with_delta_spark(spark, spec, provenance={**RUN, "tryNumber": 1})
+        again = backend.run_with_delta_spark(spark, spec, provenance={**RUN, "tryNumber": 2})
+    finally:
+        spark.sql(f"DROP DATABASE {database} CASCADE")
+    # Then: Delta's runtime opened the table at its catalog location; the retry found the first commit there
+    delta.DeltaTable.forPath.assert_called_with(spark, str(tmp_path / "target"))
+    assert (first.version, again.version, again.already_committed) == (2, 2, True)
+    assert delta.builder.execute.call_count == 1
+    assert DeltaTable(str(tmp_path / "target")).version() == 2
 
 
 def test_rerun_merge_or_another_spec_merges_again(delta, spark, tmp_path, source):
