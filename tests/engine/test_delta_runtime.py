@@ -67,8 +67,8 @@ def _missing_delta_setup() -> list[str]:
     missing = []
     if not (os.environ.get(JARS_ENV) or os.environ.get(PACKAGES_ENV)):
         missing.append(
-            f"set {JARS_ENV}=/path/delta-spark_2.13-<version>.jar,/path/delta-storage-<version>.jar "
-            f"(local jars) or {PACKAGES_ENV}=io.delta:delta-spark_2.13:<version> (fetched: needs network)"
+            f"set {JARS_ENV}=/path/delta-spark_4.2_2.13-4.4.1.jar,/path/delta-storage-4.4.1.jar "
+            f"(local jars) or {PACKAGES_ENV}=io.delta:delta-spark_4.2_2.13:4.4.1 (fetched: needs network)"
         )
     try:
         importlib.metadata.distribution("delta-spark")
