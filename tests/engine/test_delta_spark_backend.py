@@ -422,7 +422,7 @@ def test_local_session_without_delta_names_every_missing_piece(spark):
     message = str(raised.value)
     assert f"1. {PIP_HINT}" in message
     assert "2. Delta's jars (io.delta.tables.DeltaTable" in message
-    assert "--packages io.delta:delta-spark_2.13:<version>" in message
+    assert f"--packages io.delta:delta-spark_{spark.version[:3]}_2.13:<version>" in message
     assert "spark.jars" in message
     assert "3. the Spark conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension" in message
     assert (
@@ -430,6 +430,22 @@ def test_local_session_without_delta_names_every_missing_piece(spark):
         in message
     )
     assert raised.value.error_class == "DELTA_RUNTIME_MISSING"
+
+
+@pytest.mark.parametrize(
+    ("delta_version", "spark_version", "artifact"),
+    [
+        ("4.4.1", "4.2.0", "delta-spark_4.2_2.13"),
+        ("4.1.0", "4.0.1", "delta-spark_4.0_2.13"),
+        ("4.0.1", "4.0.1", "delta-spark_2.13"),
+    ],
+)
+def test_the_jars_hint_names_the_artifact_as_delta_s_pip_utils_does(
+    mocker, delta_version, spark_version, artifact
+):
+    # delta-spark's configure_spark_with_delta_pip asks for one artifact per Spark line since 4.1
+    mocker.patch.object(backend.importlib.metadata, "version", return_value=delta_version)
+    assert backend._delta_artifact(spark_version) == artifact
 
 
 def test_jvm_check_tells_a_loadable_class_from_a_missing_one(spark):

@@ -116,7 +116,7 @@ def missing_delta_runtime(spark: SparkSession) -> tuple[str, ...]:
     if _jvm_has_class(spark, DELTA_TABLE_CLASS) is False:
         missing.append(
             f"Delta's jars ({DELTA_TABLE_CLASS} is not on the JVM's classpath): "
-            f"spark-submit --packages io.delta:delta-spark_2.13:{_delta_version()} "
+            f"spark-submit --packages io.delta:{_delta_artifact(spark.version)}:{_delta_version()} "
             "(a delta-spark release built for your Spark version), or list the jars in spark.jars"
         )
     extensions = [name.strip() for name in (spark.conf.get(EXTENSIONS_CONF, "") or "").split(",")]
@@ -166,6 +166,16 @@ def _delta_version() -> str:
         return importlib.metadata.version("delta-spark")
     except importlib.metadata.PackageNotFoundError:
         return "<version>"
+
+
+def _delta_artifact(spark_version: str) -> str:
+    """The Maven artifact of Delta's jars for this Spark, named as delta-spark's own
+    ``configure_spark_with_delta_pip`` names it: one per Spark line since delta-spark 4.1
+    (``delta-spark_4.2_2.13``), one for all before (``delta-spark_2.13``)."""
+    release = tuple(int(part) for part in _delta_version().split(".")[:2] if part.isdigit())
+    if len(release) == 2 and release < (4, 1):
+        return "delta-spark_2.13"
+    return f"delta-spark_{'.'.join(spark_version.split('.')[:2])}_2.13"
 
 
 def _jvm_has_class(spark: SparkSession, class_name: str) -> bool | None:
