@@ -49,7 +49,7 @@ def delta_merge_metrics(
     actions = LogReader(table_uri, storage_options).actions(version)
     info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
     derived = {
-        **_before_skipping(table_uri, info.get("readVersion"), storage_options),
+        **before_skipping(table_uri, info.get("readVersion"), storage_options),
         **_partitions_and_change_bytes(actions),
     }
     recorded = {
@@ -60,11 +60,11 @@ def delta_merge_metrics(
     return metrics
 
 
-def _before_skipping(
-    table_uri: str, read_version: Any, storage_options: Mapping[str, str] | None
+def before_skipping(
+    table_uri: str, read_version: Any, storage_options: Mapping[str, str] | None = None
 ) -> dict[str, m.MetricValue]:
-    """Files and bytes of the snapshot Delta's merge read; {} (not measured) when the commit names no read
-    version or that version can no longer be loaded (its commits cleaned up)."""
+    """Files and bytes of the snapshot Delta's merge read (``readVersion``); {} (not measured) when no read
+    version is known or that version can no longer be loaded (its commits cleaned up)."""
     if not isinstance(read_version, int):
         return {}
     try:

@@ -2,9 +2,9 @@
 
 A Spark failure reaches Python as a ``PySparkException`` or, where PySpark does not convert it, as a
 ``Py4JJavaError`` whose text is the whole Java cause chain (60 to 200 lines). The useful part is the
-outermost error's class and first line, plus the innermost Spark error when it names something else (a
-read of a file fails because a CSV record is malformed): that is what the task shows. The full chain
-goes to the debug log.
+outermost classed error's class and first line, plus the innermost Spark error when it names something
+else (a read of a file fails because a CSV record is malformed; a write task fails because Delta refused
+a value): that is what the task shows. The full chain goes to the debug log.
 """
 
 from __future__ import annotations
@@ -26,32 +26,47 @@ _MAX_CHAIN = 10
 
 @dataclass(frozen=True)
 class SparkFailure:
-    """What a Spark error says: its class (``None`` if it has none) and its first sentence(s)."""
+    """What a Spark error says: its class (``None`` if it has none), its first sentence(s), and every error
+    class of its cause chain, outermost first (Delta's class may sit under a wrapper of Spark's)."""
 
     error_class: str | None
     message: str
+    classes: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return self.message
 
 
 def summarize(err: PySparkException | Py4JJavaError) -> SparkFailure:
-    """The class and first line of ``err``, with its innermost Spark cause when that says more."""
+    """The class and first line of ``err``, with its innermost Spark cause when that says more.
+
+    A wrapper without a class (the ``SparkException`` that aborted a job, whose first line is the first line
+    of a task's stack trace) gives way to the first error under it that has one.
+    """
     log.debug("Spark error in full", exc_info=err)
     chain = _chain(err)
-    outer_class, outer = chain[0]
-    inner = next(((c, m) for c, m in reversed(chain[1:]) if c is not None and c != outer_class), None)
+    start = next((i for i, (error_class, _) in enumerate(chain) if error_class is not None), 0)
+    outer_class, outer = chain[start]
+    causes = reversed(chain[start + 1 :])
+    inner = next(((c, m) for c, m in causes if c is not None and c != outer_class), None)
     message = outer if inner is None else f"{outer} Caused by [{inner[0]}] {inner[1]}"
-    return SparkFailure(outer_class, message)
+    return SparkFailure(outer_class, message, tuple(c for c, _ in chain if c is not None))
 
 
 def _chain(err: PySparkException | Py4JJavaError) -> list[tuple[str | None, str]]:
-    """(class, first line) of ``err`` and of each Java cause under it.
+    """(class, first line) of ``err`` and of each Java cause under it, outermost first.
 
-    A PySpark exception converted from the JVM keeps the Java throwable (``_origin``): its own message is
-    the one to read, because PySpark's ``getMessage()`` re-renders the text from Spark's error catalogue,
-    which lacks the classes of libraries on the classpath (Delta's ``DELTA_*`` come out as
-    ``[INTERNAL_ERROR] Cannot find main error class``).
+    Three shapes reach Python:
+
+    * a ``Py4JJavaError``, where PySpark does not convert the JVM's class (a ``SparkException`` that aborted
+      a job): its ``java_exception`` and the Java causes under it;
+    * a PySpark exception converted from the JVM, which keeps the Java throwable (``_origin``): its own
+      message is the one to read, because PySpark's ``getMessage()`` re-renders the text from Spark's error
+      catalogue, which lacks the classes of libraries on the classpath (Delta's ``DELTA_*`` come out as
+      ``[INTERNAL_ERROR] Cannot find main error class``);
+    * one built from a description instead, with no origin (delta-spark's conflict exceptions: its
+      ``delta/exceptions/captured.py`` passes the Java text, stack trace and cause), whose ``getMessage()``
+      is empty and ``getCondition()`` None: its text, ``str()``, which starts with the description.
     """
     throwable = err.java_exception if isinstance(err, Py4JJavaError) else getattr(err, "_origin", None)
     found: list[tuple[str | None, str]] = []
@@ -60,9 +75,10 @@ def _chain(err: PySparkException | Py4JJavaError) -> list[tuple[str | None, str]
         throwable = throwable.getCause()
     if found:
         return found
-    if isinstance(err, Py4JJavaError):
-        return [_first_line(str(err))]
-    return [(err.getCondition(), _first_line(err.getMessage())[1])]
+    error_class, line = _first_line(str(err))
+    if error_class is None and isinstance(err, PySparkException):
+        error_class = err.getCondition()
+    return [(error_class, line)]
 
 
 def _first_line(text: str) -> tuple[str | None, str]:

@@ -15,7 +15,7 @@ START_UP = [
     "WARNING: Using incubator modules: jdk.incubator.vector",
     "Using Spark's default log4j profile: org/apache/spark/log4j2-defaults.properties",
     "26/11/24 06:15:55 WARN Utils: Your hostname, vm, resolves to a loopback address: 127.0.0.1",
-    "26/11/24 06:15:58 INFO SparkContext: Running Spark version 4.2.1",
+    "26/11/24 06:15:58 INFO SparkContext: Running Spark version 4.2.0",
     "26/11/24 06:16:00 INFO BlockManager: Initialized BlockManager: BlockManagerId(driver, 192.0.2.2, None)",
 ]
 
@@ -33,21 +33,21 @@ def logged(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str]]:
 def test_spark_start_up_goes_to_debug_and_the_job_keeps_its_levels(output, caplog):
     # A progress line of the job while Spark starts does not end the start-up; the job's word does.
     lines = [START_UP[0], "deltamerge INFO Progress: starting Spark, 10 s", *START_UP[1:]]
-    for line in [*lines, "deltamerge INFO Spark started: Spark 4.2.1, master local[*]", START_UP[2]]:
+    for line in [*lines, "deltamerge INFO Spark started: Spark 4.2.0, master local[*]", START_UP[2]]:
         output.info(line)
 
     assert logged(caplog) == [
         ("DEBUG", START_UP[0]),
         ("INFO", "Progress: starting Spark, 10 s"),
         *(("DEBUG", line) for line in START_UP[1:]),
-        ("INFO", "Spark started: Spark 4.2.1, master local[*]"),
+        ("INFO", "Spark started: Spark 4.2.0, master local[*]"),
         ("WARNING", START_UP[2]),
     ]
 
 
 def test_after_start_up_spark_warnings_are_warnings_and_stack_frames_follow_their_record(output, caplog):
     lines = [
-        "deltamerge INFO Spark started: Spark 4.2.1, master local[*]",
+        "deltamerge INFO Spark started: Spark 4.2.0, master local[*]",
         "26/11/24 06:16:15 WARN TaskSetManager: Lost task 0.0 in stage 3.0: java.io.IOException: disk full",
         "\tat org.apache.spark.executor.Executor$TaskRunner.run(Executor.scala:620)",
         "26/11/24 06:16:16 INFO DAGScheduler: Job 3 finished",
@@ -79,7 +79,7 @@ def test_the_hooks_own_messages_are_untouched(output, caplog):
 
 def test_the_job_s_start_line_names_the_spark_ui(output):
     assert output.spark_ui is None
-    output.info("deltamerge INFO Spark started: Spark 4.2.1, master local[*], UI at http://10.0.0.5:4041")
+    output.info("deltamerge INFO Spark started: Spark 4.2.0, master local[*], UI at http://10.0.0.5:4041")
     assert output.spark_ui == "http://10.0.0.5:4041"
 
 
@@ -136,6 +136,6 @@ def test_a_kubernetes_job_links_to_its_driver_pod_where_a_console_is_configured(
 
 
 def test_a_client_mode_job_links_to_its_driver_s_ui(monkeypatch):
-    start = "deltamerge INFO Spark started: Spark 4.2.1, master local[*], UI at http://10.0.0.5:4041"
+    start = "deltamerge INFO Spark started: Spark 4.2.0, master local[*], UI at http://10.0.0.5:4041"
     hook = submitted(monkeypatch, "local[*]", [*START_UP, start])
     assert hook.spark_application_url() == "http://10.0.0.5:4041"

@@ -3,10 +3,13 @@
 Each case runs three times on identical tables: by our engine, by the delta-spark backend (then once more
 with the same run identity, as a retried task would) and by Delta's own ``MERGE INTO``. It runs in a process
 of its own because one Python process holds one SparkContext and the test session's shared one has no Delta.
+A case's backend may name its target by a catalog table, which the job registers (``USING delta`` at the
+table's path) before any merge.
 
 Usage: ``python -m tests.engine.delta_runtime_job REQUEST_JSON ANSWER_JSON``, from the repository's root so
-that this checkout's package is the one imported. The request names the run identity and, per case, one
-spec JSON per runner; the answer holds what each run returned, or the error it raised.
+that this checkout's package is the one imported. The request names the run identity, the catalog tables
+to register (name: path) and, per case, one spec JSON per runner; the answer holds what each run returned,
+or the error it raised.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from airflow_provider_deltamerge.engine.backends.delta_spark import (
     session_conf,
 )
 from airflow_provider_deltamerge.engine.merge import MergeResult
+from airflow_provider_deltamerge.engine.resolve.target_table import table_location
 from airflow_provider_deltamerge.engine.session_confs import AUTO_MERGE
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.spec import MergeSpec, to_merge_sql
@@ -54,12 +58,13 @@ RETRY = "retry"  # the backend again, with the run identity of its first run
 _MAX_CHAIN = 20
 
 
-def delta_session() -> SparkSession:
+def delta_session(warehouse: Path) -> SparkSession:
     """A local session with Delta's jars, its SQL extension and its catalog, as the README tells users."""
     builder = (
         local_session_builder("deltamerge-delta-runtime")
         .config(EXTENSIONS_CONF, DELTA_EXTENSION)
         .config(CATALOG_CONF, DELTA_CATALOG)
+        .config("spark.sql.warehouse.dir", str(warehouse))
     )
     jars = os.environ.get(JARS_ENV)
     if jars:
@@ -97,6 +102,7 @@ def _merge_outcome(spark: SparkSession, spec: MergeSpec, merge: Callable[[], Mer
     return {
         "metrics": dict(result.metrics),
         "version": result.version,
+        "committed": result.committed,
         "alreadyCommitted": result.already_committed,
         "commit": _latest_commit(spark, spec.target),
     }
@@ -117,11 +123,12 @@ def _sql_outcome(spark: SparkSession, spec: MergeSpec) -> dict[str, Any]:
     return {"commit": _latest_commit(spark, spec.target)}
 
 
-def _latest_commit(spark: SparkSession, table: str) -> dict[str, Any]:
-    """The newest commit of ``table`` as Delta's own runtime reads it (``DeltaTable.history``)."""
+def _latest_commit(spark: SparkSession, target: str) -> dict[str, Any]:
+    """The newest commit of ``target`` (a path or a catalog name) as Delta's own runtime reads it
+    (``DeltaTable.history``)."""
     from delta.tables import DeltaTable
 
-    row = DeltaTable.forPath(spark, table).history(1).collect()[0]
+    row = DeltaTable.forPath(spark, table_location(spark, target)).history(1).collect()[0]
     metrics = row["operationMetrics"] or {}
     return {"version": row["version"], "operation": row["operation"], "operationMetrics": dict(metrics)}
 
@@ -152,9 +159,11 @@ def _error_class(throwable: Any) -> str | None:
 def main(argv: Sequence[str]) -> int:
     request_file, answer_file = (Path(arg) for arg in argv)
     request = json.loads(request_file.read_text(encoding="utf-8"))
-    spark = delta_session()
+    spark = delta_session(request_file.parent / "warehouse")
     spark.sparkContext.setLogLevel("ERROR")
     try:
+        for name, path in request.get("tables", {}).items():
+            spark.sql(f"CREATE TABLE {name} USING delta LOCATION '{path}'")
         answer = {
             "missing": list(missing_delta_runtime(spark)),
             "cases": {

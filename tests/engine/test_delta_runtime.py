@@ -50,11 +50,16 @@ from airflow_provider_deltamerge.spec import (
 from tests.conftest import make_table
 from tests.engine.delta_runtime_job import BACKEND, ENGINE, JARS_ENV, PACKAGES_ENV, RETRY, RUNNERS, SQL
 from tests.engine.test_bad_input import MAX_MESSAGE_LINES
-from tests.engine.test_delta_spark_backend import DELTA_CONFS, SQL_METRICS_ONLY, DeltaConfiguredSession
+from tests.engine.test_delta_spark_backend import (
+    DELTA_CONFS,
+    NOT_MEASURED_WITHOUT_COMMIT,
+    SQL_METRICS_ONLY,
+    DeltaConfiguredSession,
+)
 from tests.oracle import sorted_rows
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-# Spark's start, the download of Delta's jars (with DELTA_SPARK_PACKAGES), some thirty small merges.
+# Spark's start, the download of Delta's jars (with DELTA_SPARK_PACKAGES), some fifty small merges.
 JOB_TIMEOUT_S = 900
 
 
@@ -62,8 +67,8 @@ def _missing_delta_setup() -> list[str]:
     missing = []
     if not (os.environ.get(JARS_ENV) or os.environ.get(PACKAGES_ENV)):
         missing.append(
-            f"set {JARS_ENV}=/path/delta-spark_2.13-<version>.jar,/path/delta-storage-<version>.jar "
-            f"(local jars) or {PACKAGES_ENV}=io.delta:delta-spark_2.13:<version> (fetched: needs network)"
+            f"set {JARS_ENV}=/path/delta-spark_4.2_2.13-4.4.1.jar,/path/delta-storage-4.4.1.jar "
+            f"(local jars) or {PACKAGES_ENV}=io.delta:delta-spark_4.2_2.13:4.4.1 (fetched: needs network)"
         )
     try:
         importlib.metadata.distribution("delta-spark")
@@ -92,10 +97,14 @@ SOURCE = pa.table(
         "region": pa.array(["us", "us", "eu"]),
     }
 )
+# Issue 18's retry: the first run deletes (1, 10) and inserts 3; a second merge would insert (1, -1).
+RETRIED_TARGET = pa.table({"id": pa.array([1, 2], pa.int64()), "qty": pa.array([10, 20], pa.int32())})
+RETRIED_SOURCE = pa.table({"id": pa.array([1, 3], pa.int64()), "qty": pa.array([-1, 30], pa.int32())})
 RUN = {"dagId": "orders", "taskId": "merge", "runId": "manual__1", "mapIndex": -1}
 
-# The counts Delta defines by the clauses alone. Copied and output rows are among them here because every
-# target is one file, so which rows are copied does not depend on how each runner prunes files.
+# The counts Delta defines by the clauses alone. Copied and output rows are among them here because each
+# runner rewrites exactly the files with a matched row (one file, or one per partition), so which rows are
+# copied does not depend on how each runner prunes files.
 ROW_COUNTS = (
     m.NUM_SOURCE_ROWS,
     m.NUM_TARGET_ROWS_INSERTED,
@@ -124,10 +133,14 @@ class Case:
 
     clauses: tuple[MergeClause, ...]
     source: pa.Table = field(default_factory=lambda: SOURCE)
+    target: pa.Table = field(default_factory=lambda: TARGET)
+    partition_by: tuple[str, ...] = ()
     schema_evolution: bool = False
     rows: list[tuple[Any, ...]] = field(default_factory=list)  # the target's rows after the merge, by id
     counts: Mapping[str, int] = field(default_factory=dict)
     error: tuple[type[DeltaMergeError], str] | None = None  # our error, and Delta's class for it
+    commits: bool = True  # False: Delta skips the empty commit (commitIfNeeded), and so do the others
+    catalog_table: str | None = None  # the backend names its target by this catalog table, at its path
 
 
 CASES = {
@@ -179,6 +192,32 @@ CASES = {
         ],
         counts=changed(inserted=1, updated=2),
     ),
+    "partitioned-upsert": Case(
+        (update_all(), insert_all()),
+        partition_by=("region",),
+        rows=[(1, 10, "eu"), (2, 21, "us"), (3, 30, "eu"), (4, 0, "us"), (5, 50, "eu"), (6, 60, "eu")],
+        counts=changed(inserted=1, updated=2),
+    ),
+    "retried-delete-update-insert": Case(
+        (delete(condition="s.qty < 0"), update_all(), insert_all()),
+        target=RETRIED_TARGET,
+        source=RETRIED_SOURCE,
+        rows=[(2, 20), (3, 30)],  # after the retry too: (1, -1) does not come back
+        counts=changed(inserted=1, deleted=1),
+    ),
+    "catalog-target-upsert": Case(
+        (update_all(), insert_all()),
+        catalog_table="deltamerge_runtime_orders",
+        rows=[(1, 10, "eu"), (2, 21, "us"), (3, 30, "eu"), (4, 0, "us"), (5, 50, "eu"), (6, 60, "eu")],
+        counts=changed(inserted=1, updated=2),
+    ),
+    # No source row matches and there is no insert: Delta's merge writes no file and commits nothing.
+    "nothing-matches": Case(
+        (update_all(),),
+        source=SOURCE.set_column(0, "id", pa.array([7, 8, 9], pa.int64())),
+        rows=TARGET_ROWS,
+        commits=False,
+    ),
     "multiple-matches": Case(
         (update_all(), insert_all()),
         source=pa.concat_tables([SOURCE, SOURCE.slice(0, 1)]),  # id 2 twice
@@ -195,7 +234,8 @@ CASES = {
         error=(MergeExecutionError, "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE"),
     ),
 }
-MERGING = [name for name, case in CASES.items() if case.error is None]
+MERGING = [name for name, case in CASES.items() if case.error is None and case.commits]
+NOT_COMMITTING = [name for name, case in CASES.items() if case.error is None and not case.commits]
 FAILING = [name for name, case in CASES.items() if case.error is not None]
 
 
@@ -215,10 +255,19 @@ def delta_runs(tmp_path_factory: pytest.TempPathFactory) -> DeltaRuns:
     folder = tmp_path_factory.mktemp("delta-runtime")
     targets: dict[str, dict[str, str]] = {}
     specs: dict[str, dict[str, str]] = {}
+    tables: dict[str, str] = {}  # catalog name: path, registered by the job
     for name, case in CASES.items():
         source = folder / f"{name}.parquet"
         pq.write_table(case.source, source)
-        targets[name] = {runner: make_table(folder / name / runner, TARGET) for runner in RUNNERS}
+        partition_by = list(case.partition_by) or None
+        targets[name] = {
+            runner: make_table(folder / name / runner, case.target, partition_by=partition_by)
+            for runner in RUNNERS
+        }
+        named = dict(targets[name])
+        if case.catalog_table is not None:
+            tables[case.catalog_table] = named[BACKEND]
+            named[BACKEND] = case.catalog_table
         specs[name] = {
             runner: MergeSpec(
                 target=target,
@@ -227,10 +276,10 @@ def delta_runs(tmp_path_factory: pytest.TempPathFactory) -> DeltaRuns:
                 clauses=case.clauses,
                 schema_evolution=case.schema_evolution,
             ).to_json()
-            for runner, target in targets[name].items()
+            for runner, target in named.items()
         }
     request, answer = folder / "request.json", folder / "answer.json"
-    request.write_text(json.dumps({"run": RUN, "cases": specs}), encoding="utf-8")
+    request.write_text(json.dumps({"run": RUN, "tables": tables, "cases": specs}), encoding="utf-8")
     job = subprocess.run(
         [sys.executable, "-m", "tests.engine.delta_runtime_job", str(request), str(answer)],
         cwd=REPOSITORY,  # -m puts the working directory first on sys.path: this checkout's package is used
@@ -318,7 +367,9 @@ def test_backend_metrics_are_its_commits_in_the_engines_shape(delta_runs, name):
     # One XCom shape whichever backend ran: the engine's keys, None only where Delta's SQL metrics hold it
     assert set(backend_run["metrics"]) == set(engine["metrics"])
     assert {k for k, v in backend_run["metrics"].items() if v is None} == SQL_METRICS_ONLY
-    assert backend_run["metrics"][m.NUM_TARGET_FILES_BEFORE_SKIPPING] == 1  # deltalake wrote one file
+    # deltalake wrote one file, or one per partition, at version 0
+    files = len(DeltaTable(delta_runs.targets[name][BACKEND], version=0).file_uris())
+    assert backend_run["metrics"][m.NUM_TARGET_FILES_BEFORE_SKIPPING] == files
     # Delta's runtime reads the engine's commit as the MERGE it is
     assert (engine["commit"]["operation"], engine["commit"]["version"], engine["version"]) == ("MERGE", 1, 1)
 
@@ -330,6 +381,42 @@ def test_a_retry_of_the_same_run_returns_the_first_commit(delta_runs, name):
     assert retry["version"] == first["version"]
     assert DeltaTable(delta_runs.targets[name][BACKEND]).version() == first["version"]  # no second commit
     assert retry["metrics"] == first["metrics"]
+
+
+def test_a_partitioned_target_s_partitions_are_counted_as_the_engine_counts_them(delta_runs):
+    engine, backend_run = (delta_runs.outcomes["partitioned-upsert"][runner] for runner in (ENGINE, BACKEND))
+    # Delta rewrites the us file (ids 2 and 4 matched) and writes the insert (id 6) into eu
+    partitions = {m.NUM_TARGET_PARTITIONS_REMOVED_FROM: 1, m.NUM_TARGET_PARTITIONS_ADDED_TO: 2}
+    assert {k: backend_run["metrics"][k] for k in partitions} == partitions
+    assert {k: engine["metrics"][k] for k in partitions} == partitions
+    assert backend_run["metrics"][m.NUM_TARGET_FILES_BEFORE_SKIPPING] == 2
+
+
+# --- merges that commit nothing -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NOT_COMMITTING)
+def test_a_merge_that_changes_nothing_commits_nothing(delta_runs, name):
+    outcomes, targets = delta_runs.outcomes[name], delta_runs.targets[name]
+    for runner in RUNNERS:
+        target = targets[runner]
+        assert (runner, DeltaTable(target).version(), rows_by_id(target)) == (runner, 0, CASES[name].rows)
+    assert [outcomes[runner]["committed"] for runner in (ENGINE, BACKEND, RETRY)] == [False, False, False]
+    assert outcomes[SQL]["commit"]["version"] == 0  # Delta's own MERGE INTO skipped the empty commit too
+
+
+@pytest.mark.parametrize("name", NOT_COMMITTING)
+def test_a_merge_without_commit_reports_what_was_measured_and_none_for_the_rest(delta_runs, name):
+    metrics = delta_runs.outcomes[name][BACKEND]["metrics"]
+    assert metrics[m.NUM_SOURCE_ROWS] == CASES[name].source.num_rows  # counted: no commit records it
+    assert metrics[m.EXECUTION_TIME_MS] > 0
+    # Nothing landed since version 0, so Delta read that snapshot: its files and bytes, as deltalake has them
+    adds = pa.table(DeltaTable(delta_runs.targets[name][BACKEND], version=0).get_add_actions())
+    assert metrics[m.NUM_TARGET_FILES_BEFORE_SKIPPING] == adds.num_rows
+    assert metrics[m.NUM_TARGET_BYTES_BEFORE_SKIPPING] == sum(adds.column("size_bytes").to_pylist())
+    assert {k for k, v in metrics.items() if v is None} == NOT_MEASURED_WITHOUT_COMMIT
+    changes = [k for k in ROW_COUNTS if k != m.NUM_SOURCE_ROWS]
+    assert {k: metrics[k] for k in changes} == dict.fromkeys(changes, 0)
 
 
 # --- merges that fail -----------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ the source read, the session conf, and Delta tables on disk written with deltala
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
@@ -22,7 +23,9 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.schema import Field, PrimitiveType, Schema
+from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException, PySparkException
+from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import Row
 
 from airflow_provider_deltamerge import __version__
@@ -51,6 +54,7 @@ from airflow_provider_deltamerge.spec import (
 )
 from tests.conftest import make_table
 from tests.delta.helpers import craft_table
+from tests.engine.test_catalog_target import register_delta_table
 
 USER_METADATA = backend.USER_METADATA_CONF
 PIP_HINT = "the Python package delta-spark: pip install airflow-provider-deltamerge[delta-spark]"
@@ -263,8 +267,57 @@ class FakeDeltaRuntime:
         log_file.write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
-class FakeConcurrentAppend(PySparkException):
-    """Stands in for delta.exceptions.ConcurrentAppendException."""
+class ConcurrentAppendException(PySparkException):
+    """delta.exceptions.ConcurrentAppendException (delta/exceptions/base.py), the class the backend tests."""
+
+
+class FakeConcurrentAppend(CapturedException, ConcurrentAppendException):
+    """delta/exceptions/captured.py's ConcurrentAppendException: PySpark's own CapturedException built from
+    the JVM exception's description, stack trace and cause, with no origin, so getMessage() is "" and
+    getCondition() None under PySpark 4; only str() (the description first) carries Delta's text."""
+
+
+def delta_conflict(spark: Any, message: str) -> FakeConcurrentAppend:
+    """A conflict as delta-spark converts Delta's JVM exception (``_convert_delta_exception``): the text after
+    the Java class name, the stack as Spark renders it, the cause. The Java exception is a real one, of the
+    JDK class Delta's ``io.delta.exceptions.ConcurrentAppendException`` extends."""
+    java = spark._jvm.java.util.ConcurrentModificationException(message)
+    stack = getattr(spark._jvm, "org.apache.spark.util.Utils").exceptionString(java)
+    return FakeConcurrentAppend(java.toString().split(": ", 1)[1], stack, java.getCause())
+
+
+def thrown_by_jvm(spark: Any, throwable: Any) -> PySparkException | Py4JJavaError:
+    """What a py4j call that throws ``throwable`` raises in Python, through PySpark's own handler: PySpark's
+    exception (``_origin`` the throwable) for the JVM classes it converts, a Py4JJavaError for the rest."""
+    jvm = spark._jvm
+    throw = jvm.java.lang.invoke.MethodHandles.throwException(
+        jvm.java.lang.Class.forName("java.lang.Object"), throwable.getClass()
+    )
+    arguments = spark.sparkContext._gateway.new_array(jvm.java.lang.Object, 1)
+    arguments[0] = throwable
+    try:
+        throw.invokeWithArguments(arguments)
+    except (PySparkException, Py4JJavaError) as err:
+        return err
+    raise AssertionError("the JVM did not throw")
+
+
+def failed_write_job(spark: Any, error_class: str, message: str) -> PySparkException | Py4JJavaError:
+    """A write job that a task's error aborted, as the driver's py4j call receives it: Spark's job-abort
+    SparkException, whose message embeds the task's stack, over the task's TASK_WRITE_FAILED (Delta's
+    DeltaFileFormatWriter wraps every task error so), over the error itself. Delta's DeltaArithmeticException
+    extends java.lang.ArithmeticException; its message is Delta's rendering."""
+    jvm = spark._jvm
+    spark_exception = getattr(jvm, "org.apache.spark.SparkException")
+    cause = jvm.java.lang.ArithmeticException(f"[{error_class}] {message}")
+    task = spark_exception(
+        f"[TASK_WRITE_FAILED] Task failed while writing rows to {TASK_PATH}. SQLSTATE: 58030", cause
+    )
+    lost = "Task 0 in stage 12.0 failed 1 times, most recent failure: Lost task 0.0 in stage 12.0 (TID 20)"
+    job = spark_exception(
+        f"Job aborted due to stage failure: {lost}: {task.toString()}{JVM_FRAMES}\nDriver stacktrace:", task
+    )
+    return thrown_by_jvm(spark, job)
 
 
 class FakeJavaThrowable:
@@ -309,7 +362,7 @@ def install_delta_package(mocker: Any, delta_table: Any = None) -> None:
     tables = types.ModuleType("delta.tables")
     tables.DeltaTable = delta_table or MagicMock(name="DeltaTable")  # type: ignore[attr-defined]
     exceptions = types.ModuleType("delta.exceptions")
-    exceptions.ConcurrentAppendException = FakeConcurrentAppend  # type: ignore[attr-defined]
+    exceptions.ConcurrentAppendException = ConcurrentAppendException  # type: ignore[attr-defined]
     exceptions.__all__ = ["ConcurrentAppendException"]  # type: ignore[attr-defined]
     package.tables, package.exceptions = tables, exceptions  # type: ignore[attr-defined]
     mocker.patch.dict(sys.modules, {"delta": package, "delta.tables": tables, "delta.exceptions": exceptions})
@@ -346,7 +399,7 @@ def spec_of(source: PathSource, tmp_path: Path, clauses: tuple[Any, ...], **kwar
 class DeltaConfiguredSession:
     """A session whose confs name Delta's extension and catalog, with no JVM to ask (as Spark Connect)."""
 
-    def __init__(self, confs: dict[str, str], version: str = "4.2.1") -> None:
+    def __init__(self, confs: dict[str, str], version: str = "4.2.0") -> None:
         self.conf = SimpleNamespace(get=lambda key, default=None: confs.get(key, default))
         self.version = version
 
@@ -369,7 +422,7 @@ def test_local_session_without_delta_names_every_missing_piece(spark):
     message = str(raised.value)
     assert f"1. {PIP_HINT}" in message
     assert "2. Delta's jars (io.delta.tables.DeltaTable" in message
-    assert "--packages io.delta:delta-spark_2.13:<version>" in message
+    assert f"--packages io.delta:delta-spark_{spark.version[:3]}_2.13:<version>" in message
     assert "spark.jars" in message
     assert "3. the Spark conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension" in message
     assert (
@@ -377,6 +430,22 @@ def test_local_session_without_delta_names_every_missing_piece(spark):
         in message
     )
     assert raised.value.error_class == "DELTA_RUNTIME_MISSING"
+
+
+@pytest.mark.parametrize(
+    ("delta_version", "spark_version", "artifact"),
+    [
+        ("4.4.1", "4.2.0", "delta-spark_4.2_2.13"),
+        ("4.1.0", "4.0.1", "delta-spark_4.0_2.13"),
+        ("4.0.1", "4.0.1", "delta-spark_2.13"),
+    ],
+)
+def test_the_jars_hint_names_the_artifact_as_delta_s_pip_utils_does(
+    mocker, delta_version, spark_version, artifact
+):
+    # delta-spark's configure_spark_with_delta_pip asks for one artifact per Spark line since 4.1
+    mocker.patch.object(backend.importlib.metadata, "version", return_value=delta_version)
+    assert backend._delta_artifact(spark_version) == artifact
 
 
 def test_jvm_check_tells_a_loadable_class_from_a_missing_one(spark):
@@ -411,21 +480,42 @@ def test_configured_session_with_package_has_runtime(mocker):
     backend.require_delta_runtime(DeltaConfiguredSession(DELTA_CONFS))  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("spark_version", "runs"), [("4.2.1", True), ("4.0.0", True), ("4.3.0", False)])
+# What the delta-spark 4.4.0 and 4.4.1 wheels declare (METADATA, Requires-Dist), verbatim.
+DELTA_4_4_REQUIRES = ["pyspark<=4.2.0,>=4.0.1", "importlib_metadata<=8.7.1,>=1.0.0"]
+
+
+@pytest.mark.parametrize(
+    ("spark_version", "runs"),
+    [("4.0.1", True), ("4.2.0", True), ("4.0.0", False), ("4.2.1", False), ("4.3.0", False)],
+)
 def test_a_spark_version_delta_was_not_built_for_is_refused_before_the_jvm_crashes(
     mocker, spark_version, runs
 ):
-    # delta-spark 4.4's own metadata declares the pyspark versions it works with, as its wheel does.
+    # Given: delta-spark 4.4.1 installed, with the pyspark range its wheel declares
     install_delta_package(mocker)
-    requires = {"delta-spark": ["pyspark<4.3.0,>=4.0.0", "importlib-metadata>=1.0.0"]}
+    requires = {"delta-spark": DELTA_4_4_REQUIRES}
     mocker.patch.object(backend.importlib.metadata, "requires", side_effect=requires.__getitem__)
-    mocker.patch.object(backend.importlib.metadata, "version", return_value="4.4.0")
+    mocker.patch.object(backend.importlib.metadata, "version", return_value="4.4.1")
     session = DeltaConfiguredSession(DELTA_CONFS, spark_version)
+    # When/Then: a Spark outside that range, patch releases after its top included, is refused by name
     refused = (
-        f"a Spark version delta-spark 4.4.0 supports (<4.3.0,>=4.0.0); this session runs Spark "
+        f"a Spark version delta-spark 4.4.1 supports (<=4.2.0,>=4.0.1); this session runs Spark "
         f"{spark_version}: install the delta-spark release built for it, or that Spark"
     )
     assert backend.missing_delta_runtime(session) == (() if runs else (refused,))  # type: ignore[arg-type]
+    if not runs:
+        with pytest.raises(DeltaRuntimeError, match=r"this session runs Spark \d") as raised:
+            backend.require_delta_runtime(session)  # type: ignore[arg-type]
+        assert raised.value.error_class == "DELTA_RUNTIME_MISSING"
+
+
+def test_the_tested_spark_is_one_delta_4_4_declares():
+    # The pinned pyspark (constraints.txt) is the one the suite runs; Delta 4.4 must accept it, or the
+    # delta-spark backend could not run in the environment the project tests.
+    from packaging.requirements import Requirement
+    from pyspark import __version__ as pyspark_version
+
+    assert Requirement(DELTA_4_4_REQUIRES[0]).specifier.contains(pyspark_version)
 
 
 def test_configured_session_without_package_has_no_runtime():
@@ -714,78 +804,163 @@ def test_our_commit_is_found_behind_a_concurrent_one(delta, spark, tmp_path, sou
     assert result.metrics[m.NUM_TARGET_PARTITIONS_ADDED_TO] == 2  # our commit's files, not theirs
 
 
+# What only Delta's SQL metrics hold when no commit records them: its phase timings too.
+NOT_MEASURED_WITHOUT_COMMIT = {
+    *SQL_METRICS_ONLY,
+    m.SCAN_TIME_MS,
+    m.REWRITE_TIME_MS,
+    m.MATERIALIZE_SOURCE_TIME_MS,
+}
+
+
 def test_no_commit_when_delta_changed_nothing(delta, spark, tmp_path, source):
+    # Given: a target of 3 files at version 1, and a merge Delta commits nothing for
+    before_bytes = data_file_bytes(tmp_path / "target")
     delta.commit_metrics = None
+    # When
     result = backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
+    # Then: no commit, the table's version reported, every declared metric there
     assert (result.version, result.committed) == (1, False)
     assert set(result.metrics) == set(m.METRIC_DESCRIPTIONS)
-    # No commit holds Delta's metrics: the source is counted and the time measured, not made-up zeros
+    # The source is counted and the time measured, not made-up zeros
     assert result.metrics[m.NUM_SOURCE_ROWS] == SOURCE.num_rows
     assert result.metrics[m.EXECUTION_TIME_MS] > 0
-    # No commit records the version Delta read, and its SQL metrics are out of reach: not measured
-    not_measured = {m.NUM_TARGET_FILES_BEFORE_SKIPPING, m.NUM_TARGET_BYTES_BEFORE_SKIPPING, *SQL_METRICS_ONLY}
-    assert {k for k, v in result.metrics.items() if v is None} == not_measured
-    measured = {m.NUM_SOURCE_ROWS, m.EXECUTION_TIME_MS, *not_measured}
+    # Nothing landed since version 1, so Delta read that snapshot: its files and bytes
+    assert result.metrics[m.NUM_TARGET_FILES_BEFORE_SKIPPING] == 3
+    assert result.metrics[m.NUM_TARGET_BYTES_BEFORE_SKIPPING] == before_bytes
+    # Delta's SQL metrics, its timings among them, are out of reach: not measured, not 0
+    assert {k for k, v in result.metrics.items() if v is None} == NOT_MEASURED_WITHOUT_COMMIT
+    # The rest is 0 as Delta would count it: no row changed, no file removed or added
+    measured = {
+        m.NUM_SOURCE_ROWS,
+        m.EXECUTION_TIME_MS,
+        m.NUM_TARGET_FILES_BEFORE_SKIPPING,
+        m.NUM_TARGET_BYTES_BEFORE_SKIPPING,
+        *NOT_MEASURED_WITHOUT_COMMIT,
+    }
     assert {v for k, v in result.metrics.items() if k not in measured} == {0}
 
 
 def test_a_newer_commit_that_is_not_ours_is_not_reported_as_ours(delta, spark, tmp_path, source):
+    # Given: Delta commits nothing for the merge, and another writer commits right after it
     delta.commit_metrics = None
     delta.other_writers_after = 1
+    # When
     result = backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
+    # Then: not ours: no commit, no rows
     assert (result.version, result.committed) == (1, False)
     assert result.metrics[m.NUM_OUTPUT_ROWS] == 0
+    # Which snapshot Delta read is no longer known: the files and bytes before skipping are not measured
+    not_measured = {m.NUM_TARGET_FILES_BEFORE_SKIPPING, m.NUM_TARGET_BYTES_BEFORE_SKIPPING}
+    assert {k for k, v in result.metrics.items() if v is None} == NOT_MEASURED_WITHOUT_COMMIT | not_measured
 
 
 UNRESOLVED = "Cannot resolve s.nope in search condition given columns t.id, t.qty, s.id, s.qty."
 OVERFLOW = 'Failed to write a value of "BIGINT" type into the "INT" type column `qty` due to an overflow.'
+# Delta's DELTA_CAST_OVERFLOW_IN_TABLE_WRITE message: three lines, the first one the sentence to keep.
+OVERFLOW_LINES = (
+    f"{OVERFLOW}\nUse `try_cast` on the input value to tolerate overflow and return NULL instead.\n"
+    'If necessary, set spark.sql.storeAssignmentPolicy to "LEGACY" to bypass this error.'
+)
+TASK_PATH = "file:/tmp/target"
+CONFLICT = (
+    "Transaction conflict detected. a concurrent WRITE added data to table delta.`/tmp/target` committed at "
+    "version 2. The concurrent operation modified data in the partition [region=eu] that should have been "
+    "read by this operation. Please retry the operation. Refer to "
+    "https://docs.delta.io/latest/concurrency-control.html for more information."
+)
+
+ERROR_CASES = {
+    "analysis": (
+        lambda spark: delta_error(AnalysisException, "DELTA_MERGE_UNRESOLVED_EXPRESSION", UNRESOLVED),
+        ClauseResolutionError,
+        "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+        f"{UNRESOLVED} (Delta's analysis of the merge) Fix the clause or column it names.",
+    ),
+    # Not converted to AnalysisException: the class still says it is Delta's analysis.
+    "analysis-unconverted": (
+        lambda spark: delta_error(PySparkException, "DELTA_MERGE_UNRESOLVED_EXPRESSION", UNRESOLVED),
+        ClauseResolutionError,
+        "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+        f"{UNRESOLVED} (Delta's analysis of the merge) Fix the clause or column it names.",
+    ),
+    "cast-overflow": (
+        lambda spark: delta_error(PySparkException, "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE", OVERFLOW),
+        MergeExecutionError,
+        "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE",
+        f"{OVERFLOW} (Delta's merge) Nothing was committed.",
+    ),
+    # The job aborted: a Py4JJavaError whose first line is the task's stack; Delta's class two causes down.
+    "cast-overflow-in-an-aborted-job": (
+        lambda spark: failed_write_job(spark, "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE", OVERFLOW_LINES),
+        MergeExecutionError,
+        "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE",
+        f"Task failed while writing rows to {TASK_PATH}. Caused by [DELTA_CAST_OVERFLOW_IN_TABLE_WRITE] "
+        f"{OVERFLOW} (Delta's merge) Nothing was committed.",
+    ),
+    # PySpark converts a Java ArithmeticException thrown alone, keeping it as the origin.
+    "cast-overflow-converted": (
+        lambda spark: thrown_by_jvm(
+            spark,
+            spark._jvm.java.lang.ArithmeticException(
+                f"[DELTA_CAST_OVERFLOW_IN_TABLE_WRITE] {OVERFLOW_LINES}"
+            ),
+        ),
+        MergeExecutionError,
+        "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE",
+        f"{OVERFLOW} (Delta's merge) Nothing was committed.",
+    ),
+    "conflict": (
+        lambda spark: delta_conflict(spark, f"[DELTA_CONCURRENT_APPEND.WITH_PARTITION_HINT] {CONFLICT}"),
+        MergeCommitError,
+        "DELTA_CONCURRENT_APPEND.WITH_PARTITION_HINT",
+        f"A concurrent commit conflicted with the merge; nothing was committed: {CONFLICT}",
+    ),
+    "execution": (
+        lambda spark: PySparkException(message="task failed"),
+        MergeExecutionError,
+        None,
+        "task failed (Delta's merge) Nothing was committed.",
+    ),
+}
 
 
 @pytest.mark.parametrize(
-    ("error", "expected", "error_class", "text"),
-    [
-        (
-            delta_error(AnalysisException, "DELTA_MERGE_UNRESOLVED_EXPRESSION", UNRESOLVED),
-            ClauseResolutionError,
-            "DELTA_MERGE_UNRESOLVED_EXPRESSION",
-            f"{UNRESOLVED} (Delta's analysis of the merge) Fix the clause or column it names.",
-        ),
-        (
-            # Not converted to AnalysisException: the class still says it is Delta's analysis.
-            delta_error(PySparkException, "DELTA_MERGE_UNRESOLVED_EXPRESSION", UNRESOLVED),
-            ClauseResolutionError,
-            "DELTA_MERGE_UNRESOLVED_EXPRESSION",
-            UNRESOLVED,
-        ),
-        (
-            delta_error(PySparkException, "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE", OVERFLOW),
-            MergeExecutionError,
-            "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE",
-            f"{OVERFLOW} (Delta's merge) Nothing was committed.",
-        ),
-        (
-            FakeConcurrentAppend(message="files were added to partition [region=eu]"),
-            MergeCommitError,
-            None,
-            "files were added to partition [region=eu]",
-        ),
-        (PySparkException(message="task failed"), MergeExecutionError, None, "task failed"),
-    ],
-    ids=["analysis", "analysis-unconverted", "cast-overflow", "conflict", "execution"],
+    ("make_error", "expected", "error_class", "text"), ERROR_CASES.values(), ids=ERROR_CASES.keys()
 )
 def test_delta_errors_become_the_merges_own_in_delta_s_words(
-    delta, spark, tmp_path, source, error, expected, error_class, text
+    delta, spark, tmp_path, source, make_error, expected, error_class, text
 ):
+    # Given: Delta's merge fails with the error as PySpark hands it over
+    error = make_error(spark)
     delta.execute_error = error
+    # When
     with pytest.raises(expected) as raised:
         backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
+    # Then: Delta's class, and Delta's sentence with our hint, not PySpark's INTERNAL_ERROR or a stack's line
     assert raised.value.error_class == error_class
-    assert text in raised.value.message
-    # Delta's sentence, not PySpark's INTERNAL_ERROR or the JVM's frames.
+    assert raised.value.message == text
     assert "INTERNAL_ERROR" not in raised.value.message and "\tat org.apache" not in raised.value.message
-    assert len(raised.value.message) < 400
+    assert "Job aborted" not in raised.value.message
     assert raised.value.__cause__ is error
     assert spark.conf.get(USER_METADATA, None) is None  # restored on failure too
+
+
+def test_the_conflict_fake_carries_only_what_delta_s_python_exception_does(spark):
+    # delta-spark's conversion gives PySpark no origin: PySpark 4 then has no message and no condition
+    conflict = delta_conflict(spark, f"[DELTA_CONCURRENT_APPEND.WITH_PARTITION_HINT] {CONFLICT}")
+    assert (conflict.getMessage(), conflict.getCondition()) == ("", None)
+    assert str(conflict).startswith(f"[DELTA_CONCURRENT_APPEND.WITH_PARTITION_HINT] {CONFLICT}")
+    assert "java.util.ConcurrentModificationException" in conflict._stackTrace
+
+
+def test_an_aborted_job_arrives_as_a_py4j_error_with_delta_s_class_two_causes_down(spark):
+    error = failed_write_job(spark, "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE", OVERFLOW_LINES)
+    assert isinstance(error, Py4JJavaError)  # PySpark does not convert a SparkException
+    first = error.java_exception.getMessage()
+    assert first.startswith("Job aborted") and "\tat org.apache" in first
+    delta_cause = error.java_exception.getCause().getCause()
+    assert delta_cause.getMessage().startswith("[DELTA_CAST_OVERFLOW_IN_TABLE_WRITE]")
 
 
 RUN = {"dagId": "orders", "taskId": "merge", "runId": "manual__1", "mapIndex": -1}
@@ -808,6 +983,27 @@ def test_a_retried_run_returns_its_commit_instead_of_merging_again(delta, spark,
     }
     assert {k: again.metrics[k] for k in derived} == derived
     assert {k for k, v in again.metrics.items() if v is None} == SQL_METRICS_ONLY
+
+
+def test_a_retry_into_a_catalog_table_returns_its_commit(delta, spark, tmp_path, source):
+    # Given: the target registered in the session's catalog as a Delta table, and named by it
+    database = f"shop_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE DATABASE {database}")
+    try:
+        register_delta_table(spark, f"{database}.orders", str(tmp_path / "target"))
+        spec = dataclasses.replace(
+            spec_of(source, tmp_path, (update_all(), insert_all())), target=f"{database}.orders"
+        )
+        # When: the job runs twice with the same run identity
+        first = backend.run_with_delta_spark(spark, spec, provenance={**RUN, "tryNumber": 1})
+        again = backend.run_with_delta_spark(spark, spec, provenance={**RUN, "tryNumber": 2})
+    finally:
+        spark.sql(f"DROP DATABASE {database} CASCADE")
+    # Then: Delta's runtime opened the table at its catalog location; the retry found the first commit there
+    delta.DeltaTable.forPath.assert_called_with(spark, str(tmp_path / "target"))
+    assert (first.version, again.version, again.already_committed) == (2, 2, True)
+    assert delta.builder.execute.call_count == 1
+    assert DeltaTable(str(tmp_path / "target")).version() == 2
 
 
 def test_rerun_merge_or_another_spec_merges_again(delta, spark, tmp_path, source):

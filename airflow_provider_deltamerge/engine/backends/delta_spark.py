@@ -28,7 +28,11 @@ from pyspark.sql import Row, SparkSession
 from airflow_provider_deltamerge import PACKAGE_NAME, __version__
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, provenance_of
 from airflow_provider_deltamerge.delta.idempotency import IDEMPOTENCY_DEPTH, run_identity, same_run
-from airflow_provider_deltamerge.delta.operation_metrics import DELTA_SPARK_EXECUTOR, delta_merge_metrics
+from airflow_provider_deltamerge.delta.operation_metrics import (
+    DELTA_SPARK_EXECUTOR,
+    before_skipping,
+    delta_merge_metrics,
+)
 from airflow_provider_deltamerge.delta.protocol import refused_features
 from airflow_provider_deltamerge.delta.snapshot import read_snapshot
 from airflow_provider_deltamerge.engine import metrics as m
@@ -37,7 +41,7 @@ from airflow_provider_deltamerge.engine.metrics import MetricsRecorder, MetricVa
 from airflow_provider_deltamerge.engine.resolve.resolution import quote
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
 from airflow_provider_deltamerge.engine.source.load import merge_source
-from airflow_provider_deltamerge.engine.spark_errors import summarize
+from airflow_provider_deltamerge.engine.spark_errors import SparkFailure, summarize
 from airflow_provider_deltamerge.exceptions import (
     ClauseResolutionError,
     DeltaMergeError,
@@ -112,7 +116,7 @@ def missing_delta_runtime(spark: SparkSession) -> tuple[str, ...]:
     if _jvm_has_class(spark, DELTA_TABLE_CLASS) is False:
         missing.append(
             f"Delta's jars ({DELTA_TABLE_CLASS} is not on the JVM's classpath): "
-            f"spark-submit --packages io.delta:delta-spark_2.13:{_delta_version()} "
+            f"spark-submit --packages io.delta:{_delta_artifact(spark.version)}:{_delta_version()} "
             "(a delta-spark release built for your Spark version), or list the jars in spark.jars"
         )
     extensions = [name.strip() for name in (spark.conf.get(EXTENSIONS_CONF, "") or "").split(",")]
@@ -162,6 +166,16 @@ def _delta_version() -> str:
         return importlib.metadata.version("delta-spark")
     except importlib.metadata.PackageNotFoundError:
         return "<version>"
+
+
+def _delta_artifact(spark_version: str) -> str:
+    """The Maven artifact of Delta's jars for this Spark, named as delta-spark's own
+    ``configure_spark_with_delta_pip`` names it: one per Spark line since delta-spark 4.1
+    (``delta-spark_4.2_2.13``), one for all before (``delta-spark_2.13``)."""
+    release = tuple(int(part) for part in _delta_version().split(".")[:2] if part.isdigit())
+    if len(release) == 2 and release < (4, 1):
+        return "delta-spark_2.13"
+    return f"delta-spark_{'.'.join(spark_version.split('.')[:2])}_2.13"
 
 
 def _jvm_has_class(spark: SparkSession, class_name: str) -> bool | None:
@@ -246,8 +260,10 @@ def run_with_delta_spark(
        ``operationMetrics``, the ones the log gives exactly (files and bytes before skipping, partitions
        removed from and added to, change file bytes), None for those only Delta's SQL metrics hold. A
        merge that changes nothing makes no commit: then ``committed`` is False, the version is the one
-       before, the row counts come from execute()'s own result, ``numSourceRows`` from counting the source
-       and ``executionTimeMs`` from the wall time of execute().
+       before, the row counts come from execute()'s own result, ``numSourceRows`` from counting the source,
+       ``executionTimeMs`` from the wall time of execute(), the files and bytes before skipping from the
+       snapshot at the version before when no other commit landed meanwhile (so Delta read that one), and
+       Delta's phase timings and other SQL metrics are None (not measured).
 
     Raises:
         DeltaRuntimeError: the session lacks Delta's runtime.
@@ -271,7 +287,7 @@ def run_with_delta_spark(
         failure = summarize(err)
         raise TargetTableError(
             f"Delta's runtime cannot open {spec.target} as a Delta table: {failure}",
-            error_class=_error_class(err, failure.error_class),
+            error_class=_error_class(err, failure),
         ) from err
     with _delta_errors():
         earlier = _committed_run(table, info) if rerun == "skip" else None
@@ -290,12 +306,18 @@ def run_with_delta_spark(
         with session_conf(spark, USER_METADATA_CONF, json.dumps(info, sort_keys=True)):
             counts = builder.execute().collect()
         elapsed_ms = math.ceil((time.monotonic() - started) * 1000)
-        commit = _find_commit(table, version_before, info[SUBMISSION_ID])
+        latest = _latest_commit(table)
+        commit = _find_commit(table, version_before, latest, info[SUBMISSION_ID])
     if commit is None:
         log.info("Delta made no commit for this merge; table stays at version %d", version_before)
         # No commit holds Delta's metrics: the source rows are counted (one scan, only here) and the time
-        # is the merge's wall time, so neither is reported as a made-up 0.
-        metrics = _metrics_from_counts(counts, source_rows=source.count(), execution_time_ms=elapsed_ms)
+        # is the merge's wall time, so neither is reported as a made-up 0. With no commit since
+        # version_before, that is the snapshot Delta's merge read; after another writer's commit it is not
+        # known which one it read.
+        metrics = {
+            **_metrics_from_counts(counts, source_rows=source.count(), execution_time_ms=elapsed_ms),
+            **(before_skipping(location, version_before) if latest["version"] == version_before else {}),
+        }
         return MergeResult(metrics, version_before, EXECUTOR_NAME, committed=False)
     log.info("Delta committed version %d", commit["version"])
     metrics = delta_merge_metrics(location, commit["version"])
@@ -397,9 +419,9 @@ def _committed_run(table: Any, info: Mapping[str, Any]) -> Row | None:
     return None
 
 
-def _find_commit(table: Any, version_before: int, submission_id: str) -> Row | None:
-    """Our MERGE commit among those made after ``version_before`` (others may have committed after ours)."""
-    latest = _latest_commit(table)
+def _find_commit(table: Any, version_before: int, latest: Row, submission_id: str) -> Row | None:
+    """Our MERGE commit among those made after ``version_before`` up to ``latest`` (others may have
+    committed after ours)."""
     new_commits = latest["version"] - version_before
     if new_commits <= 0:
         return None
@@ -420,8 +442,9 @@ _EXECUTE_COUNTS = {
 }
 
 
-# Without a commit no read version is recorded, and Delta's SQL metrics are out of reach: not measured. No
-# file was removed or added, so the partition and change-file metrics are 0 (as Delta's would be).
+# Without a commit, Delta's SQL metrics (its phase timings among them) are out of reach, and no read version
+# is recorded: not measured, unless the caller derives the files and bytes before skipping. No file was
+# removed or added, so the partition and change-file metrics are 0 (as Delta's would be).
 _NOT_MEASURED_WITHOUT_COMMIT = (
     m.NUM_TARGET_FILES_BEFORE_SKIPPING,
     m.NUM_TARGET_BYTES_BEFORE_SKIPPING,
@@ -429,6 +452,9 @@ _NOT_MEASURED_WITHOUT_COMMIT = (
     m.NUM_TARGET_BYTES_AFTER_SKIPPING,
     m.NUM_TARGET_PARTITIONS_AFTER_SKIPPING,
     m.NUM_SOURCE_ROWS_IN_SECOND_SCAN,
+    m.SCAN_TIME_MS,
+    m.REWRITE_TIME_MS,
+    m.MATERIALIZE_SOURCE_TIME_MS,
 )
 
 
@@ -455,7 +481,7 @@ def _delta_errors() -> Iterator[None]:
     except (PySparkException, Py4JJavaError) as err:
         # Delta's class and first sentence, read from the JVM's exception (spark_errors), never its frames.
         failure = summarize(err)
-        error_class = _error_class(err, failure.error_class)
+        error_class = _error_class(err, failure)
         if _is_conflict(err):
             raise MergeCommitError(
                 f"A concurrent commit conflicted with the merge; nothing was committed: {failure}",
@@ -491,13 +517,17 @@ _ANALYSIS_CLASS_PREFIXES = (
 )
 
 
-def _error_class(err: BaseException, from_message: str | None = None) -> str | None:
-    """Delta's error class: the exception's own condition, else the ``[CLASS]`` its JVM message starts
-    with, else a ``DELTA_*`` name in its text (PySpark can hide it behind INTERNAL_ERROR)."""
+def _error_class(err: BaseException, failure: SparkFailure) -> str | None:
+    """Delta's error class: the first ``DELTA_*`` class of the error's cause chain (Delta's under a wrapper
+    of Spark's, such as ``TASK_WRITE_FAILED``), else the exception's own condition, else the outermost class
+    its messages give, else a ``DELTA_*`` name in its text (PySpark can hide it behind INTERNAL_ERROR)."""
+    delta = next((c for c in failure.classes if c.startswith("DELTA_")), None)
+    if delta is not None:
+        return delta
     condition = err.getCondition() if isinstance(err, PySparkException) else None
     if condition not in (None, "INTERNAL_ERROR"):
         return condition
-    if from_message not in (None, "INTERNAL_ERROR"):
-        return from_message
+    if failure.error_class not in (None, "INTERNAL_ERROR"):
+        return failure.error_class
     named = re.search(r"\bDELTA_[A-Z0-9_]+", str(err))
     return named.group(0) if named else condition
