@@ -25,8 +25,9 @@ from airflow_provider_deltamerge.delta.column_mapping import maps_columns
 from airflow_provider_deltamerge.delta.deletion_vectors import read_deleted_rows
 from airflow_provider_deltamerge.delta.physical_schema import physical_field
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
+from airflow_provider_deltamerge.delta.sql_text import sql_name, sql_type
 from airflow_provider_deltamerge.delta.writer import WrittenFile
-from airflow_provider_deltamerge.spec.names import hidden_name, quote_name, quote_part
+from airflow_provider_deltamerge.spec.names import hidden_name, quote_part
 
 # Hidden columns the engine carries next to the table's own; the prefix keeps them apart from user columns.
 # FILE_COLUMN is Spark's own URI of the row's file (``_metadata.file_path``, untouched: no per-row string
@@ -107,7 +108,7 @@ def read_files(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile
             "left_anti",
         )
     columns = [_column(f.name, f.dataType, stored=stored.get(f.name)) for f in schema.fields]
-    columns += [_sql_name(FILE_COLUMN), _sql_name(ROW_INDEX_COLUMN)]
+    columns += [sql_name(FILE_COLUMN), sql_name(ROW_INDEX_COLUMN)]
     if all(isinstance(c, str) for c in columns):
         # One parse on the JVM for the whole projection: each Column built in Python costs round trips.
         return tagged.selectExpr(*[c for c in columns if isinstance(c, str)])
@@ -156,27 +157,22 @@ def _column(name: str, data_type: DataType, *, stored: StructField | None) -> st
     """A table column from the scanned rows, as SQL text where it can be: a data column from the file's
     column ``stored`` (under column mapping a struct is cast field by field, by position, onto its logical
     names: the one case built as a Column), a partition column (``stored`` None) from the log's value."""
-    alias = f" AS {_sql_name(name)}"
+    alias = f" AS {sql_name(name)}"
     if stored is not None:
         if stored.dataType == data_type:
-            return _sql_name(stored.name) + alias
+            return sql_name(stored.name) + alias
         return F.col(quote_part(stored.name)).cast(data_type).alias(name)
-    value = _sql_name(name)
+    value = sql_name(name)
     if isinstance(data_type, TimestampType):
         # The log keeps timestamp partition values in UTC, without a zone unless written in ISO form.
         value = (
             f"CASE WHEN {value} RLIKE '(Z|[+-][0-9][0-9]:?[0-9][0-9])$' THEN {value} ELSE {value} || 'Z' END"
         )
     unknown = (
-        f"raise_error('Spark read a file the engine cannot find in the log: ' || {_sql_name(FILE_COLUMN)})"
+        f"raise_error('Spark read a file the engine cannot find in the log: ' || {sql_name(FILE_COLUMN)})"
     )
-    typed = f"CAST({value} AS {data_type.simpleString()})"
-    return f"CASE WHEN {_sql_name(_KNOWN_FILE_COLUMN)} IS NULL THEN {unknown} ELSE {typed} END" + alias
-
-
-def _sql_name(name: str) -> str:
-    """``name`` backquoted: SQL text that stays one identifier whatever the name (a keyword too)."""
-    return f"`{quote_name(name)}`"
+    typed = f"CAST({value} AS {sql_type(data_type)})"
+    return f"CASE WHEN {sql_name(_KNOWN_FILE_COLUMN)} IS NULL THEN {unknown} ELSE {typed} END" + alias
 
 
 def _file_table(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile]) -> DataFrame:

@@ -86,10 +86,10 @@ def ansi_enabled(spark: SparkSession) -> bool:
 def warn_ignored_delta_confs(spark: SparkSession) -> list[str]:
     """Log a warning naming each ``spark.databricks.delta.*`` conf set on the session that the engine does
     not honour; the names warned about."""
+    # The keys as one string: spark.conf.getAll converts the JVM's map entry by entry, a round trip each.
+    keys = spark._jsparkSession.conf().getAll().keys().mkString("\n").splitlines()
     ignored = sorted(
-        key
-        for key in spark.conf.getAll
-        if key.startswith("spark.databricks.delta.") and key not in HONOURED_DELTA_CONFS
+        key for key in keys if key.startswith("spark.databricks.delta.") and key not in HONOURED_DELTA_CONFS
     )
     for key in ignored:
         log.warning(

@@ -47,6 +47,7 @@ from pyspark.sql.types import (
 from sqlglot import exp
 
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
+from airflow_provider_deltamerge.delta.sql_text import sql_type
 from airflow_provider_deltamerge.engine.metrics import count_partitions
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_not_matched_by_source
 from airflow_provider_deltamerge.spec.references import conjuncts
@@ -543,7 +544,7 @@ def _stats_table(
         if "num_records" in subset.column_names
         else pa.nulls(num_rows, pa.int64()),
     }
-    selected: list[Column] = [F.col(_ORDINAL), F.col(_ROWS)]
+    selected = [_ORDINAL, _ROWS]
     for index, target_field in enumerate(file_filter.target_schema.fields):
         name, data_type = target_field.name, target_field.dataType
         if name in file_filter.partition_columns:
@@ -560,18 +561,19 @@ def _stats_table(
             nulls = subset[f"null_count.{name}"] if f"null_count.{name}" in subset.column_names else None
         columns[f"min_{index}"], columns[f"max_{index}"] = low, high
         columns[f"nulls_{index}"] = nulls if nulls is not None else pa.nulls(num_rows, pa.int64())
-        low_col, high_col = F.col(f"min_{index}").cast(data_type), F.col(f"max_{index}").cast(data_type)
+        low_sql, high_sql = (f"CAST({bound}_{index} AS {sql_type(data_type)})" for bound in ("min", "max"))
         if name not in file_filter.partition_columns:
             if isinstance(data_type, TimestampType | TimestampNTZType):
-                high_col = high_col + F.expr("INTERVAL 1 MILLISECOND")
+                high_sql = f"{high_sql} + INTERVAL 1 MILLISECOND"
             if isinstance(data_type, StringType):
-                high_col = F.when(F.length(high_col) < STRING_PREFIX_LENGTH, high_col)
+                high_sql = f"CASE WHEN length({high_sql}) < {STRING_PREFIX_LENGTH} THEN {high_sql} END"
         selected += [
-            low_col.alias(f"min_{index}"),
-            high_col.alias(f"max_{index}"),
-            F.col(f"nulls_{index}").cast("long").alias(f"nulls_{index}"),
+            f"{low_sql} AS min_{index}",
+            f"{high_sql} AS max_{index}",
+            f"CAST(nulls_{index} AS BIGINT) AS nulls_{index}",
         ]
     table = pa.table(
         {k: (v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v) for k, v in columns.items()}
     )
-    return spark.createDataFrame(table).select(*selected)
+    # SQL text: one parse on the JVM, where Columns would cost round trips per column of a wide table.
+    return spark.createDataFrame(table).selectExpr(*selected)

@@ -366,7 +366,8 @@ def _value_types(
     if not distinct:
         return {}
     try:
-        selected = frame.select(*[F.expr(text).alias(f"value_{n}") for n, text in enumerate(distinct)])
+        # As SQL text: one parse on the JVM (Columns would cost round trips per value); read by position.
+        selected = frame.selectExpr(*distinct)
         analyzed = selected._jdf.queryExecution().analyzed()
     except AnalysisException:
         return {}
