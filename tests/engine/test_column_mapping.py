@@ -66,6 +66,10 @@ def schema_of(table: str, version: int) -> dict[str, Any]:
     raise AssertionError("no metaData")
 
 
+def max_column_id(table: str, version: int) -> int:
+    return int(schema_of(table, version)["configuration"]["delta.columnMapping.maxColumnId"])
+
+
 def physical(field: dict[str, Any]) -> str:
     return field["metadata"]["delta.columnMapping.physicalName"]
 
@@ -113,9 +117,10 @@ def test_an_upsert_reads_and_writes_physical_columns(spark, tmp_path, mode):
         assert [struct.field(i).name for i in range(struct.num_fields)] == list(nested.values())
 
 
-def test_schema_evolution_gives_new_columns_the_next_ids(spark, tmp_path):
-    table = mapped_table(tmp_path / "t", "name")
-    before = json.loads(schema_of(table, 1)["configuration"]["delta.columnMapping.maxColumnId"])
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_schema_evolution_gives_new_columns_the_next_ids(spark, tmp_path, mode):
+    table = mapped_table(tmp_path / "t", mode)
+    before = max_column_id(table, 1)
     source = parquet_source(
         tmp_path,
         "s",
@@ -133,8 +138,8 @@ def test_schema_evolution_gives_new_columns_the_next_ids(spark, tmp_path):
     (note,) = [f for f in json.loads(metadata["schemaString"])["fields"] if f["name"] == "note"]
     assert note["metadata"]["delta.columnMapping.id"] == before + 1
     assert physical(note).startswith("col-") and physical(note) != "note"
-    assert metadata["configuration"]["delta.columnMapping.maxColumnId"] == str(before + 1)
-    assert metadata["configuration"]["delta.columnMapping.mode"] == "name"
+    assert max_column_id(table, result.version) == before + 1
+    assert metadata["configuration"]["delta.columnMapping.mode"] == mode
     assert [(r["id"], r["qty"], r["note"]) for r in sorted_rows(table)] == [
         (1, 11, "one"),
         (2, 20, None),
@@ -143,7 +148,54 @@ def test_schema_evolution_gives_new_columns_the_next_ids(spark, tmp_path):
         (7, 70, "seven"),
     ]
     for add in (a["add"] for a in commit(table, result.version) if "add" in a):
-        assert physical(note) in pq.read_schema(Path(table) / add["path"]).names
+        written = pq.read_schema(Path(table) / add["path"])
+        assert int(written.field(physical(note)).metadata[b"PARQUET:field_id"]) == before + 1
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_schema_evolution_adds_a_mapped_field_inside_a_struct(spark, tmp_path, mode):
+    """A source struct with a field the target's lacks: the new nested field gets the next id and a
+    ``col-`` physical name too (Delta's DeltaColumnMapping.assignColumnIdAndPhysicalName walks nested
+    fields), and older rows read it as NULL."""
+    table = mapped_table(tmp_path / "t", mode)
+    before = max_column_id(table, 1)
+    wider = pa.struct([("x", pa.int64()), ("y", pa.string()), ("z", pa.string())])
+    source = parquet_source(
+        tmp_path,
+        "s",
+        id=pa.array([1, 7], pa.int64()),
+        qty=pa.array([11, 70], pa.int64()),
+        pt=pa.array([{"x": 1, "y": "a", "z": "new"}, {"x": 7, "y": "g", "z": "seven"}], wider),
+        p=pa.array(["a", "b"]),
+    )
+    spec = MergeSpec(
+        table, PathSource(source), "t.id = s.id", (update_all(), insert_all()), schema_evolution=True
+    )
+    result = run_merge(spark, spec)
+    metadata = schema_of(table, result.version)
+    fields = {f["name"]: f for f in json.loads(metadata["schemaString"])["fields"]}
+    old_fields = {f["name"]: f for f in json.loads(schema_of(table, 1)["schemaString"])["fields"]}
+    assert fields["pt"]["metadata"] == old_fields["pt"]["metadata"]  # the struct keeps its id and name
+    nested = {f["name"]: f for f in fields["pt"]["type"]["fields"]}
+    assert list(nested) == ["x", "y", "z"]
+    z = nested["z"]
+    assert z["metadata"]["delta.columnMapping.id"] == before + 1
+    assert physical(z).startswith("col-")
+    assert max_column_id(table, result.version) == before + 1
+    assert [(r["id"], r["pt"]) for r in sorted_rows(table)] == [
+        (1, {"x": 1, "y": "a", "z": "new"}),
+        (2, {"x": 2, "y": "b", "z": None}),
+        (3, {"x": 3, "y": "a", "z": None}),
+        (4, {"x": 4, "y": "b", "z": None}),
+        (7, {"x": 7, "y": "g", "z": "seven"}),
+    ]
+    adds = [a["add"] for a in commit(table, result.version) if "add" in a]
+    assert adds
+    for add in adds:
+        struct = pq.read_schema(Path(table) / add["path"]).field(physical(fields["pt"])).type
+        names = [struct.field(i).name for i in range(struct.num_fields)]
+        assert names == [physical(f) for f in nested.values()]
+        assert int(struct.field(physical(z)).metadata[b"PARQUET:field_id"]) == before + 1
 
 
 @DV_SETTINGS
