@@ -22,10 +22,13 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from airflow_provider_deltamerge.delta import commit as commit_module
+from airflow_provider_deltamerge.delta.column_mapping import PHYSICAL_NAME_KEY
+from airflow_provider_deltamerge.delta.reader import read_table
+from airflow_provider_deltamerge.delta.snapshot import read_snapshot
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import MergeCommitError
-from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert, insert_all, update_all
+from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert, insert_all, update, update_all
 from tests.conftest import table_state
 from tests.engine.feature_tables import parquet_source
 from tests.engine.test_differential import as_table, assert_merges_agree, has_matching_duplicates, merges
@@ -247,6 +250,65 @@ def test_renamed_and_dropped_columns_keep_their_stored_data(spark, tmp_path):
     qty = next(f for f in renamed if f["name"] == "amount")
     for add in (a["add"] for a in commit(table, 3) if "add" in a):
         assert physical(qty) in pq.read_schema(Path(table) / add["path"]).names
+
+
+def test_id_mode_finds_a_files_columns_by_field_id(spark, tmp_path):
+    """Delta reads an ``id``-mode table's files by parquet field id (DeltaParquetFileFormat keeps the ids in
+    its read schema; Delta's session extension turns on ``spark.sql.parquet.fieldId.read.enabled``). Here
+    the log gives ``qty`` and ``pt.y`` new physical names, so only their ids still name the files' columns:
+    read by name they would be NULL."""
+    table = mapped_table(tmp_path / "t", "id")
+    metadata = schema_of(table, 1)
+    schema = json.loads(metadata["schemaString"])
+
+    def renamed(field: dict[str, Any]) -> dict[str, Any]:
+        if isinstance(field["type"], dict):
+            field = {
+                **field,
+                "type": {**field["type"], "fields": [renamed(f) for f in field["type"]["fields"]]},
+            }
+        if field["name"] not in ("qty", "y"):
+            return field
+        return {
+            **field,
+            "metadata": {**field["metadata"], PHYSICAL_NAME_KEY: f"col-elsewhere-{field['name']}"},
+        }
+
+    metadata = {
+        **metadata,
+        "schemaString": json.dumps({**schema, "fields": [renamed(f) for f in schema["fields"]]}),
+    }
+    (Path(table) / "_delta_log" / f"{2:020d}.json").write_text(json.dumps({"metaData": metadata}) + "\n")
+    source = parquet_source(
+        tmp_path,
+        "s",
+        id=pa.array([1, 9], pa.int64()),
+        qty=pa.array([1, 90], pa.int64()),
+        pt=pa.array([{"x": 1, "y": "a"}, {"x": 9, "y": "i"}], POINT),
+        p=pa.array(["a", "b"]),
+    )
+    spec = MergeSpec(
+        table, PathSource(source), "t.id = s.id", (update({"qty": "t.qty + s.qty"}), insert_all())
+    )
+    result = run_merge(spark, spec)
+    rows = [r.asDict(recursive=True) for r in read_table(spark, read_snapshot(table)).collect()]
+    assert sorted((r["id"], r["qty"], r["pt"]["y"], r["p"]) for r in rows) == [
+        (1, 11, "a", "a"),
+        (2, 20, "b", "a"),
+        (3, 30, "a", "b"),
+        (4, 40, "b", "b"),
+        (9, 90, "i", "b"),
+    ]
+    # The written files hold the copied row's values too, under the new names.
+    fields = {f["name"]: f for f in json.loads(metadata["schemaString"])["fields"]}
+    id_name, pt_name = physical(fields["id"]), physical(fields["pt"])
+    written = [
+        (r[id_name], r["col-elsewhere-qty"], r[pt_name]["col-elsewhere-y"])
+        for a in commit(table, result.version)
+        if "add" in a
+        for r in pq.read_table(Path(table) / a["add"]["path"]).to_pylist()
+    ]
+    assert sorted(written) == [(1, 11, "a"), (2, 20, "b"), (9, 90, "i")]
 
 
 def test_a_store_without_our_commit_refuses_a_mapped_table(spark, tmp_path, monkeypatch):
