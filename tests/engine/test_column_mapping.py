@@ -11,6 +11,7 @@ physical names itself.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,27 @@ def mapped_table(path: Path, mode: str) -> str:
     return table
 
 
+def point_source(tmp_path: Path, *rows: tuple[int, int, int, str, str]) -> str:
+    """A parquet source of rows (id, qty, pt.x, pt.y, p): the test table's columns."""
+    ids, qtys, xs, ys, parts = zip(*rows, strict=True)
+    return parquet_source(
+        tmp_path,
+        "s",
+        id=pa.array(ids, pa.int64()),
+        qty=pa.array(qtys, pa.int64()),
+        pt=pa.array([{"x": x, "y": y} for x, y in zip(xs, ys, strict=True)], POINT),
+        p=pa.array(parts),
+    )
+
+
+def alter_fields(table: str, change: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]) -> None:
+    """Commit version 2 with version 1's schema, its fields changed by ``change`` (an ALTER TABLE)."""
+    metadata = schema_of(table, 1)
+    schema = json.loads(metadata["schemaString"])
+    metadata = {**metadata, "schemaString": json.dumps({**schema, "fields": change(schema["fields"])})}
+    (Path(table) / "_delta_log" / f"{2:020d}.json").write_text(json.dumps({"metaData": metadata}) + "\n")
+
+
 def commit(table: str, version: int) -> list[dict[str, Any]]:
     text = (Path(table) / "_delta_log" / f"{version:020d}.json").read_text()
     return [json.loads(line) for line in text.splitlines()]
@@ -80,14 +102,7 @@ def physical(field: dict[str, Any]) -> str:
 @pytest.mark.parametrize("mode", ["name", "id"])
 def test_an_upsert_reads_and_writes_physical_columns(spark, tmp_path, mode):
     table = mapped_table(tmp_path / "t", mode)
-    source = parquet_source(
-        tmp_path,
-        "s",
-        id=pa.array([2, 9], pa.int64()),
-        qty=pa.array([21, 90], pa.int64()),
-        pt=pa.array([{"x": 20, "y": "u"}, {"x": 90, "y": "n"}], POINT),
-        p=pa.array(["a", "b"]),
-    )
+    source = point_source(tmp_path, (2, 21, 20, "u", "a"), (9, 90, 90, "n", "b"))
     spec = MergeSpec(table, PathSource(source), "t.id = s.id", (update_all(), insert_all()))
     result = run_merge(spark, spec)
     assert [(r["id"], r["qty"], r["pt"], r["p"]) for r in sorted_rows(table)] == [
@@ -223,13 +238,12 @@ def test_renamed_and_dropped_columns_keep_their_stored_data(spark, tmp_path):
     """A rename changes only the logical name and a drop only the schema (Delta's RENAME/DROP COLUMN under
     column mapping): the files keep the physical columns, and a merge reads and writes them by those."""
     table = mapped_table(tmp_path / "t", "name")
-    metadata = schema_of(table, 1)
-    schema = json.loads(metadata["schemaString"])
-    renamed = [
-        {**f, "name": "amount"} if f["name"] == "qty" else f for f in schema["fields"] if f["name"] != "pt"
-    ]
-    metadata = {**metadata, "schemaString": json.dumps({**schema, "fields": renamed})}
-    (Path(table) / "_delta_log" / f"{2:020d}.json").write_text(json.dumps({"metaData": metadata}) + "\n")
+    alter_fields(
+        table,
+        lambda fields: [
+            {**f, "name": "amount"} if f["name"] == "qty" else f for f in fields if f["name"] != "pt"
+        ],
+    )
     source = parquet_source(
         tmp_path,
         "s",
@@ -247,7 +261,7 @@ def test_renamed_and_dropped_columns_keep_their_stored_data(spark, tmp_path):
         (4, 40, "b"),
         (5, 50, "b"),
     ]
-    qty = next(f for f in renamed if f["name"] == "amount")
+    qty = next(f for f in json.loads(schema_of(table, 2)["schemaString"])["fields"] if f["name"] == "amount")
     for add in (a["add"] for a in commit(table, 3) if "add" in a):
         assert physical(qty) in pq.read_schema(Path(table) / add["path"]).names
 
@@ -258,8 +272,6 @@ def test_id_mode_finds_a_files_columns_by_field_id(spark, tmp_path):
     the log gives ``qty`` and ``pt.y`` new physical names, so only their ids still name the files' columns:
     read by name they would be NULL."""
     table = mapped_table(tmp_path / "t", "id")
-    metadata = schema_of(table, 1)
-    schema = json.loads(metadata["schemaString"])
 
     def renamed(field: dict[str, Any]) -> dict[str, Any]:
         if isinstance(field["type"], dict):
@@ -274,19 +286,8 @@ def test_id_mode_finds_a_files_columns_by_field_id(spark, tmp_path):
             "metadata": {**field["metadata"], PHYSICAL_NAME_KEY: f"col-elsewhere-{field['name']}"},
         }
 
-    metadata = {
-        **metadata,
-        "schemaString": json.dumps({**schema, "fields": [renamed(f) for f in schema["fields"]]}),
-    }
-    (Path(table) / "_delta_log" / f"{2:020d}.json").write_text(json.dumps({"metaData": metadata}) + "\n")
-    source = parquet_source(
-        tmp_path,
-        "s",
-        id=pa.array([1, 9], pa.int64()),
-        qty=pa.array([1, 90], pa.int64()),
-        pt=pa.array([{"x": 1, "y": "a"}, {"x": 9, "y": "i"}], POINT),
-        p=pa.array(["a", "b"]),
-    )
+    alter_fields(table, lambda fields: [renamed(f) for f in fields])
+    source = point_source(tmp_path, (1, 1, 1, "a", "a"), (9, 90, 9, "i", "b"))
     spec = MergeSpec(
         table, PathSource(source), "t.id = s.id", (update({"qty": "t.qty + s.qty"}), insert_all())
     )
@@ -300,7 +301,7 @@ def test_id_mode_finds_a_files_columns_by_field_id(spark, tmp_path):
         (9, 90, "i", "b"),
     ]
     # The written files hold the copied row's values too, under the new names.
-    fields = {f["name"]: f for f in json.loads(metadata["schemaString"])["fields"]}
+    fields = {f["name"]: f for f in json.loads(schema_of(table, 2)["schemaString"])["fields"]}
     id_name, pt_name = physical(fields["id"]), physical(fields["pt"])
     written = [
         (r[id_name], r["col-elsewhere-qty"], r[pt_name]["col-elsewhere-y"])
