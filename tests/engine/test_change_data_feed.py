@@ -244,6 +244,29 @@ def test_change_files_of_a_mapped_table_use_physical_names(spark, tmp_path, mode
     ]
 
 
+def test_a_column_schema_evolution_adds_is_null_before_and_set_after_an_update(spark, tmp_path):
+    """Delta's change rows are the rows it writes: an update's preimage is the target row as it was, so a
+    column the merge's schema evolution adds is NULL there, and the postimage has the source's value."""
+    table = feed_table(tmp_path)
+    source = parquet_source(
+        tmp_path, "s", id=ids(1, 4), qty=ids(11, 40), p=pa.array(["a", "b"]), note=pa.array(["one", "four"])
+    )
+    spec = upsert(table, source, update_all(), insert_all())
+    run_merge(spark, MergeSpec(spec.target, spec.source, spec.condition, spec.clauses, schema_evolution=True))
+    feed = pa.table(DeltaTable(table).load_cdf(starting_version=1, ending_version=1).read_all())
+    assert sorted((r["_change_type"], r["id"], r["qty"], r["note"]) for r in feed.to_pylist()) == [
+        ("insert", 4, 40, "four"),
+        ("update_postimage", 1, 11, "one"),
+        ("update_preimage", 1, 10, None),
+    ]
+    assert [(r["id"], r["note"]) for r in sorted_rows(table)] == [
+        (1, "one"),
+        (2, None),
+        (3, None),
+        (4, "four"),
+    ]
+
+
 def test_a_store_without_our_commit_refuses_and_leaves_no_change_files(spark, tmp_path, monkeypatch):
     monkeypatch.setattr(commit_module, "log_store", lambda uri: None)  # HDFS, say: deltalake's transaction
     table = feed_table(tmp_path)
