@@ -29,7 +29,16 @@ PARQUET_FIELD_ID_KEY = "parquet.field.id"
 
 def maps_columns(configuration: Mapping[str, str | None]) -> bool:
     """Whether the table's columns are stored under physical names (mode ``name`` or ``id``)."""
-    return (configuration.get(MODE_KEY) or "none").strip().lower() != "none"
+    return _mode(configuration) != "none"
+
+
+def maps_by_id(configuration: Mapping[str, str | None]) -> bool:
+    """Whether files' columns are found by their parquet field ids (mode ``id``), not by physical names."""
+    return _mode(configuration) == "id"
+
+
+def _mode(configuration: Mapping[str, str | None]) -> str:
+    return (configuration.get(MODE_KEY) or "none").strip().lower()
 
 
 def stored_name(field: Mapping[str, Any]) -> str:

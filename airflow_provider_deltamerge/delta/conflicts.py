@@ -6,7 +6,11 @@ deltalake's own check, which lets an append race with a concurrent insert-only m
 decides. For every winning commit, in order:
 
 * the same merge (same run identity and spec hash) already committed: ``AlreadyCommitted``;
-* the schema, partitioning, table properties or protocol changed: re-run;
+* the schema, partitioning, table properties or protocol changed: re-run. This includes a metaData that
+  only moves identity columns' high-water marks (a merge that generated identity values), so racing
+  inserts into an identity column never reuse values. Delta's ConflictChecker.checkNoMetadataUpdates lets
+  such a winning commit pass when the losing transaction changes no metadata itself: stricter here, a
+  re-run where Delta might have committed (README, "Identity columns");
 * a file this merge read was removed: re-run (Delta's ConcurrentDeleteRead);
 * a file was added that the merge's read predicate could have selected, by a commit that is not a blind
   append: re-run (Delta's ConcurrentAppend, under WriteSerializable);

@@ -45,6 +45,19 @@ def physical_field(field: StructField) -> StructField:
     return StructField(physical_name(field), physical_type(field.dataType), field.nullable, metadata)
 
 
+def read_field(field: StructField, *, by_id: bool) -> StructField:
+    """``field`` as the reader asks files for it: as stored, with its parquet field ids in ``id`` mode (Spark
+    then matches a file's columns by id), without them in ``name`` mode (matched by physical name), as
+    Delta's ``DeltaParquetFileFormat.prepareSchemaForRead`` does."""
+    stored = physical_field(field)
+    return stored if by_id else _without_field_ids(stored)
+
+
+def _without_field_ids(field: StructField) -> StructField:
+    metadata = {k: v for k, v in field.metadata.items() if k != PARQUET_FIELD_ID_KEY}
+    return StructField(field.name, _with_fields(field.dataType, _without_field_ids), field.nullable, metadata)
+
+
 def with_new_columns_mapped(schema: StructType, max_column_id: int) -> tuple[StructType, int]:
     """``schema`` with an id and a physical name given to each field that has none (the fields a merge's
     schema evolution adds), numbered on from ``max_column_id``; and the largest id now given."""

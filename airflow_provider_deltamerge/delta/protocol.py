@@ -59,8 +59,10 @@ HONOURED_FEATURES = frozenset(
         "allowColumnDefaults",  # columns an INSERT omits get their defaults (engine/resolve/resolution.py)
         "generatedColumns",  # computed where a clause leaves them, checked where it assigns them
         "variantType",  # refused below when a column actually has the type
-        # Read: a file's deleted rows are left out (delta/reader.py). Written: a touched file is rewritten
-        # whole and its vector dropped with it, which the protocol allows with the property on or off.
+        # Read: a file's deleted rows are left out (delta/reader.py). Written: with
+        # delta.enableDeletionVectors=true a touched file keeps its unchanged rows under a new vector
+        # (delta/deletion_vector_writes.py); otherwise it is rewritten whole and its vector dropped with it,
+        # which the protocol allows either way.
         "deletionVectors",
         # Values from the high-water mark where an INSERT leaves the column out (engine/identity.py).
         "identityColumns",

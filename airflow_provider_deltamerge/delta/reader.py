@@ -21,9 +21,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from airflow_provider_deltamerge.delta.column_mapping import maps_columns
+from airflow_provider_deltamerge.delta.column_mapping import maps_by_id, maps_columns
 from airflow_provider_deltamerge.delta.deletion_vectors import read_deleted_rows
-from airflow_provider_deltamerge.delta.physical_schema import physical_field
+from airflow_provider_deltamerge.delta.physical_schema import read_field
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
 from airflow_provider_deltamerge.delta.sql_text import sql_name, sql_type
 from airflow_provider_deltamerge.delta.writer import WrittenFile
@@ -38,6 +38,8 @@ ROW_INDEX_COLUMN = hidden_name("row_index")
 _KNOWN_FILE_COLUMN = hidden_name("known_file")
 _FILE_ORDINAL_COLUMN = hidden_name("file_ordinal")
 _DELETED_ROW_COLUMN = hidden_name("deleted_row")
+# Spark's parquet reader matches columns by the field ids in the read schema (``parquet.field.id``).
+FIELD_ID_READ_CONF = "spark.sql.parquet.fieldId.read.enabled"
 # A row's index in its file takes the low bits of a hidden row's key; the file's ordinal the rest.
 ROW_INDEX_BITS = 40
 
@@ -82,8 +84,14 @@ def read_files(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile
         # anti join keeps the other side, an outer join pads it with NULLs), so no join, no shuffle.
         return spark.createDataFrame([], empty).limit(0)
     # Under column mapping the files name columns by their physical names: read those, rename below.
-    mapped = maps_columns(dict(snapshot.configuration))
-    stored = {f.name: physical_field(f) if mapped else f for f in data_fields}
+    configuration = dict(snapshot.configuration)
+    mapped, by_id = maps_columns(configuration), maps_by_id(configuration)
+    if by_id:
+        # In id mode Delta finds a file's columns by parquet field id, so a file whose names differ from the
+        # schema's physical names still reads; Spark's reader does so only with this conf, which Delta's
+        # session extension turns on for every session (AbstractDeltaSparkSessionExtension).
+        spark.conf.set(FIELD_ID_READ_CONF, "true")
+    stored = {f.name: read_field(f, by_id=by_id) if mapped else f for f in data_fields}
     raw = spark.read.schema(StructType(list(stored.values()))).parquet(
         *[file_location(snapshot, f) for f in files]
     )

@@ -22,6 +22,7 @@ from airflow_provider_deltamerge.hooks.delta_merge import commit_result
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update, update_all
 from tests.conftest import make_table
 from tests.delta import workers
+from tests.engine.test_identity_columns import high_water_mark, identity_table, insert_new
 from tests.oracle import sorted_rows
 
 pytestmark = pytest.mark.slow
@@ -69,6 +70,33 @@ def test_racing_insert_only_merges_of_the_same_new_key_leave_one_row(tmp_path):
     # One inserted on its first run; the other met that commit, ran again, and found the key there.
     assert sorted(o["attempts"] for o in outcomes.values()) == [1, 2]
     assert sorted(o["metrics"]["numTargetRowsInserted"] for o in outcomes.values()) == [0, 1]
+
+
+def test_racing_inserts_into_an_identity_column_get_unique_values(tmp_path):
+    """Both merges generate identity values from the same high-water mark and record a new one in their
+    commit's metaData. A winning metaData change makes the other merge re-run on the new mark (Delta's
+    ConflictChecker.checkNoMetadataUpdates fails it too: both transactions change the metadata)."""
+    target = identity_table(tmp_path)
+    results, barrier = CTX.Queue(), CTX.Barrier(2)
+    jobs = []
+    for name, first in (("a", 1), ("b", 11)):
+        rows = pa.table(
+            {"id": pa.array([first, first + 1, first + 2], pa.int64()), "qty": pa.array([1, 2, 3])}
+        )
+        spec = insert_new(target, source_file(tmp_path, name, rows))
+        jobs.append((workers.merge_job, (spec.to_json(), {"taskId": name}, results), {"barrier": barrier}))
+    run_all(jobs)
+    outcomes = collect(results, 2)
+    assert sorted(o["attempts"] for o in outcomes.values()) == [1, 2]
+    assert all(o["metrics"]["numTargetRowsInserted"] == 3 for o in outcomes.values())
+    values = {r["id"]: r["sk"] for r in sorted_rows(target)}
+    assert len(values) == 6 and len(set(values.values())) == 6
+    # The first to commit took 1-3 from the empty column; the other, run again, went on from its mark.
+    (first,) = [name for name, o in outcomes.items() if o["attempts"] == 1]
+    base = 1 if first == "a" else 11
+    assert sorted(values[i] for i in range(base, base + 3)) == [1, 2, 3]
+    assert sorted(v for i, v in values.items() if not base <= i < base + 3) == [4, 5, 6]
+    assert high_water_mark(target) == 6
 
 
 def test_concurrent_update_is_never_lost(tmp_path):

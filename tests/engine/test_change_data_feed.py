@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
@@ -204,6 +205,66 @@ def test_schema_evolution_may_not_add_a_column_the_feed_reserves(spark, tmp_path
         )
     assert raised.value.error_class == "RESERVED_CDC_COLUMNS_ON_WRITE"
     assert table_state(table) == before
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_change_files_of_a_mapped_table_use_physical_names(spark, tmp_path, mode):
+    """Under column mapping Delta writes change files as it writes data files, with the physical schema
+    (``_change_type`` keeps its name), and a cdc action keys its partition values by physical names.
+    deltalake's ``load_cdf`` refuses mapped tables, so the change files are read with pyarrow."""
+    table = str(tmp_path / "t")
+    rows = pa.table({"id": ids(1, 2, 3), "qty": ids(10, 20, 30), "p": pa.array(["a", "a", "b"])})
+    write_deltalake(table, rows, partition_by=["p"], configuration={**FEED, "delta.columnMapping.mode": mode})
+    source = parquet_source(tmp_path, "s", id=ids(1, 4, 3), qty=ids(11, 40, -1), p=pa.array(["a", "b", "b"]))
+    result = run_merge(spark, upsert(table, source))
+    (metadata,) = [a["metaData"] for a in log_actions(table, 0) if "metaData" in a]
+    fields = {f["name"]: f["metadata"] for f in json.loads(metadata["schemaString"])["fields"]}
+    names = {name: f["delta.columnMapping.physicalName"] for name, f in fields.items()}
+    assert all(name != names[name] for name in ("id", "qty", "p"))
+    cdc = [a["cdc"] for a in log_actions(table, result.version) if "cdc" in a]
+    assert cdc and all(set(c["partitionValues"]) == {names["p"]} for c in cdc)
+    found = []
+    for c in cdc:
+        written = pq.read_table(Path(table) / c["path"])
+        assert written.column_names == [names["id"], names["qty"], "_change_type"]
+        field_ids = [
+            written.schema.field(n).metadata[b"PARQUET:field_id"] for n in (names["id"], names["qty"])
+        ]
+        assert [int(i) for i in field_ids] == [
+            fields["id"]["delta.columnMapping.id"],
+            fields["qty"]["delta.columnMapping.id"],
+        ]
+        p = c["partitionValues"][names["p"]]
+        found += [(r["_change_type"], r[names["id"]], r[names["qty"]], p) for r in written.to_pylist()]
+    assert sorted(found) == [
+        ("delete", 3, 30, "b"),
+        ("insert", 4, 40, "b"),
+        ("update_postimage", 1, 11, "a"),
+        ("update_preimage", 1, 10, "a"),
+    ]
+
+
+def test_a_column_schema_evolution_adds_is_null_before_and_set_after_an_update(spark, tmp_path):
+    """Delta's change rows are the rows it writes: an update's preimage is the target row as it was, so a
+    column the merge's schema evolution adds is NULL there, and the postimage has the source's value."""
+    table = feed_table(tmp_path)
+    source = parquet_source(
+        tmp_path, "s", id=ids(1, 4), qty=ids(11, 40), p=pa.array(["a", "b"]), note=pa.array(["one", "four"])
+    )
+    spec = upsert(table, source, update_all(), insert_all())
+    run_merge(spark, MergeSpec(spec.target, spec.source, spec.condition, spec.clauses, schema_evolution=True))
+    feed = pa.table(DeltaTable(table).load_cdf(starting_version=1, ending_version=1).read_all())
+    assert sorted((r["_change_type"], r["id"], r["qty"], r["note"]) for r in feed.to_pylist()) == [
+        ("insert", 4, 40, "four"),
+        ("update_postimage", 1, 11, "one"),
+        ("update_preimage", 1, 10, None),
+    ]
+    assert [(r["id"], r["note"]) for r in sorted_rows(table)] == [
+        (1, "one"),
+        (2, None),
+        (3, None),
+        (4, "four"),
+    ]
 
 
 def test_a_store_without_our_commit_refuses_and_leaves_no_change_files(spark, tmp_path, monkeypatch):

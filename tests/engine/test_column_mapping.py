@@ -11,6 +11,7 @@ physical names itself.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,13 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from airflow_provider_deltamerge.delta import commit as commit_module
+from airflow_provider_deltamerge.delta.column_mapping import PHYSICAL_NAME_KEY
+from airflow_provider_deltamerge.delta.reader import read_table
+from airflow_provider_deltamerge.delta.snapshot import read_snapshot
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import MergeCommitError
-from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert, insert_all, update_all
+from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert, insert_all, update, update_all
 from tests.conftest import table_state
 from tests.engine.feature_tables import parquet_source
 from tests.engine.test_differential import as_table, assert_merges_agree, has_matching_duplicates, merges
@@ -53,6 +57,27 @@ def mapped_table(path: Path, mode: str) -> str:
     return table
 
 
+def point_source(tmp_path: Path, *rows: tuple[int, int, int, str, str]) -> str:
+    """A parquet source of rows (id, qty, pt.x, pt.y, p): the test table's columns."""
+    ids, qtys, xs, ys, parts = zip(*rows, strict=True)
+    return parquet_source(
+        tmp_path,
+        "s",
+        id=pa.array(ids, pa.int64()),
+        qty=pa.array(qtys, pa.int64()),
+        pt=pa.array([{"x": x, "y": y} for x, y in zip(xs, ys, strict=True)], POINT),
+        p=pa.array(parts),
+    )
+
+
+def alter_fields(table: str, change: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]) -> None:
+    """Commit version 2 with version 1's schema, its fields changed by ``change`` (an ALTER TABLE)."""
+    metadata = schema_of(table, 1)
+    schema = json.loads(metadata["schemaString"])
+    metadata = {**metadata, "schemaString": json.dumps({**schema, "fields": change(schema["fields"])})}
+    (Path(table) / "_delta_log" / f"{2:020d}.json").write_text(json.dumps({"metaData": metadata}) + "\n")
+
+
 def commit(table: str, version: int) -> list[dict[str, Any]]:
     text = (Path(table) / "_delta_log" / f"{version:020d}.json").read_text()
     return [json.loads(line) for line in text.splitlines()]
@@ -66,6 +91,10 @@ def schema_of(table: str, version: int) -> dict[str, Any]:
     raise AssertionError("no metaData")
 
 
+def max_column_id(table: str, version: int) -> int:
+    return int(schema_of(table, version)["configuration"]["delta.columnMapping.maxColumnId"])
+
+
 def physical(field: dict[str, Any]) -> str:
     return field["metadata"]["delta.columnMapping.physicalName"]
 
@@ -73,14 +102,7 @@ def physical(field: dict[str, Any]) -> str:
 @pytest.mark.parametrize("mode", ["name", "id"])
 def test_an_upsert_reads_and_writes_physical_columns(spark, tmp_path, mode):
     table = mapped_table(tmp_path / "t", mode)
-    source = parquet_source(
-        tmp_path,
-        "s",
-        id=pa.array([2, 9], pa.int64()),
-        qty=pa.array([21, 90], pa.int64()),
-        pt=pa.array([{"x": 20, "y": "u"}, {"x": 90, "y": "n"}], POINT),
-        p=pa.array(["a", "b"]),
-    )
+    source = point_source(tmp_path, (2, 21, 20, "u", "a"), (9, 90, 90, "n", "b"))
     spec = MergeSpec(table, PathSource(source), "t.id = s.id", (update_all(), insert_all()))
     result = run_merge(spark, spec)
     assert [(r["id"], r["qty"], r["pt"], r["p"]) for r in sorted_rows(table)] == [
@@ -113,9 +135,10 @@ def test_an_upsert_reads_and_writes_physical_columns(spark, tmp_path, mode):
         assert [struct.field(i).name for i in range(struct.num_fields)] == list(nested.values())
 
 
-def test_schema_evolution_gives_new_columns_the_next_ids(spark, tmp_path):
-    table = mapped_table(tmp_path / "t", "name")
-    before = json.loads(schema_of(table, 1)["configuration"]["delta.columnMapping.maxColumnId"])
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_schema_evolution_gives_new_columns_the_next_ids(spark, tmp_path, mode):
+    table = mapped_table(tmp_path / "t", mode)
+    before = max_column_id(table, 1)
     source = parquet_source(
         tmp_path,
         "s",
@@ -133,8 +156,8 @@ def test_schema_evolution_gives_new_columns_the_next_ids(spark, tmp_path):
     (note,) = [f for f in json.loads(metadata["schemaString"])["fields"] if f["name"] == "note"]
     assert note["metadata"]["delta.columnMapping.id"] == before + 1
     assert physical(note).startswith("col-") and physical(note) != "note"
-    assert metadata["configuration"]["delta.columnMapping.maxColumnId"] == str(before + 1)
-    assert metadata["configuration"]["delta.columnMapping.mode"] == "name"
+    assert max_column_id(table, result.version) == before + 1
+    assert metadata["configuration"]["delta.columnMapping.mode"] == mode
     assert [(r["id"], r["qty"], r["note"]) for r in sorted_rows(table)] == [
         (1, 11, "one"),
         (2, 20, None),
@@ -143,7 +166,54 @@ def test_schema_evolution_gives_new_columns_the_next_ids(spark, tmp_path):
         (7, 70, "seven"),
     ]
     for add in (a["add"] for a in commit(table, result.version) if "add" in a):
-        assert physical(note) in pq.read_schema(Path(table) / add["path"]).names
+        written = pq.read_schema(Path(table) / add["path"])
+        assert int(written.field(physical(note)).metadata[b"PARQUET:field_id"]) == before + 1
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_schema_evolution_adds_a_mapped_field_inside_a_struct(spark, tmp_path, mode):
+    """A source struct with a field the target's lacks: the new nested field gets the next id and a
+    ``col-`` physical name too (Delta's DeltaColumnMapping.assignColumnIdAndPhysicalName walks nested
+    fields), and older rows read it as NULL."""
+    table = mapped_table(tmp_path / "t", mode)
+    before = max_column_id(table, 1)
+    wider = pa.struct([("x", pa.int64()), ("y", pa.string()), ("z", pa.string())])
+    source = parquet_source(
+        tmp_path,
+        "s",
+        id=pa.array([1, 7], pa.int64()),
+        qty=pa.array([11, 70], pa.int64()),
+        pt=pa.array([{"x": 1, "y": "a", "z": "new"}, {"x": 7, "y": "g", "z": "seven"}], wider),
+        p=pa.array(["a", "b"]),
+    )
+    spec = MergeSpec(
+        table, PathSource(source), "t.id = s.id", (update_all(), insert_all()), schema_evolution=True
+    )
+    result = run_merge(spark, spec)
+    metadata = schema_of(table, result.version)
+    fields = {f["name"]: f for f in json.loads(metadata["schemaString"])["fields"]}
+    old_fields = {f["name"]: f for f in json.loads(schema_of(table, 1)["schemaString"])["fields"]}
+    assert fields["pt"]["metadata"] == old_fields["pt"]["metadata"]  # the struct keeps its id and name
+    nested = {f["name"]: f for f in fields["pt"]["type"]["fields"]}
+    assert list(nested) == ["x", "y", "z"]
+    z = nested["z"]
+    assert z["metadata"]["delta.columnMapping.id"] == before + 1
+    assert physical(z).startswith("col-")
+    assert max_column_id(table, result.version) == before + 1
+    assert [(r["id"], r["pt"]) for r in sorted_rows(table)] == [
+        (1, {"x": 1, "y": "a", "z": "new"}),
+        (2, {"x": 2, "y": "b", "z": None}),
+        (3, {"x": 3, "y": "a", "z": None}),
+        (4, {"x": 4, "y": "b", "z": None}),
+        (7, {"x": 7, "y": "g", "z": "seven"}),
+    ]
+    adds = [a["add"] for a in commit(table, result.version) if "add" in a]
+    assert adds
+    for add in adds:
+        struct = pq.read_schema(Path(table) / add["path"]).field(physical(fields["pt"])).type
+        names = [struct.field(i).name for i in range(struct.num_fields)]
+        assert names == [physical(f) for f in nested.values()]
+        assert int(struct.field(physical(z)).metadata[b"PARQUET:field_id"]) == before + 1
 
 
 @DV_SETTINGS
@@ -168,13 +238,12 @@ def test_renamed_and_dropped_columns_keep_their_stored_data(spark, tmp_path):
     """A rename changes only the logical name and a drop only the schema (Delta's RENAME/DROP COLUMN under
     column mapping): the files keep the physical columns, and a merge reads and writes them by those."""
     table = mapped_table(tmp_path / "t", "name")
-    metadata = schema_of(table, 1)
-    schema = json.loads(metadata["schemaString"])
-    renamed = [
-        {**f, "name": "amount"} if f["name"] == "qty" else f for f in schema["fields"] if f["name"] != "pt"
-    ]
-    metadata = {**metadata, "schemaString": json.dumps({**schema, "fields": renamed})}
-    (Path(table) / "_delta_log" / f"{2:020d}.json").write_text(json.dumps({"metaData": metadata}) + "\n")
+    alter_fields(
+        table,
+        lambda fields: [
+            {**f, "name": "amount"} if f["name"] == "qty" else f for f in fields if f["name"] != "pt"
+        ],
+    )
     source = parquet_source(
         tmp_path,
         "s",
@@ -192,9 +261,55 @@ def test_renamed_and_dropped_columns_keep_their_stored_data(spark, tmp_path):
         (4, 40, "b"),
         (5, 50, "b"),
     ]
-    qty = next(f for f in renamed if f["name"] == "amount")
+    qty = next(f for f in json.loads(schema_of(table, 2)["schemaString"])["fields"] if f["name"] == "amount")
     for add in (a["add"] for a in commit(table, 3) if "add" in a):
         assert physical(qty) in pq.read_schema(Path(table) / add["path"]).names
+
+
+def test_id_mode_finds_a_files_columns_by_field_id(spark, tmp_path):
+    """Delta reads an ``id``-mode table's files by parquet field id (DeltaParquetFileFormat keeps the ids in
+    its read schema; Delta's session extension turns on ``spark.sql.parquet.fieldId.read.enabled``). Here
+    the log gives ``qty`` and ``pt.y`` new physical names, so only their ids still name the files' columns:
+    read by name they would be NULL."""
+    table = mapped_table(tmp_path / "t", "id")
+
+    def renamed(field: dict[str, Any]) -> dict[str, Any]:
+        if isinstance(field["type"], dict):
+            field = {
+                **field,
+                "type": {**field["type"], "fields": [renamed(f) for f in field["type"]["fields"]]},
+            }
+        if field["name"] not in ("qty", "y"):
+            return field
+        return {
+            **field,
+            "metadata": {**field["metadata"], PHYSICAL_NAME_KEY: f"col-elsewhere-{field['name']}"},
+        }
+
+    alter_fields(table, lambda fields: [renamed(f) for f in fields])
+    source = point_source(tmp_path, (1, 1, 1, "a", "a"), (9, 90, 9, "i", "b"))
+    spec = MergeSpec(
+        table, PathSource(source), "t.id = s.id", (update({"qty": "t.qty + s.qty"}), insert_all())
+    )
+    result = run_merge(spark, spec)
+    rows = [r.asDict(recursive=True) for r in read_table(spark, read_snapshot(table)).collect()]
+    assert sorted((r["id"], r["qty"], r["pt"]["y"], r["p"]) for r in rows) == [
+        (1, 11, "a", "a"),
+        (2, 20, "b", "a"),
+        (3, 30, "a", "b"),
+        (4, 40, "b", "b"),
+        (9, 90, "i", "b"),
+    ]
+    # The written files hold the copied row's values too, under the new names.
+    fields = {f["name"]: f for f in json.loads(schema_of(table, 2)["schemaString"])["fields"]}
+    id_name, pt_name = physical(fields["id"]), physical(fields["pt"])
+    written = [
+        (r[id_name], r["col-elsewhere-qty"], r[pt_name]["col-elsewhere-y"])
+        for a in commit(table, result.version)
+        if "add" in a
+        for r in pq.read_table(Path(table) / a["add"]["path"]).to_pylist()
+    ]
+    assert sorted(written) == [(1, 11, "a"), (2, 20, "b"), (9, 90, "i")]
 
 
 def test_a_store_without_our_commit_refuses_a_mapped_table(spark, tmp_path, monkeypatch):
