@@ -57,9 +57,11 @@ def _peaks_of(raw_files: Iterable[Path]) -> dict[str, int]:
     return peaks
 
 
-def _seconds(summary: CaseSummary, contender: str) -> str:
+def _seconds(summary: CaseSummary, contender: str, contenders: Sequence[str]) -> str:
     timing = summary.timings.get(contender)
-    return "failed" if timing is None else f"{timing.median:.2f} ({timing.low:.2f}-{timing.high:.2f})"
+    if timing is None:
+        return "failed" if contender in contenders else "not run"
+    return f"{timing.median:.2f} ({timing.low:.2f}-{timing.high:.2f})"
 
 
 def _ratio(value: float | None) -> str:
@@ -97,7 +99,7 @@ def markdown(
     for s in summaries:
         lines.append(
             f"| {s.case} | "
-            + " | ".join(_seconds(s, c) for c in ("engine", *BASELINES))
+            + " | ".join(_seconds(s, c, result.contenders) for c in ("engine", *BASELINES))
             + " | "
             + " | ".join(_ratio(s.ratios.get(b)) for b in BASELINES)
             + " |"
