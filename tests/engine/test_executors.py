@@ -421,6 +421,10 @@ def test_an_upsert_streams_the_touched_files_and_finds_inserts_without_shuffling
     (plan,) = write_plans(spark, since)
     if broadcast_budget is None:
         assert "ShuffledHashJoin" not in plan and "SortMergeJoin" not in plan and shuffles(plan) == [], plan
+        # the inserts are the source rows without the keys phase 1 matched (held in Spark's cache): the
+        # matched file is not read again to find them
+        assert "BroadcastHashJoin LeftAnti" in plan and "InMemoryTableScan" in plan, plan
+        assert "LeftSemi" not in plan, plan
     else:
         assert "ShuffledHashJoin FullOuter" in plan and "SortMergeJoin" not in plan, plan
 
@@ -503,10 +507,10 @@ def test_a_full_sync_too_big_to_broadcast_joins_only_the_source_rows_of_touched_
     ["t.id = s.id", "t.id <=> s.id", "t.id = s.id AND s.value > 0"],
     ids=["equality", "null-safe", "source-only-conjunct"],
 )
-def test_unmatched_source_rows_too_big_to_broadcast_are_all_inserted(spark, tmp_path, monkeypatch, condition):
-    # Given: a budget no source fits in; target ids 1-6 in two files; a source updating 2, bringing new
-    # id 7 twice, two NULL ids and a row of id 3 with a value the source-only conjunct rejects (-1)
-    monkeypatch.setattr(joins, "MAX_BROADCAST_BYTES", 0)
+def test_unmatched_source_rows_are_all_inserted(spark, tmp_path, condition, broadcast_budget):
+    # Given: target ids 1-6 in two files; a source updating 2, bringing new id 7 twice, two NULL ids and a
+    # row of id 3 with a value the source-only conjunct rejects (-1); within the budget phase 1 keeps the
+    # matches' keys for the insert branch (not with the source-only conjunct), beyond it the unmatched ones
     target = table_in_files(tmp_path / "t", rows([1, 2, 3]), rows([4, 5, 6]))
     source = rows([2, 7, 7, None, None, 3, *range(100, 140)], [99, 70, 71, 5, 6, -1, *range(100, 140)])
     spec = MergeSpec(target, source_file(tmp_path, source), condition, (update_all(), insert_all()))

@@ -29,7 +29,7 @@ from airflow_provider_deltamerge.engine.execute.joins import (
 from airflow_provider_deltamerge.engine.execute.rewrite import rewrite_touched_files
 from airflow_provider_deltamerge.engine.execute.touched_files import find_touched_files, some_clause_acts
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
-from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_inserts
+from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_inserts, has_not_matched_by_source
 from airflow_provider_deltamerge.engine.progress import enter_phase
 
 
@@ -69,18 +69,27 @@ def run_two_phases(
         # Only rows some clause acts on are modified; the rest stay where they are (Delta's
         # generateFilterForModifiedRows), so only files holding such rows are touched.
         touches = some_clause_acts(plan, "matched")
+    unmatched_by, matched_keys_by = _insert_keys(spark, plan, source)
     with recorder.timed(m.SCAN_TIME_MS):
         enter_phase("scan: finding the touched files among the candidates", files=len(plan.candidate_files))
         found = find_touched_files(
-            plan, source, recorder, touches=touches, unmatched_by=_unmatched_by(spark, plan, source)
+            plan,
+            source,
+            recorder,
+            touches=touches,
+            unmatched_by=unmatched_by,
+            matched_keys_by=matched_keys_by,
         )
-    with recorder.timed(m.REWRITE_TIME_MS):
-        enter_phase("rewrite of the touched files and the inserts", files=len(found.touched))
-        # Nothing touched: the source comes straight from its scan (or materialization) into the writer.
-        written = rewrite_touched_files(spark, plan, source, found, recorder, presized=not found.touched)
-        # Several source rows deleting one target row count it once (Delta's correction).
-        recorder.add(m.NUM_TARGET_ROWS_DELETED, -found.surplus_matches)
-        recorder.add(m.NUM_TARGET_ROWS_MATCHED_DELETED, -found.surplus_matches)
+    try:
+        with recorder.timed(m.REWRITE_TIME_MS):
+            enter_phase("rewrite of the touched files and the inserts", files=len(found.touched))
+            # Nothing touched: the source comes straight from its scan (or materialization) into the writer.
+            written = rewrite_touched_files(spark, plan, source, found, recorder, presized=not found.touched)
+            # Several source rows deleting one target row count it once (Delta's correction).
+            recorder.add(m.NUM_TARGET_ROWS_DELETED, -found.surplus_matches)
+            recorder.add(m.NUM_TARGET_ROWS_MATCHED_DELETED, -found.surplus_matches)
+    finally:
+        found.release()
     if plan.writes_deletion_vectors:
         vectors = vector_changes(plan.snapshot, found.touched, found.modified_rows)
         for name, value in _vector_metrics(vectors).items():
@@ -98,21 +107,30 @@ def run_two_phases(
     return FileChanges(found.touched, written.files, change_files=written.change_files)
 
 
-def _unmatched_by(spark: SparkSession, plan: MergePlan, source: DataFrame) -> tuple[str, ...] | None:
-    """The source columns by which phase 1 finds the unmatched source rows for the insert branch, or None
-    when it should not.
+def _insert_keys(
+    spark: SparkSession, plan: MergePlan, source: DataFrame
+) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
+    """The source columns by which phase 1 helps the insert branch find the unmatched source rows, as
+    ``find_touched_files``' ``unmatched_by`` and ``matched_keys_by`` (at most one of them), or None for both
+    when it cannot help.
 
-    Worth it for a source known to be too big to broadcast (a full sync, say): the insert branch would
-    otherwise join all of it with every matched target row again, where phase 1's join, shuffled anyway,
-    can keep the unmatched source rows too (a full outer join) and the insert branch then picks them out
-    of the source by their few key values. A source that fits is broadcast in both phases instead, and a
-    full outer join cannot stream the target past a broadcast.
+    Without help, the insert branch joins the source with the matched files' rows again. When the ON
+    condition's source key columns alone decide a match (``source_key_columns``):
+
+    * a source known to be too big to broadcast (a full sync, say): phase 1's join, shuffled anyway, keeps
+      the unmatched source rows too (a full outer join), and the insert branch picks them out of the source
+      by their few key values. A full outer join cannot stream the target past a broadcast, so a source
+      that fits is not joined so;
+    * a source that fits, with no NOT MATCHED BY SOURCE clause (an inner join: only the matches are kept):
+      phase 1 keeps the matches' key values in Spark's cache, and the insert branch drops the source rows
+      holding them, with no second read of the matched files.
     """
     if not has_inserts(plan.clauses) or plan.source_rows is None or not plan.candidate_files:
-        return None
-    if fits_in_memory(source.schema, plan.source_rows, broadcast_budget(spark)):
-        return None
-    return source_key_columns(plan)
+        return None, None
+    columns = source_key_columns(plan)
+    if not fits_in_memory(source.schema, plan.source_rows, broadcast_budget(spark)):
+        return columns, None
+    return None, None if has_not_matched_by_source(plan.clauses) else columns
 
 
 def _vector_metrics(changes: Sequence[VectorChange]) -> dict[str, int]:

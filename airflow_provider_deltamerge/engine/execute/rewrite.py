@@ -5,9 +5,12 @@ The output is the union of up to two branches, written in one Spark job:
 * **the touched files' rows**, each joined with its matching source row (a right outer join: every row of
   a rewritten file is written back, changed or copied). A source that fits in memory is broadcast, so the
   target rows stream through the join with no shuffle and their scan's splits size the output files;
-* **the inserts**: the source rows that match no target row (a left anti join against the matched files
-  only; phase 1 found them). When the source is broadcast, the matched files' rows are first narrowed to
-  the matched ones with a semi join against it, so the anti join's other side is small too.
+* **the inserts**: the source rows that match no target row. Where the ON condition's source key columns
+  decide a match, phase 1 handed over the matched rows' key values (a source that fits in memory: the
+  inserts are the source rows without them, an anti join against those broadcast values) or the unmatched
+  rows' (a source too big to broadcast: the rows with them). Else a left anti join against the matched
+  files only; when the source is broadcast, the matched files' rows are first narrowed to the matched ones
+  with a semi join against it, so the anti join's other side is small too.
 
 One full outer join would do both, but it shuffles every row of the touched files; it is used only when the
 source is too big to broadcast and the matched and touched files are the same. A source too big to
@@ -17,6 +20,7 @@ broadcast is the hashed side of a shuffled hash join, so the touched files' rows
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -41,7 +45,7 @@ from airflow_provider_deltamerge.engine.execute.joins import (
     target_key_schema,
     target_rows,
 )
-from airflow_provider_deltamerge.engine.execute.touched_files import TouchedFiles, UnmatchedKeys
+from airflow_provider_deltamerge.engine.execute.touched_files import TouchedFiles
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.observed import observe, observed, observed_count
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_inserts
@@ -218,7 +222,8 @@ def _insert_candidates(
 
     Only the matched files can hold a match (phase 1 looked at every candidate file); with none, the anti
     join meets an empty relation and Spark drops it too. When phase 1 found the unmatched rows' key values,
-    the rows are picked out of the source by them instead, with no join against the target.
+    the rows are picked out of the source by them instead, with no join against the target; when it kept
+    the matched rows' key values (and they fit in memory), the source rows holding none of them are.
 
     Args:
         counted: the source rows to read (``source``, or it observed for the second-scan count): the join
@@ -228,7 +233,15 @@ def _insert_candidates(
         budget: the most bytes the engine broadcasts (``broadcast_budget``).
     """
     if found.unmatched is not None:
-        return _with_target_columns(spark, plan, _rows_with_keys(spark, plan, counted, found.unmatched))
+        values = spark.createDataFrame(list(found.unmatched.values), found.unmatched.schema)
+        unmatched = _rows_with_keys(plan, counted, found.unmatched.columns, values, "left_semi")
+        return _with_target_columns(spark, plan, unmatched)
+    kept = found.matched_keys
+    if kept is not None and fits_in_memory(
+        kept.values.schema, found.matched_rows + found.surplus_matches, budget
+    ):
+        unmatched = _rows_with_keys(plan, counted, kept.columns, kept.values, "left_anti")
+        return _with_target_columns(spark, plan, unmatched)
     matched_rows = target_rows(spark, plan, found.matched)
     if broadcast and found.matched:
         # Streams the matched files' ON-condition columns (Spark prunes the rest) past the broadcast source:
@@ -246,16 +259,17 @@ def _insert_candidates(
 
 
 def _rows_with_keys(
-    spark: SparkSession, plan: MergePlan, source: DataFrame, keys: UnmatchedKeys
+    plan: MergePlan, source: DataFrame, columns: Sequence[str], values: DataFrame, how: str
 ) -> DataFrame:
-    """The rows of ``source`` whose key columns hold one of ``keys``' values (NULLs alike): a semi join
-    against the broadcast values, so the source streams through once, unshuffled."""
-    values = F.broadcast(spark.createDataFrame(list(keys.values), keys.schema))
+    """The rows of ``source`` whose ``columns`` hold (``left_semi``) or do not hold (``left_anti``) one of the
+    key tuples of ``values`` (fields ``k0``, ``k1``, ...; NULLs alike): a join against the broadcast values,
+    so the source streams through once, unshuffled."""
+    values = F.broadcast(values)
     condition = reduce(
         Column.__and__,
-        [F.expr(column).eqNullSafe(values[f"k{n}"]) for n, column in enumerate(keys.columns)],
+        [F.expr(column).eqNullSafe(values[f"k{n}"]) for n, column in enumerate(columns)],
     )
-    return source.alias(plan.spec.source_alias).join(values, condition, "left_semi")
+    return source.alias(plan.spec.source_alias).join(values, condition, how)
 
 
 def _write_with_actions(

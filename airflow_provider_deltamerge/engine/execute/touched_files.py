@@ -42,6 +42,7 @@ _UNMATCHED_KEY_GROUPS = 64
 _MAX_GROUP_KEYS = 2 * MAX_UNMATCHED_KEYS // _UNMATCHED_KEY_GROUPS
 _UNMATCHED_KEY = hidden_name("unmatched_key")
 _KEY_GROUP = hidden_name("key_group")
+_MATCH = hidden_name("match")
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,16 @@ class UnmatchedKeys:
     columns: tuple[str, ...]
     values: tuple[tuple[Any, ...], ...]
     schema: StructType  # of the values: one field per column, named k0, k1, ...
+
+
+@dataclass(frozen=True)
+class MatchedKeys:
+    """The values of ``columns`` (``joins.source_key_columns``) of the source rows that match some target
+    row: the rows holding none of them are exactly the unmatched ones."""
+
+    columns: tuple[str, ...]
+    values: DataFrame  # one row per match, fields k0, k1, ..., read from ``held``
+    held: DataFrame  # phase 1's join, as Spark's cache holds it
 
 
 @dataclass(frozen=True)
@@ -68,6 +79,8 @@ class TouchedFiles:
         modified_rows: for a merge that writes deletion vectors, the indexes of the rows some clause acts
             on in each touched file, by log path.
         unmatched: the source rows that match no target row, when phase 1 was asked to find them.
+        matched_keys: the key values of the source rows that match a target row, when phase 1 was asked
+            to keep them: the insert branch then needs no second look at the target. ``release`` frees them.
     """
 
     touched: tuple[DataFile, ...]
@@ -77,6 +90,12 @@ class TouchedFiles:
     modified_rows: Mapping[str, Sequence[int]] = field(default_factory=dict)
     # The source rows no target row matches, by their key values, when phase 1 collected them.
     unmatched: UnmatchedKeys | None = None
+    matched_keys: MatchedKeys | None = None
+
+    def release(self) -> None:
+        """Drop phase 1's join from Spark's cache, if it was kept."""
+        if self.matched_keys is not None:
+            self.matched_keys.held.unpersist()
 
 
 NOTHING_TOUCHED = TouchedFiles(touched=(), matched=(), matched_rows=0, surplus_matches=0)
@@ -100,6 +119,7 @@ def find_touched_files(
     *,
     touches: Column,
     unmatched_by: Sequence[str] | None = None,
+    matched_keys_by: Sequence[str] | None = None,
 ) -> TouchedFiles:
     """The candidate files holding matches and the acting ones among them, after the multiple-match check.
 
@@ -113,6 +133,9 @@ def find_touched_files(
             (``joins.source_key_columns``): the join keeps unmatched source rows too (a full outer join, so
             for a source too big to broadcast only), and their distinct values of the columns come back
             with the files, up to ``MAX_UNMATCHED_KEYS``.
+        matched_keys_by: keep the values of these source columns (``joins.source_key_columns``) of every
+            match in Spark's cache, as ``TouchedFiles.matched_keys``; only where the join is an inner one
+            (no NOT MATCHED BY SOURCE clause, no ``unmatched_by``), which holds the matches alone.
 
     Raises:
         MergeExecutionError: DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE, showing a few
@@ -142,9 +165,21 @@ def find_touched_files(
         if unmatched_by
         else []
     )
-    per_row = joined.groupBy(
-        FILE_COLUMN, ROW_INDEX_COLUMN, *[k.alias(_UNMATCHED_KEY) for k in unmatched_key]
-    ).agg(F.count(F.when(on_target, F.col(SOURCE_PRESENT))).alias("matches"), F.max(acting).alias("acting"))
+    keeps_keys = bool(matched_keys_by) and how == "inner"
+    # Only what the aggregations (and the kept keys) need: the projection is what Spark's cache holds.
+    pairs = joined.select(
+        FILE_COLUMN,
+        ROW_INDEX_COLUMN,
+        F.when(on_target, F.col(SOURCE_PRESENT)).alias(_MATCH),  # NULL unless a source row matches
+        acting.alias("acting"),
+        *[k.alias(_UNMATCHED_KEY) for k in unmatched_key],
+        *[F.expr(c).alias(f"k{n}") for n, c in enumerate(matched_keys_by or ()) if keeps_keys],
+    )
+    if keeps_keys:
+        pairs = pairs.persist()
+    per_row = pairs.groupBy(FILE_COLUMN, ROW_INDEX_COLUMN, *([_UNMATCHED_KEY] if unmatched_by else [])).agg(
+        F.count(_MATCH).alias("matches"), F.max("acting").alias("acting")
+    )
     # With deletion vectors the acting rows themselves are wanted: they go into their file's new vector.
     modified = [F.collect_list(F.when(F.col("acting"), F.col(ROW_INDEX_COLUMN))).alias("modified")]
     # The unmatched source rows' key values, in groups of their hash (a file's rows all hash their NULL key
@@ -168,12 +203,17 @@ def find_touched_files(
         *(modified if plan.writes_deletion_vectors else []),
         *unmatched_values,
     )
-    collected = per_file.collect()
-    files = [row for row in collected if row[FILE_COLUMN] is not None]
-    recorder.set(m.NUM_SOURCE_ROWS, observed_count(source_count, "rows", fallback=source))
-    multiply_matched = sum(row["multiply_matched"] for row in files)
-    if multiply_matched and not is_only_unconditional_delete(plan.clauses):
-        raise _multiple_match_error(plan, joined.filter(on_target), multiply_matched)
+    try:
+        collected = per_file.collect()
+        files = [row for row in collected if row[FILE_COLUMN] is not None]
+        recorder.set(m.NUM_SOURCE_ROWS, observed_count(source_count, "rows", fallback=source))
+        multiply_matched = sum(row["multiply_matched"] for row in files)
+        if multiply_matched and not is_only_unconditional_delete(plan.clauses):
+            raise _multiple_match_error(plan, joined.filter(on_target), multiply_matched)
+    except BaseException:
+        if keeps_keys:
+            pairs.unpersist()
+        raise
     touched_uris = {row[FILE_COLUMN] for row in files if row["acting"]}
     by_uri = files_by_uri(plan.snapshot, plan.candidate_files)
     return TouchedFiles(
@@ -191,7 +231,13 @@ def find_touched_files(
             if unmatched_by
             else None
         ),
+        matched_keys=_matched_keys(matched_keys_by, pairs) if keeps_keys and matched_keys_by else None,
     )
+
+
+def _matched_keys(columns: Sequence[str], pairs: DataFrame) -> MatchedKeys:
+    matches = pairs.filter(F.col(_MATCH).isNotNull())
+    return MatchedKeys(tuple(columns), matches.select(*[f"k{n}" for n in range(len(columns))]), pairs)
 
 
 def _unmatched_keys(
