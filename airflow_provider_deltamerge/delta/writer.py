@@ -45,7 +45,9 @@ from airflow_provider_deltamerge.delta.stats_columns import (
     StatsSettings,
     indexed_columns,
 )
+from airflow_provider_deltamerge.delta.store_files import StoreFiles
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
+from airflow_provider_deltamerge.session_kind import is_connect
 from airflow_provider_deltamerge.spec.names import hidden_name, quote_part
 
 # Not hidden (no leading "_" or "."): VACUUM, Delta's and deltalake's, skips hidden folders, so the files of
@@ -141,6 +143,11 @@ class TableFiles:
             out.close()
 
 
+def table_files(spark: SparkSession, table_uri: str) -> TableFiles | StoreFiles:
+    """The table's files as ``spark`` sees them; from this process on Connect, which has no Hadoop here."""
+    return StoreFiles(table_uri) if is_connect(spark) else TableFiles(spark, table_uri)
+
+
 def write_files(
     spark: SparkSession,
     rows: DataFrame,
@@ -173,7 +180,7 @@ def write_files(
     Raises:
         MergeExecutionError: a written row violates a constraint (Delta's error class and wording).
     """
-    table = TableFiles(spark, snapshot.table_uri)
+    table = table_files(spark, snapshot.table_uri)
     with_changes = CHANGE_TYPE_COLUMN in rows.columns
     # The rows carry the schema the commit will have (evolved, if the merge evolves it): Delta collects
     # statistics against that schema, not the one read.
@@ -209,7 +216,8 @@ def write_files(
         )
     if with_changes:
         rows = rows.withColumn(_CHANGE_PARTITION, F.col(CHANGE_TYPE_COLUMN).isNotNull())
-    writer = rows.write.mode("errorifexists").option("compression", "snappy")
+    # "error" (not its alias "errorifexists"): the one name of the mode Spark Connect's client knows.
+    writer = rows.write.mode("error").option("compression", "snappy")
     max_rows = max_records_per_file(snapshot)
     if max_rows is not None:
         writer = writer.option("maxRecordsPerFile", max_rows)
@@ -272,7 +280,7 @@ def _table_path(staged: str) -> tuple[str, bool]:
 
 def discard(spark: SparkSession, snapshot: Snapshot, files: Sequence[WrittenFile | ChangeFile]) -> None:
     """Delete files written for a merge that will not be committed."""
-    table = TableFiles(spark, snapshot.table_uri)
+    table = table_files(spark, snapshot.table_uri)
     for written in files:
         table.delete(written.relative_path)
 

@@ -25,6 +25,10 @@ def observe(df: DataFrame, *aggregates: Column) -> tuple[DataFrame, Observation]
 
 def observed(observation: Observation) -> dict[str, Any] | None:
     """The observed values after the action ran, or None when the observed node never ran."""
+    if not hasattr(observation, "_jo"):
+        # A Connect observation is filled from the action's own response, before the action returns; a node
+        # that never ran leaves it empty.
+        return observation.get or None
     handle: Any = observation._jo  # PySpark keeps the JVM Observation here
     future = handle.future()
     deadline = time.monotonic() + GRACE_SECONDS

@@ -11,10 +11,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from py4j.protocol import Py4JError
+
+from airflow_provider_deltamerge.session_kind import is_connect
 
 log = logging.getLogger(__name__)
 
@@ -93,18 +96,40 @@ class ProgressReporter:
 
     def __init__(self, *, interval_s: float = PROGRESS_INTERVAL_S) -> None:
         self._interval_s = interval_s
-        self._spark: Any = None
+        self._read_counts: Callable[[], StageCounts | None] | None = None
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="deltamerge-progress", daemon=True)
         self._counts_failed = False
+        self._connect_counts: StageCounts | None = None
 
     def __enter__(self) -> ProgressReporter:
         self._thread.start()
         return self
 
     def watch(self, spark: Any) -> None:
-        """Add Spark's counts of ``spark``'s active stages to the lines from now on."""
-        self._spark = spark
+        """Add Spark's counts of ``spark``'s active stages to the lines from now on.
+
+        A Connect client has no status store to ask: the server streams each running query's stages with
+        its results, and the reporter keeps the latest of them (task counts only; Connect sends no rows).
+        """
+        if is_connect(spark):
+            spark.registerProgressHandler(self._on_connect_progress)
+            self._read_counts = lambda: self._connect_counts
+        else:
+            self._read_counts = lambda: active_stage_counts(spark)
+
+    def _on_connect_progress(self, stages: Any, inflight_tasks: int, operation_id: Any, done: bool) -> None:
+        found = [s for s in stages or () if not s.done]
+        self._connect_counts = (
+            StageCounts(
+                tasks_done=sum(s.num_completed_tasks for s in found),
+                tasks=sum(s.num_tasks for s in found),
+                rows_read=0,
+                rows_written=0,
+            )
+            if found and not done
+            else None
+        )
 
     def __exit__(self, *exc: object) -> None:
         self._stopped.set()
@@ -115,10 +140,10 @@ class ProgressReporter:
             log.info(progress_line(current_phase(), self._counts(), time.monotonic()))
 
     def _counts(self) -> StageCounts | None:
-        if self._spark is None or self._counts_failed:
+        if self._read_counts is None or self._counts_failed:
             return None
         try:
-            return active_stage_counts(self._spark)
+            return self._read_counts()
         except (Py4JError, AttributeError) as err:  # e.g. the session stopping under the reporter's feet
             self._counts_failed = True
             log.debug("Spark's stage counts cannot be read (%s); progress lines give the phase only", err)

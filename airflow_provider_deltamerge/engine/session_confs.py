@@ -11,6 +11,8 @@ import logging
 
 from pyspark.sql import SparkSession
 
+from airflow_provider_deltamerge.session_kind import conf_keys
+
 log = logging.getLogger(__name__)
 
 AUTO_MERGE = "spark.databricks.delta.schema.autoMerge.enabled"
@@ -86,8 +88,7 @@ def ansi_enabled(spark: SparkSession) -> bool:
 def warn_ignored_delta_confs(spark: SparkSession) -> list[str]:
     """Log a warning naming each ``spark.databricks.delta.*`` conf set on the session that the engine does
     not honour; the names warned about."""
-    # The keys as one string: spark.conf.getAll converts the JVM's map entry by entry, a round trip each.
-    keys = spark._jsparkSession.conf().getAll().keys().mkString("\n").splitlines()
+    keys = conf_keys(spark)
     ignored = sorted(
         key for key in keys if key.startswith("spark.databricks.delta.") and key not in HONOURED_DELTA_CONFS
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.common.compat.sdk import AirflowException, BaseHook, conf
 from airflow.sdk.log import mask_secret
 
@@ -23,6 +24,7 @@ from airflow_provider_deltamerge.delta.job_reports import take_report
 from airflow_provider_deltamerge.engine.metrics import merge_result
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.hooks.cloud_credentials import gcs_keyfile_conf
+from airflow_provider_deltamerge.hooks.connect_job import ConnectJob
 from airflow_provider_deltamerge.hooks.spark_setup import (
     JobSubmitHook,
     is_local_default,
@@ -108,17 +110,8 @@ class DeltaMergeHook(BaseHook):
         """
         submission_id = uuid.uuid4().hex
         connection = self._connection()
-        if is_local_default(connection):
-            self.log.warning(
-                "No Spark connection %r is defined: the merge runs on this worker's Spark (%s). Define it "
-                "(e.g. AIRFLOW_CONN_SPARK_DEFAULT) to submit to a cluster",
-                self.spark_conn_id,
-                connection.host,
-            )
-        binary = spark_submit_binary(
-            self.spark_submit_kwargs.get("spark_binary") or connection.extra_dejson.get("spark-binary")
-        )
-        in_cluster = self._deploy_mode() == "cluster"
+        connect = connection.conn_type == SparkConnectHook.conn_type
+        in_cluster = not connect and self._deploy_mode() == "cluster"
         if in_cluster and not is_path_like(spec.target):
             raise AirflowException(
                 f"The merge target {spec.target} is a catalog table name, which cluster deploy mode cannot "
@@ -134,6 +127,18 @@ class DeltaMergeHook(BaseHook):
             in_cluster,
             bounds,
             dry_run,
+        )
+        if connect:
+            return self._run_on_connect(spec, request, connection)
+        if is_local_default(connection):
+            self.log.warning(
+                "No Spark connection %r is defined: the merge runs on this worker's Spark (%s). Define it "
+                "(e.g. AIRFLOW_CONN_SPARK_DEFAULT) to submit to a cluster",
+                self.spark_conn_id,
+                connection.host,
+            )
+        binary = spark_submit_binary(
+            self.spark_submit_kwargs.get("spark_binary") or connection.extra_dejson.get("spark-binary")
         )
         # A private folder (mode 0700): the request may hold a source's options, the answer the metrics.
         with tempfile.TemporaryDirectory(prefix="deltamerge-") as scratch:
@@ -197,6 +202,35 @@ class DeltaMergeHook(BaseHook):
             return answered
         return self._result_from_log(spec, submission_id)
 
+    def _run_on_connect(self, spec: MergeSpec, request: JobRequest, connection: Any) -> dict[str, Any]:
+        """Run the job on this worker against the connection's Spark Connect server (``connect_job.py``)."""
+        if connection.password:
+            # The URL carries the token (URL-quoted): neither form may reach the task log.
+            mask_secret(connection.password)
+            mask_secret(quote(connection.password))
+        url = SparkConnectHook(self.spark_conn_id).get_connection_url()
+        submission_id = str(request.provenance[SUBMISSION_ID])
+        with tempfile.TemporaryDirectory(prefix="deltamerge-") as scratch:
+            request_file = write_private(
+                Path(scratch) / f"deltamerge-request-{submission_id}.json", encode_request(request)
+            )
+            answer_file = Path(scratch) / "answer.json"
+            job = self._connect_job = ConnectJob(url, self.log)
+            status = job.run(
+                [REQUEST_FILE_ARG, str(request_file), ANSWER_FILE_ARG, str(answer_file)],
+                env={**os.environ, **self.storage_options()},
+                conf={**self.conf, **self.private_conf},
+            )
+            answered = self._answer(spec, submission_id, answer_file)
+        if isinstance(answered, DeltaMergeError):
+            raise answered
+        if answered is None:
+            raise AirflowException(
+                f"The merge job on the Spark Connect server of connection {self.spark_conn_id!r} ended with "
+                f"exit status {status} and no answer; the lines above say why."
+            )
+        return answered
+
     def spark_application_url(self) -> str | None:
         """Where the last job this hook submitted can be seen: YARN's tracking URL, else the driver's Spark
         UI as the job reported it, else the Kubernetes driver pod through ``[deltamerge] kubernetes_pod_url``
@@ -214,6 +248,9 @@ class DeltaMergeHook(BaseHook):
         return template.format(namespace=quote(namespace, safe=""), pod=quote(pod, safe=""))
 
     def on_kill(self) -> None:
+        job = getattr(self, "_connect_job", None)
+        if job is not None:
+            job.kill()
         submit = getattr(self, "_submit", None)
         if submit is not None:
             submit.on_kill()

@@ -8,20 +8,24 @@ with ``--answer-file <path>`` too (``spec/transport.py``). The request file is t
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from py4j.protocol import Py4JJavaError
 from pyspark import SparkFiles
+from pyspark.errors import PySparkException
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge.delta.commit_match import MetricBounds
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID
 from airflow_provider_deltamerge.delta.job_reports import report_path
-from airflow_provider_deltamerge.delta.writer import TableFiles
+from airflow_provider_deltamerge.delta.writer import table_files
 from airflow_provider_deltamerge.engine import MergeResult, run_merge
 from airflow_provider_deltamerge.engine.backends.delta_spark import choose_backend, run_with_delta_spark
 from airflow_provider_deltamerge.engine.metrics import DRY_RUN, merge_result
@@ -31,6 +35,8 @@ from airflow_provider_deltamerge.engine.session_confs import ENGINE_SESSION_CONF
 from airflow_provider_deltamerge.exceptions import DeltaMergeError, MergeSpecError
 from airflow_provider_deltamerge.spec.transport import (
     ANSWER_FILE_ARG,
+    CONNECT_CONF_ENV,
+    CONNECT_REMOTE_ENV,
     REQUEST_FILE_ARG,
     SPARK_STARTED,
     SPARK_UI,
@@ -51,21 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _log_to_stdout()
     # From the first second: starting Spark alone can take a minute on a busy machine.
+    remote = os.environ.pop(CONNECT_REMOTE_ENV, None)
     with ProgressReporter() as progress:
-        # The app's name is spark-submit's --name, which the hook sets.
-        spark = SparkSession.builder.config(map=ENGINE_SESSION_CONF).getOrCreate()
-        spark.sparkContext.setLogLevel("WARN")
-        quiet_known_warnings(spark)
-        ui = spark.sparkContext.uiWebUrl
-        log.info(
-            "%s: Spark %s, master %s%s",
-            SPARK_STARTED,
-            spark.version,
-            spark.sparkContext.master,
-            f", {SPARK_UI} {ui}" if ui else "",
-        )
+        spark = _connect_session(remote) if remote else _submitted_session()
         progress.watch(spark)
-        drop_reflection_functions(spark)
         answer_file = Path(args.answer_file) if args.answer_file else None
         try:
             request = decode_request(_request_text(args.request_file))
@@ -77,6 +72,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             enter_phase("stopping Spark")
             spark.stop()
+
+
+def _submitted_session() -> SparkSession:
+    """The session spark-submit started this process for; its JVM is the job's own."""
+    # The app's name is spark-submit's --name, which the hook sets.
+    spark = SparkSession.builder.config(map=ENGINE_SESSION_CONF).getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    quiet_known_warnings(spark)
+    ui = spark.sparkContext.uiWebUrl
+    log.info(
+        "%s: Spark %s, master %s%s",
+        SPARK_STARTED,
+        spark.version,
+        spark.sparkContext.master,
+        f", {SPARK_UI} {ui}" if ui else "",
+    )
+    drop_reflection_functions(spark)
+    return spark
+
+
+def _connect_session(url: str) -> SparkSession:
+    """A session of the Spark Connect server at ``url``, with the operator's conf where the server takes it.
+
+    The server is shared and long-lived: its JVM's log levels and function registry are not the job's to
+    change (the spec's validation still refuses reflection functions by name), and a static conf (memory,
+    packages) is the server's own: such a conf is named in a warning, not applied.
+    """
+    spark = SparkSession.builder.remote(url).getOrCreate()
+    for key, value in json.loads(os.environ.pop(CONNECT_CONF_ENV, "") or "{}").items():
+        try:
+            spark.conf.set(key, value)
+        except PySparkException as err:
+            log.warning(
+                "%s cannot be set on a running Spark Connect server (%s); set it on the server", key, err
+            )
+    host = urlsplit(url.replace("sc://", "http://", 1)).hostname
+    log.info("%s: Spark %s, Spark Connect server %s", SPARK_STARTED, spark.version, host)
+    return spark
 
 
 # Spark warnings that the merge's own way of working causes on every run and no user can act on: a source is
@@ -155,7 +188,7 @@ def answer(spark: SparkSession, request: JobRequest, *, answer_file: Path | None
         answer_file.write_text(text, encoding="utf-8")
     if request.report_file and submission_id:
         table = table_location(spark, request.spec.target)
-        TableFiles(spark, table).write_text(report_path(submission_id), text)
+        table_files(spark, table).write_text(report_path(submission_id), text)
     return status
 
 

@@ -28,6 +28,11 @@ SPARK_STARTED = "Spark started"
 # How that line names the Spark UI's address, which the task's "Spark application" link points at.
 SPARK_UI = "UI at"
 
+# With a spark_connect connection the job runs on the worker (hooks/connect_job.py): it reads, and removes
+# from its environment, the server's URL (which may hold a token) and the Spark conf for its session.
+CONNECT_REMOTE_ENV = "DELTAMERGE_SPARK_REMOTE"
+CONNECT_CONF_ENV = "DELTAMERGE_SPARK_CONF"
+
 
 @dataclass(frozen=True)
 class JobRequest:

@@ -4,7 +4,6 @@ to broadcast."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -26,6 +25,7 @@ from airflow_provider_deltamerge.delta.reader import read_files
 from airflow_provider_deltamerge.delta.snapshot import DataFile
 from airflow_provider_deltamerge.engine.execute.clause_output import SOURCE_PRESENT, TARGET_PRESENT
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan
+from airflow_provider_deltamerge.session_kind import heap_bytes
 from airflow_provider_deltamerge.spec.names import quote_part
 from airflow_provider_deltamerge.spec.references import ExpressionSyntaxError, column_references, conjuncts
 
@@ -177,12 +177,7 @@ def target_key_schema(plan: MergePlan) -> StructType:
 def broadcast_budget(spark: SparkSession) -> int:
     """The most bytes (estimated) of rows the engine broadcasts in ``spark``: a share of the driver's heap
     and, on a cluster, of an executor's (in local mode the driver's JVM is the executor)."""
-    jvm: Any = spark._jvm
-    heap = int(jvm.java.lang.Runtime.getRuntime().maxMemory())
-    if not str(spark.sparkContext.master).startswith("local"):
-        executor = spark.sparkContext.getConf().get("spark.executor.memory", "1g")
-        heap = min(heap, int(jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes(executor)))
-    return min(MAX_BROADCAST_BYTES, max(MIN_BROADCAST_BYTES, heap // _HEAP_SHARE))
+    return min(MAX_BROADCAST_BYTES, max(MIN_BROADCAST_BYTES, heap_bytes(spark) // _HEAP_SHARE))
 
 
 def fits_in_memory(schema: StructType, rows: int, budget: int) -> bool:

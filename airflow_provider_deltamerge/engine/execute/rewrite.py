@@ -49,6 +49,7 @@ from airflow_provider_deltamerge.engine.execute.touched_files import TouchedFile
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.observed import observe, observed, observed_count
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_inserts
+from airflow_provider_deltamerge.session_kind import partition_count
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +118,8 @@ def rewrite_touched_files(
             branches.append((streamed.join(touched, condition, "right_outer"), _TOUCHED_ROWS))
             if broadcast and inserting and not plan.snapshot.partition_columns:
                 # The inserts ride along in the rewrite's tasks (no shuffle): without this each merge
-                # would add a small file of inserts beside the rewritten ones.
-                tasks = touched.rdd.getNumPartitions()
+                # would add a small file of inserts beside the rewritten ones (not on Connect: no RDDs).
+                tasks = partition_count(touched)
         if inserting:
             branches.append(
                 _insert_candidates(spark, plan, source, insert_source, found, condition, broadcast, budget)

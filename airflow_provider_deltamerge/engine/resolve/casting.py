@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
@@ -41,8 +41,10 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from airflow_provider_deltamerge.engine.resolve import cast_rules
 from airflow_provider_deltamerge.engine.session_confs import ansi_enabled, casting_follows_ansi
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError, MergeExecutionError
+from airflow_provider_deltamerge.session_kind import is_connect
 
 Policy = Literal["ANSI", "LEGACY", "STRICT"]
 POLICY_KEY = "spark.sql.storeAssignmentPolicy"
@@ -167,7 +169,7 @@ class StoreAssignment:
             return value
         if isinstance(source, NullType):
             return F.lit(None).cast(target)
-        rules = _SparkCastRules(self.spark)
+        rules = _cast_rules(self.spark)
         if self.policy == "STRICT":
             if not rules.can_up_cast(source, target):
                 raise ClauseResolutionError(
@@ -319,6 +321,17 @@ def _legacy_cast(value: Column, source: DataType, target: DataType) -> Column:
     size = 1 << wanted
     low = F.pmod(value.cast("long"), F.lit(size))
     return F.when(low >= size // 2, low - size).otherwise(low).cast(target)
+
+
+class _CastRules(Protocol):
+    def can_up_cast(self, source: DataType, target: DataType) -> bool: ...
+    def can_ansi_cast(self, source: DataType, target: DataType) -> bool: ...
+    def can_cast(self, source: DataType, target: DataType) -> bool: ...
+
+
+def _cast_rules(spark: SparkSession) -> _CastRules:
+    """The session JVM's own rules; on Connect, which has no JVM, their Python port (``cast_rules.py``)."""
+    return cast_rules if is_connect(spark) else _SparkCastRules(spark)
 
 
 class _SparkCastRules:

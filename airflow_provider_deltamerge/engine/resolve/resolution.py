@@ -13,6 +13,7 @@ import zoneinfo
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
@@ -21,9 +22,16 @@ from pyspark.sql.types import DataType, StructType
 
 from airflow_provider_deltamerge.delta.protocol import GENERATION_EXPRESSION_KEY
 from airflow_provider_deltamerge.engine.identity import identities
+from airflow_provider_deltamerge.engine.resolve.plan_text import (
+    all_deterministic,
+    analyzed_plan,
+    has_subquery,
+    top_node,
+)
 from airflow_provider_deltamerge.engine.resolve.struct_fields import assign_struct_fields
 from airflow_provider_deltamerge.engine.spark_errors import summarize
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError
+from airflow_provider_deltamerge.session_kind import is_connect
 from airflow_provider_deltamerge.spec import (
     MatchedUpdate,
     MergeClause,
@@ -365,6 +373,8 @@ def _value_types(
     distinct = list(dict.fromkeys(texts))
     if not distinct:
         return {}
+    if is_connect(frame.sparkSession):
+        return _value_types_on_connect(frame, sees, distinct)
     try:
         # As SQL text: one parse on the JVM (Columns would cost round trips per value); read by position.
         selected = frame.selectExpr(*distinct)
@@ -411,23 +421,55 @@ def _empty_join(spark: SparkSession, schemas: Mapping[str, StructType]) -> DataF
     return joined
 
 
+def _value_types_on_connect(
+    frame: DataFrame, sees: tuple[str, ...], distinct: list[str]
+) -> dict[tuple[tuple[str, ...], str], ValueType]:
+    """``_value_types`` from the plan's text (``plan_text.py``): one analysis for the types, one for
+    determinism (all of them at once; one non-deterministic value makes each count as one: the safe side)."""
+    selected = frame.selectExpr(*distinct)
+    try:
+        if top_node(analyzed_plan(selected)) != "Project":
+            return {}
+    except AnalysisException:
+        return {}
+    deterministic = all_deterministic(frame, distinct)
+    return {
+        (sees, text): ValueType(selected.schema.fields[n].dataType, deterministic)
+        for n, text in enumerate(distinct)
+    }
+
+
 def _check(frame: DataFrame, checked: _Checked, schemas: Mapping[str, StructType]) -> ValueType:
+    connect = is_connect(frame.sparkSession)
     try:
         selected = frame.select(F.expr(checked.text))
-        analyzed = selected._jdf.queryExecution().analyzed()
+        # Connect analyses lazily: asking for the plan's text is the analysis.
+        analyzed: Any = analyzed_plan(selected) if connect else selected._jdf.queryExecution().analyzed()
     except AnalysisException as err:
         raise _analysis_error(checked, err, schemas) from err
-    value = ValueType(selected.schema.fields[0].dataType, bool(analyzed.expressions().head().deterministic()))
+    if connect:
+        # An aggregate cannot be a sort key; it is refused for being one before its determinism matters.
+        aggregate = top_node(analyzed) == "Aggregate"
+        deterministic = aggregate or all_deterministic(frame, [checked.text])
+        kind = lambda: "Aggregate" if aggregate else "Project"  # noqa: E731
+        subquery = lambda: has_subquery(analyzed)  # noqa: E731
+    else:
+        deterministic = bool(analyzed.expressions().head().deterministic())
+        kind, subquery = (
+            (lambda: analyzed.getClass().getSimpleName()),
+            (lambda: analyzed.subqueries().nonEmpty()),
+        )
+    value = ValueType(selected.schema.fields[0].dataType, deterministic)
     if not checked.is_condition:
         return value
     # Spark turns a projection with an aggregate into an Aggregate node; its first expression is ours.
     problem = (
         "DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED"
-        if not analyzed.expressions().head().deterministic()
+        if not deterministic
         else "DELTA_AGGREGATION_NOT_SUPPORTED"
-        if analyzed.getClass().getSimpleName() == "Aggregate"
+        if kind() == "Aggregate"
         else "DELTA_UNSUPPORTED_SUBQUERY"
-        if analyzed.subqueries().nonEmpty()
+        if subquery()
         else None
     )
     if problem is not None:

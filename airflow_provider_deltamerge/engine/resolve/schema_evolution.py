@@ -29,7 +29,9 @@ from pyspark.sql.types import (
     TimestampNTZType,
 )
 
+from airflow_provider_deltamerge.engine.resolve.cast_rules import implicit_cast
 from airflow_provider_deltamerge.exceptions import SchemaEvolutionError
+from airflow_provider_deltamerge.session_kind import is_connect
 
 # delta-error-classes.json
 _FAILED_TO_MERGE_FIELDS = "Failed to merge fields '{current}' and '{update}'"
@@ -127,7 +129,10 @@ class _Merger:
         )
 
     def _implicit_cast(self, source: DataType, target: DataType) -> bool:
-        """Spark's ``TypeCoercion.implicitCast`` (the non-ANSI rules Delta's schema merge uses)."""
+        """Spark's ``TypeCoercion.implicitCast`` (the non-ANSI rules Delta's schema merge uses); its port
+        on Connect, which has no JVM to ask."""
+        if is_connect(self._spark):
+            return implicit_cast(source, target)
         jvm: Any = self._spark._jvm
         session: Any = self._spark._jsparkSession
         catalyst = jvm.org.apache.spark.sql.catalyst

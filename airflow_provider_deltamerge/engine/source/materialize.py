@@ -53,6 +53,7 @@ from airflow_provider_deltamerge.engine.session_confs import (
 from airflow_provider_deltamerge.engine.source.delta_tables import VIEW_PREFIX
 from airflow_provider_deltamerge.engine.source.pinned_files import PinnedFiles, pin_source_files
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
+from airflow_provider_deltamerge.session_kind import is_connect
 from airflow_provider_deltamerge.spec import MergeSource, PathSource
 
 log = logging.getLogger(__name__)
@@ -121,13 +122,20 @@ def should_materialize(
 
 
 def source_traits(spark: SparkSession, source: MergeSource, rows: DataFrame) -> SourceTraits:
-    """The traits of ``rows``, the source as ``source`` describes it (before de-duplication)."""
-    plan = rows._jdf.queryExecution().analyzed()
+    """The traits of ``rows``, the source as ``source`` describes it (before de-duplication).
+
+    A Connect client cannot walk the plan: a source other than a Delta path then counts as reading more
+    than Delta tables, so the merge materializes it, as Delta does with any source it cannot prove stable.
+    """
     ignores = any(flag(spark, conf, default=False) for conf in IGNORE_UNREADABLE_FILES) and flag(
         spark, FORCE_WITH_UNREADABLE_FILES, default=True
     )
+    delta_path = isinstance(source, PathSource) and source.format == "delta"
+    if is_connect(spark):
+        return SourceTraits(delta_path, delta_path, ignores, calls_udf=False)
+    plan = rows._jdf.queryExecution().analyzed()
     ignores = ignores or any(_relation_ignores_unreadable_files(node) for node in _nodes(plan))
-    if isinstance(source, PathSource) and source.format == "delta":
+    if delta_path:
         # Read from the exact files of one snapshot: Delta's own scan, whatever plan reads them.
         return SourceTraits(True, True, ignores, calls_udf=False)
     return SourceTraits(
@@ -224,7 +232,8 @@ def prepare_source(spark: SparkSession, rows: DataFrame, *, materialize: bool) -
     values = observed(count)
     return PreparedSource(
         checkpointed,
-        checkpointed._jdf.queryExecution().analyzed().rdd(),
+        # Connect frees a checkpoint with its session (the job's own) or when the client drops the frame.
+        None if is_connect(spark) else checkpointed._jdf.queryExecution().analyzed().rdd(),
         row_count=int(values["rows"]) if values is not None else None,
     )
 

@@ -1,0 +1,120 @@
+"""Merges through a real Spark Connect server: the engine's answers must not depend on the session's kind."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.engine.metrics import NUM_TARGET_ROWS_DELETED, NUM_TARGET_ROWS_INSERTED
+from airflow_provider_deltamerge.exceptions import ClauseResolutionError
+from airflow_provider_deltamerge.session_kind import is_connect
+from airflow_provider_deltamerge.spec import (
+    MergeClause,
+    MergeSpec,
+    PathSource,
+    delete,
+    delete_by_source,
+    insert_all,
+    update,
+    update_all,
+)
+from tests.conftest import make_table, table_state
+from tests.oracle import sorted_rows
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def remote(connect_url: str) -> Iterator[ConnectSession]:
+    """A Connect session, as the job has in its own process. Beside the suite's classic session: built by
+    Connect's own builder (the classic one refuses), with PySpark's functions in their Connect mode for the
+    module's duration only (PySpark picks the mode from this variable, which the job's builder sets)."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+        session = ConnectSession.builder.remote(connect_url).getOrCreate()
+        assert is_connect(session)
+        yield session
+        session.stop()
+
+
+def _source(path: Path, rows: list[tuple[int, int, str]], **extra: pa.Array) -> str:
+    ids, qtys, regions = zip(*rows, strict=True)
+    data = {"id": pa.array(ids, pa.int64()), "qty": pa.array(qtys, pa.int32()), "region": pa.array(regions)}
+    pq.write_table(pa.table({**data, **extra}), path)
+    return str(path)
+
+
+def _rows(table: str) -> list[tuple[object, ...]]:
+    return sorted(tuple(row.values()) for row in sorted_rows(table))
+
+
+def _spec(target: str, source: str, *clauses: MergeClause, schema_evolution: bool = False) -> MergeSpec:
+    return MergeSpec(
+        target=target,
+        source=PathSource(source),
+        condition="t.id = s.id",
+        clauses=clauses,
+        schema_evolution=schema_evolution,
+    )
+
+
+def test_upsert_updates_and_inserts(remote: SparkSession, tmp_path: Path) -> None:
+    # Given: a table of ids 0-9 (qty id*10) and a source updating id 1 and adding id 12
+    target = make_table(tmp_path / "t")
+    source = _source(tmp_path / "s.parquet", [(1, 5, "eu"), (12, 7, "us")])
+    # When
+    result = run_merge(remote, _spec(target, source, update_all(), insert_all()))
+    # Then: one commit with Delta's MERGE operation, and exactly these rows changed
+    expected = [(i, i * 10, "eu" if i % 2 == 0 else "us") for i in range(10) if i != 1]
+    assert _rows(target) == sorted([*expected, (1, 5, "eu"), (12, 7, "us")])
+    assert result.version == 1 and result.metrics[NUM_TARGET_ROWS_INSERTED] == 1
+    assert DeltaTable(target).history(1)[0]["operation"] == "MERGE"
+
+
+def test_insert_only_appends_unmatched_rows(remote: SparkSession, tmp_path: Path) -> None:
+    target = make_table(tmp_path / "t")
+    source = _source(tmp_path / "s.parquet", [(3, 1, "eu"), (20, 2, "us")])
+    result = run_merge(remote, _spec(target, source, insert_all()))
+    assert result.executor == "insert_only"
+    assert (20, 2, "us") in _rows(target) and (3, 30, "us") in _rows(target) and len(_rows(target)) == 11
+
+
+def test_delete_and_not_matched_by_source(remote: SparkSession, tmp_path: Path) -> None:
+    # Given: the source holds ids 0-4; id 0 is deleted by a matched clause, ids 5-9 vanish upstream
+    target = make_table(tmp_path / "t")
+    source = _source(tmp_path / "s.parquet", [(i, i, "eu") for i in range(5)])
+    spec = _spec(target, source, delete(condition="s.id = 0"), update({"qty": "s.qty"}), delete_by_source())
+    # When
+    result = run_merge(remote, spec)
+    # Then
+    assert _rows(target) == [(i, i, "eu" if i % 2 == 0 else "us") for i in range(1, 5)]
+    assert result.metrics[NUM_TARGET_ROWS_DELETED] == 6
+
+
+def test_schema_evolution_adds_the_new_column(remote: SparkSession, tmp_path: Path) -> None:
+    target = make_table(tmp_path / "t")
+    source = _source(tmp_path / "s.parquet", [(1, 5, "eu")], note=pa.array(["new"]), qty2=pa.array([1.5]))
+    run_merge(remote, _spec(target, source, update_all(), insert_all(), schema_evolution=True))
+    schema = [f.name for f in DeltaTable(target).schema().fields]
+    assert schema == ["id", "qty", "region", "note", "qty2"]
+    assert (1, 5, "eu", "new", 1.5) in _rows(target) and (2, 20, "eu", None, None) in _rows(target)
+
+
+def test_non_deterministic_condition_is_refused_and_nothing_changes(
+    remote: SparkSession, tmp_path: Path
+) -> None:
+    target = make_table(tmp_path / "t")
+    before = table_state(target)
+    source = _source(tmp_path / "s.parquet", [(1, 5, "eu")])
+    with pytest.raises(ClauseResolutionError, match="clause 1") as raised:
+        run_merge(remote, _spec(target, source, update_all(condition="rand() > 0.5")))
+    assert raised.value.error_class == "DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED"
+    assert table_state(target) == before
