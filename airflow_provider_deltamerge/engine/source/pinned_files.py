@@ -18,7 +18,6 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
-from airflow_provider_deltamerge.session_kind import is_connect
 from airflow_provider_deltamerge.spec import MergeSource, PathSource
 
 # Beyond this many files the statuses cost more round trips than materializing saves: the source is
@@ -57,7 +56,7 @@ def pin_source_files(spark: SparkSession, source: MergeSource, rows: DataFrame) 
     """The files ``rows`` (the loaded ``source``) reads, pinned; None when the source is not a path source
     of files (a query, a table, a Delta path), has more than ``MAX_PINNED_FILES`` files, or the session
     cannot see file statuses (Spark Connect)."""
-    if not isinstance(source, PathSource) or source.format == "delta" or is_connect(spark):
+    if not isinstance(source, PathSource) or source.format == "delta" or getattr(spark, "_jvm", None) is None:
         return None
     listed: Any = rows._jdf.inputFiles()
     if len(listed) > MAX_PINNED_FILES:
