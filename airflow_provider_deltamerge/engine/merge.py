@@ -321,15 +321,7 @@ def _execute(
         enter_phase("materializing the source")
         prepared = prepare_merge_source(spark, plan, loaded, source, recorder)
         try:
-            plan, changes, read = _prune_and_run(
-                spark, plan, prepared.rows, recorder, source_rows=prepared.row_count
-            )
-            try:
-                prepared.check_unchanged()  # the executor read the source for the last time
-            except MergeExecutionError:
-                discard(spark, snapshot, changes.written)
-                raise
-            return plan, changes, read
+            return _prune_and_run(spark, plan, prepared.rows, recorder, source_rows=prepared.row_count)
         finally:
             prepared.release()
     except DeltaMergeError:

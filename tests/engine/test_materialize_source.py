@@ -7,7 +7,6 @@ import logging
 import random
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -17,9 +16,7 @@ from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
-from airflow_provider_deltamerge.engine.execute import phases
 from airflow_provider_deltamerge.engine.source import materialize as ms
-from airflow_provider_deltamerge.engine.source import pinned_files
 from airflow_provider_deltamerge.engine.source.load import load_source
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, QuerySource, insert_all, update_all
@@ -64,24 +61,6 @@ NON_DELTA = ms.SourceTraits(False, False, ignores_unreadable_files=True, calls_u
 )
 def test_decision_follows_delta_rules_in_order(mode, read_once, traits, expected):
     assert ms.should_materialize(mode, read_once=read_once, traits=traits) == expected
-
-
-READABLE_FILES = ms.SourceTraits(False, False, ignores_unreadable_files=False, calls_udf=False)
-
-
-@pytest.mark.parametrize(
-    ("mode", "read_once", "traits", "expected"),
-    [
-        ("auto", False, READABLE_FILES, (False, ms.NOT_MATERIALIZED_AUTO_PINNED_FILES)),
-        ("auto", True, READABLE_FILES, (False, ms.NOT_MATERIALIZED_AUTO_INSERT_ONLY)),
-        ("all", False, READABLE_FILES, (True, ms.MATERIALIZE_ALL)),
-        ("none", False, READABLE_FILES, (False, ms.NOT_MATERIALIZED_NONE)),
-        # Spark may skip a file in one read and not in another: Delta's rules decide
-        ("auto", False, NON_DELTA, (True, ms.NON_DETERMINISTIC_SOURCE_NON_DELTA)),
-    ],
-)
-def test_pinned_files_are_read_in_place_unless_a_read_may_skip_one(mode, read_once, traits, expected):
-    assert ms.should_materialize(mode, read_once=read_once, traits=traits, pinned=True) == expected
 
 
 @pytest.fixture(scope="module")
@@ -235,8 +214,8 @@ def test_materialized_source_is_released_after_a_failed_merge(spark, tmp_path, c
     ("condition", "reason"),
     [
         ("t.id <=> s.id", ms.NOT_MATERIALIZED_AUTO_INSERT_ONLY),
-        # Pruning reads the source's key range first: two reads, of pinned files.
-        ("t.id = s.id", ms.NOT_MATERIALIZED_AUTO_PINNED_FILES),
+        # Pruning reads the source's key range first: two reads, so Delta's rules apply.
+        ("t.id = s.id", ms.NON_DETERMINISTIC_SOURCE_NON_DELTA),
     ],
 )
 def test_insert_only_merge_reads_the_source_once_unless_pruning_reads_it(
@@ -260,75 +239,3 @@ def test_insert_only_merge_reads_the_source_once_unless_pruning_reads_it(
     assert f"({reason})" in caplog.text
     assert (metrics[m.NUM_SOURCE_ROWS], metrics[m.NUM_TARGET_ROWS_INSERTED]) == (3, 2)
     assert metrics[m.NUM_SOURCE_ROWS_IN_SECOND_SCAN] == 0
-
-
-# --- path sources read in place ---------------------------------------------------------------------------
-
-
-def extract_files(folder, *batches: list[int]) -> PathSource:
-    """A parquet extract of (id, value) rows, one file per batch of ids, each value 100 + id."""
-    folder.mkdir()
-    for n, ids in enumerate(batches):
-        data = pa.table(
-            {"id": pa.array(ids, pa.int64()), "value": pa.array([100 + i for i in ids], pa.int64())}
-        )
-        pq.write_table(data, folder / f"part-{n}.parquet")
-    return PathSource(str(folder))
-
-
-def test_a_parquet_extract_is_read_in_place_and_checked_unchanged(spark, tmp_path, caplog):
-    # Given: target ids 0-31 (value 0), one file each; an extract in two files updating 3 and 30, adding 40
-    target = one_file_per_key(spark, str(tmp_path / "t"))
-    source = extract_files(tmp_path / "extract", [3, 40], [30])
-    before = persistent_rdds(spark)
-    # When
-    with caplog.at_level(logging.INFO, logger=ms.__name__):
-        result = run_merge(spark, MergeSpec(target, source, "t.id = s.id", (update_all(), insert_all())))
-    # Then: the files were read where they are (no copy kept by Spark), and the merge is the usual one
-    assert f"Source not materialized ({ms.NOT_MATERIALIZED_AUTO_PINNED_FILES})" in caplog.text
-    assert persistent_rdds(spark) == before
-    values = {row["id"]: row["value"] for row in sorted_rows(target)}
-    assert values == {**dict.fromkeys(range(KEYS), 0), 3: 103, 30: 130, 40: 140}
-    metrics = result.metrics
-    assert metrics[m.NUM_SOURCE_ROWS] == metrics[m.NUM_SOURCE_ROWS_IN_SECOND_SCAN] == 3
-    assert (metrics[m.NUM_TARGET_ROWS_UPDATED], metrics[m.NUM_TARGET_ROWS_INSERTED]) == (2, 1)
-
-
-def test_an_extract_file_rewritten_during_the_merge_fails_it_and_changes_nothing(
-    spark, tmp_path, monkeypatch
-):
-    # Given: the upsert above, and another writer that rewrites an extract file in place (more rows) once
-    # the merge has found its touched files, before it rewrites them
-    target = one_file_per_key(spark, str(tmp_path / "t"))
-    source = extract_files(tmp_path / "extract", [3, 40], [30])
-    state = table_state(target)
-    found = phases.find_touched_files
-
-    def rewriting_the_extract(*args, **kwargs):
-        touched = found(*args, **kwargs)
-        data = pa.table({"id": pa.array([3, 40, 41, 42], pa.int64()), "value": pa.array([7] * 4, pa.int64())})
-        pq.write_table(data, tmp_path / "extract" / "part-0.parquet")
-        return touched
-
-    monkeypatch.setattr(phases, "find_touched_files", rewriting_the_extract)
-    # When / Then: the merge fails with what happened and what to do; the table, its version and its
-    # folder are as they were (the files the rewrite wrote are gone)
-    files_before = sorted(p.name for p in Path(target).rglob("*.parquet"))
-    with pytest.raises(MergeExecutionError, match="source's files changed while the merge read them") as err:
-        run_merge(spark, MergeSpec(target, source, "t.id = s.id", (update_all(), insert_all())))
-    assert "part-0.parquet" in str(err.value) and "materializeSource to all" in str(err.value)
-    assert table_state(target) == state
-    assert sorted(p.name for p in Path(target).rglob("*.parquet")) == files_before
-
-
-def test_an_extract_of_too_many_files_is_materialized(spark, tmp_path, monkeypatch, caplog):
-    # Given: a limit of one pinned file and an extract of two
-    monkeypatch.setattr(pinned_files, "MAX_PINNED_FILES", 1)
-    target = one_file_per_key(spark, str(tmp_path / "t"))
-    source = extract_files(tmp_path / "extract", [3], [30])
-    # When
-    with caplog.at_level(logging.INFO, logger=ms.__name__):
-        run_merge(spark, MergeSpec(target, source, "t.id = s.id", (update_all(), insert_all())))
-    # Then: Delta's rule for a source that is not a Delta table
-    assert f"Source materialized ({ms.NON_DETERMINISTIC_SOURCE_NON_DELTA})" in caplog.text
-    assert {row["id"]: row["value"] for row in sorted_rows(target)}[30] == 130

@@ -12,12 +12,6 @@ Delta's values and rules:
   other than a deterministic project/filter/union/distinct, reads files while Spark is told to skip
   unreadable ones, or calls a user-defined function.
 
-One exception of ours to ``auto``: a path source of files (parquet, CSV, ...) that ``pinned_files`` pins is
-read as often as the merge needs, not materialized, unless Spark may skip unreadable files. Its file list
-is fixed when it is loaded and a file rewritten in place fails the merge before its commit, so every read
-sees the same rows, as a materialized copy would; copying it would only cost time (a full sync's source
-is the whole upstream table).
-
 A source given as a Delta path counts as a Delta scan: it is read from one pinned snapshot's files; so does
 a ``delta.`path``` table inside a source query, read the same way (``source_delta_tables.py``). The
 rules look at the source as given, before ``deduplicate_source_by``, which is deterministic by construction.
@@ -38,7 +32,7 @@ from pyspark.sql import functions as F
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.observed import observe, observed
-from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_inserts
+from airflow_provider_deltamerge.engine.plan.planning import MergePlan
 from airflow_provider_deltamerge.engine.plan.pruning import reads_source
 from airflow_provider_deltamerge.engine.session_confs import (
     MATERIALIZE_SOURCE,
@@ -51,7 +45,6 @@ from airflow_provider_deltamerge.engine.session_confs import (
     MATERIALIZE_UNREADABLE as FORCE_WITH_UNREADABLE_FILES,
 )
 from airflow_provider_deltamerge.engine.source.delta_tables import VIEW_PREFIX
-from airflow_provider_deltamerge.engine.source.pinned_files import PinnedFiles, pin_source_files
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
 from airflow_provider_deltamerge.session_kind import is_connect
 from airflow_provider_deltamerge.spec import MergeSource, PathSource
@@ -72,7 +65,6 @@ NON_DETERMINISTIC_SOURCE_OPERATORS = "materializeNonDeterministicSourceOperators
 IGNORE_UNREADABLE_FILES_CONFIGS_ARE_SET = "materializeIgnoreUnreadableFilesConfigsAreSet"
 NON_DETERMINISTIC_SOURCE_WITH_DETERMINISTIC_UDF = "materializeNonDeterministicSourceWithDeterministicUdf"
 NOT_MATERIALIZED_AUTO = "notMaterializedAuto"
-NOT_MATERIALIZED_AUTO_PINNED_FILES = "notMaterializedAutoPinnedFiles"  # ours, see the module's text
 INVALID_CONFIG = "invalidConfigurationFailsafe"
 
 
@@ -86,16 +78,13 @@ class SourceTraits:
     calls_udf: bool  # a user-defined function, which may be wrongly marked deterministic
 
 
-def should_materialize(
-    mode: str, *, read_once: bool, traits: SourceTraits, pinned: bool = False
-) -> tuple[bool, str]:
+def should_materialize(mode: str, *, read_once: bool, traits: SourceTraits) -> tuple[bool, str]:
     """Delta's ``shouldMaterializeSource``: whether to materialize, and Delta's reason for the answer.
 
     Args:
         mode: the value of ``spark.databricks.delta.merge.materializeSource`` (case-insensitive).
         read_once: the merge reads the source only once.
         traits: the source's traits.
-        pinned: the source is a path source whose files ``pinned_files`` pinned (not Delta's rule).
     """
     match mode.strip().lower():
         case "all":
@@ -108,8 +97,6 @@ def should_materialize(
             return True, INVALID_CONFIG
     if read_once:
         return False, NOT_MATERIALIZED_AUTO_INSERT_ONLY
-    if pinned and not traits.ignores_unreadable_files:
-        return False, NOT_MATERIALIZED_AUTO_PINNED_FILES
     if not traits.reads_only_delta:
         return True, NON_DETERMINISTIC_SOURCE_NON_DELTA
     if not traits.deterministic:
@@ -157,28 +144,15 @@ def prepare_merge_source(
 ) -> PreparedSource:
     """The source rows the executors read: ``rows`` (``loaded``, de-duplicated), materialized if need be.
 
-    Deciding and materializing are timed into ``materializeSourceTimeMs``. The caller releases the result,
-    and checks a source read from pinned files unchanged (``PreparedSource.check_unchanged``) once the merge
-    has read it for the last time.
+    Deciding and materializing are timed into ``materializeSourceTimeMs``. The caller releases the result.
     """
     with recorder.timed(m.MATERIALIZE_SOURCE_TIME_MS):
-        read_once = reads_source_once(spark, plan, rows)
-        pins = None if read_once else pin_source_files(spark, plan.spec.source, loaded)
         materialize, reason = should_materialize(
             spark.conf.get(MATERIALIZE_SOURCE, None) or "auto",
-            read_once=read_once,
+            read_once=reads_source_once(spark, plan, rows),
             traits=source_traits(spark, plan.spec.source, loaded),
-            pinned=pins is not None,
         )
-        if materialize:
-            prepared = prepare_source(spark, rows, materialize=True)
-        elif reason == NOT_MATERIALIZED_AUTO_PINNED_FILES:
-            # The insert branch is chosen by the source's size, which a materialization counts on the way:
-            # here one job counts it (from the row groups' metadata alone, for parquet).
-            count = rows.count() if has_inserts(plan.clauses) else None
-            prepared = PreparedSource(rows, row_count=count, pins=pins)
-        else:
-            prepared = PreparedSource(rows)
+        prepared = prepare_source(spark, rows, materialize=materialize)
     log.info("Source %s (%s)", "materialized" if materialize else "not materialized", reason)
     return prepared
 
@@ -189,26 +163,10 @@ class PreparedSource:
     ``row_count`` is the number of rows, counted while they were materialized; None when not materialized.
     """
 
-    def __init__(
-        self,
-        rows: DataFrame,
-        checkpoint: Any = None,
-        row_count: int | None = None,
-        pins: PinnedFiles | None = None,
-    ) -> None:
+    def __init__(self, rows: DataFrame, checkpoint: Any = None, row_count: int | None = None) -> None:
         self.rows = rows
         self.row_count = row_count
         self._checkpoint = checkpoint  # the JVM RDD holding the materialized rows
-        self._pins = pins  # the files read in place of a materialized copy
-
-    def check_unchanged(self) -> None:
-        """Fail when the merge read the source from pinned files and one of them changed since.
-
-        Raises:
-            MergeExecutionError: see ``PinnedFiles.check_unchanged``.
-        """
-        if self._pins is not None:
-            self._pins.check_unchanged()
 
     def release(self) -> None:
         if self._checkpoint is not None:
