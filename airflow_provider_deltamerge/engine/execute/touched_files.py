@@ -3,7 +3,9 @@
 One Spark job joins the source with the candidate files' rows (Spark reads only the columns the ON
 condition and the clause conditions name) and returns one row per file, never data rows: whether the file
 holds a match, whether some row of it is acted on, and the multiple-match counts. The rewrite (phase 2)
-reads only the acting files whole; the insert branch looks for matches only in the matched files.
+reads only the acting files whole; the insert branch looks for matches only in the matched files, or
+takes them from phase 1 (the unmatched source rows' key values, or the matches' key values kept in Spark's
+cache).
 """
 
 from __future__ import annotations
