@@ -203,3 +203,15 @@ def test_a_parent_job_the_dag_author_set_is_kept():
     conf, _ = openlineage_spark_conf(mine, task_context(), parent_job=True, transport=False)
 
     assert conf == mine
+
+
+def test_the_target_log_is_read_for_lineage_only_when_openlineage_sends_events(monkeypatch):
+    # The real provider's rule (uncached under pytest): with no transport configured it is disabled, and
+    # the operator then skips reading the target's schema after each merge; a transport turns it on.
+    from airflow_provider_deltamerge.operators.lineage import lineage_is_sent
+
+    for key in [k for k in os.environ if k.startswith(("OPENLINEAGE", "AIRFLOW__OPENLINEAGE"))]:
+        monkeypatch.delenv(key)
+    assert lineage_is_sent() is False
+    monkeypatch.setenv("OPENLINEAGE_URL", "http://127.0.0.1:9")
+    assert lineage_is_sent() is True

@@ -33,6 +33,7 @@ from airflow_provider_deltamerge.operators.assets import (
 )
 from airflow_provider_deltamerge.operators.lineage import (
     injects_by_default,
+    lineage_is_sent,
     merge_lineage,
     openlineage_spark_conf,
 )
@@ -235,10 +236,9 @@ class DeltaMergeOperator(BaseOperator):
         # Templates tab shows it (a MERGE INTO statement, or the spec's JSON where MERGE INTO cannot say it).
         self.merge_statement: str | None = None
         self._metrics: dict[str, Any] = {}
-        # The target's fields after the merge, read by execute() for the lineage of its completion (None:
-        # not readable); _target_read says whether execute() got that far.
-        self._target_fields: list[dict[str, Any]] | None = None
-        self._target_read = False
+        # The target's fields after the merge, read by execute() for the lineage of its completion when
+        # OpenLineage sends it; None until then.
+        self._target_after: _TargetFields | None = None
         self._check_structure()  # pure Python, no I/O: a bad DAG fails when it is parsed
         self.asset_alias: str | None = None
         self._declare_assets(asset_alias)
@@ -433,9 +433,11 @@ class DeltaMergeOperator(BaseOperator):
         # The headline first: the full metrics are many numbers, most of them for tuning.
         metrics = readable(metrics)
         self._metrics = metrics
-        # Read here, not when the completion's lineage is built: OpenLineage's listener builds it in a forked
-        # child, where deltalake (already used in this process) panics, and no COMPLETE event is sent.
-        self._target_fields, self._target_read = self._target_schema(spec.target), True
+        if lineage_is_sent():
+            # Read here, not when the completion's lineage is built: OpenLineage's listener builds it in a
+            # forked child, where deltalake (already used in this process) panics, and no COMPLETE event
+            # is sent.
+            self._target_after = _TargetFields(self._target_schema(spec.target))
         if dry_run:
             self.log.info(
                 "Dry run of the merge into %s, nothing committed: %s", spec.target, metrics[SUMMARY]
@@ -557,7 +559,8 @@ class DeltaMergeOperator(BaseOperator):
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
         """As on start, with the merge's statistics, the table version, schema and column lineage."""
         spec = self._spec or self.build_spec()
-        fields = self._target_fields if self._target_read else self._target_schema(spec.target)
+        after = self._target_after
+        fields = after.fields if after is not None else self._target_schema(spec.target)
         return merge_lineage(spec, self._metrics or None, fields)
 
     def _target_schema(self, target: str) -> list[dict[str, Any]] | None:
@@ -575,6 +578,13 @@ class DeltaMergeOperator(BaseOperator):
     def on_kill(self) -> None:
         if self._hook is not None:
             self._hook.on_kill()
+
+
+@dataclasses.dataclass(frozen=True)
+class _TargetFields:
+    """The target's top-level fields as read from its log after the merge; None where it could not be."""
+
+    fields: list[dict[str, Any]] | None
 
 
 def _dry_run(value: Any, *, task_id: str) -> bool:

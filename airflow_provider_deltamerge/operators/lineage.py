@@ -168,6 +168,16 @@ def _source_columns(expression: str, source_alias: str) -> list[str]:
     return [parts[1] for parts in references if len(parts) > 1 and parts[0].lower() == source_alias.lower()]
 
 
+def lineage_is_sent() -> bool:
+    """Whether OpenLineage sends this task's events: its provider is installed and not disabled (it is when
+    no transport is configured). Only then is the target's schema worth a read of its log."""
+    try:
+        from airflow.providers.openlineage.conf import is_disabled
+    except ImportError:
+        return False
+    return not is_disabled()
+
+
 def injects_by_default(option: str) -> bool:
     """Airflow's ``[openlineage] <option>`` (``spark_inject_parent_job_info``, ``..._transport_info``)."""
     from airflow.configuration import conf
