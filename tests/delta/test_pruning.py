@@ -18,6 +18,7 @@ from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine.plan import pruning
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, delete_by_source, insert_all, update_all
+from tests.engine.conftest import executed_plans, last_execution_id
 from tests.oracle import merge_with_deltalake, sorted_rows
 
 DAYS = [datetime.date(2024, 1, d) for d in (1, 2, 3, 4)]
@@ -219,6 +220,39 @@ def test_a_file_is_read_only_when_it_may_hold_all_parts_of_one_source_key(
     assert result.metrics[m.NUM_TARGET_FILES_AFTER_SKIPPING] == (2 if tuples_scanned == 0 else 0)
     assert result.metrics[m.NUM_TARGET_ROWS_INSERTED] == 2
     assert result.metrics[m.NUM_TARGET_ROWS_UPDATED] == 0
+
+
+def test_a_counted_source_sends_its_key_tuples_as_they_are_and_the_driver_drops_the_repeats(spark, tmp_path):
+    # Given: file A holds tickets 1-10, file B tickets 11-20; a parquet source (materialized, so counted)
+    # whose new key (25, 3) comes twice and whose key (13, 8) matches B's row once
+    target = str(tmp_path / "t")
+    for tickets, items in ((range(1, 11), [1, 2, 3, 4, 5] * 2), (range(11, 21), [6, 7, 8, 9, 10] * 2)):
+        data = {"ticket": pa.array(tickets, pa.int32()), "item": pa.array(items, pa.int32())}
+        write_deltalake(target, pa.table({**data, "qty": pa.array([1] * 10, pa.int32())}), mode="append")
+    source = pa.table(
+        {
+            "ticket": pa.array([25, 25, 13], pa.int32()),
+            "item": pa.array([3, 3, 8], pa.int32()),
+            "qty": pa.array([7, 8, 9], pa.int32()),
+        }
+    )
+    spec = MergeSpec(
+        target,
+        PathSource(write_source(tmp_path, source)),
+        "t.ticket = s.ticket AND t.item = s.item",
+        (update_all(), insert_all()),
+    )
+    since = last_execution_id(spark)
+    # When
+    result = run_merge(spark, spec)
+    # Then: the key tuples came in one scan with no shuffle (no distinct in Spark); only B is read, both
+    # rows of the new key are inserted and B's row is updated
+    collections = [plan for plan in executed_plans(spark, since) if "key_0" in plan and "key_1" in plan]
+    assert collections and all("Exchange" not in plan for plan in collections), collections
+    assert result.metrics[m.NUM_TARGET_FILES_AFTER_SKIPPING] == 1
+    assert (result.metrics[m.NUM_TARGET_ROWS_INSERTED], result.metrics[m.NUM_TARGET_ROWS_UPDATED]) == (2, 1)
+    rows = sorted((r["ticket"], r["item"], r["qty"]) for r in sorted_rows(target))
+    assert rows.count((25, 3, 7)) == rows.count((25, 3, 8)) == 1 and (13, 8, 9) in rows and len(rows) == 22
 
 
 def test_more_source_keys_than_the_limit_fall_back_to_their_range(spark, tmp_path, monkeypatch):

@@ -35,6 +35,16 @@ def last_execution_id(spark: SparkSession) -> int:
     return max((executions.apply(i).executionId() for i in range(executions.size())), default=-1)
 
 
+def executed_plans(spark: SparkSession, since: int) -> list[str]:
+    """The physical plans Spark ran after execution ``since``."""
+    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
+    return [
+        executions.apply(i).physicalPlanDescription()
+        for i in range(executions.size())
+        if executions.apply(i).executionId() > since
+    ]
+
+
 def python_udf_plans(spark: SparkSession, *, since: int) -> list[str]:
     """Physical plans of the SQL executions after ``since`` that evaluate Python on the executors.
 

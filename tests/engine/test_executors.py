@@ -28,7 +28,7 @@ from airflow_provider_deltamerge.spec import (
     update_by_source,
 )
 from tests.conftest import make_table, table_state
-from tests.engine.conftest import last_execution_id, python_udf_plans
+from tests.engine.conftest import executed_plans, last_execution_id, python_udf_plans
 from tests.oracle import sorted_rows
 
 MULTIPLE_MATCH = "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
@@ -287,16 +287,6 @@ def test_merge_plans_evaluate_no_python(spark, tmp_path, clauses):
 
 
 # --- inserts with no candidate file ----------------------------------------------------------------------
-
-
-def executed_plans(spark, since: int) -> list[str]:
-    """The physical plans Spark ran after execution ``since``."""
-    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
-    return [
-        executions.apply(i).physicalPlanDescription()
-        for i in range(executions.size())
-        if executions.apply(i).executionId() > since
-    ]
 
 
 def write_plans(spark, since: int) -> list[str]:

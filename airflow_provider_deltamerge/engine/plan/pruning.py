@@ -234,7 +234,7 @@ def _source_key_tests(
     target_types = [plan.target_schema.fields[index].dataType for index, _ in keys]
     source_types = [aliased.select(F.expr(e)).schema.fields[0].dataType for _, e in keys]
     comparable = [n for n in range(len(keys)) if _comparable_type(target_types[n], source_types[n])]
-    key_sets, tuples = _key_sets_from_tuples(aliased, keys, source_types, comparable)
+    key_sets, tuples = _key_sets_from_tuples(aliased, keys, source_types, comparable, plan.source_rows)
     key_tuples = (tuple(keys[n][0] for n in comparable), tuples) if tuples is not None else None
     remaining = [n for n in range(len(keys)) if n not in key_sets]
     if not remaining:
@@ -267,21 +267,30 @@ def _key_sets_from_tuples(
     keys: Sequence[tuple[int, str]],
     source_types: Sequence[DataType],
     comparable: list[int],
+    source_rows: int | None,
 ) -> tuple[dict[int, np.ndarray], tuple[np.ndarray, ...] | None]:
-    """From one job over the source's distinct key tuples: the sorted distinct non-NULL values of each
-    ``comparable`` key by key number, and with two or more such keys the sorted tuples with no NULL part
-    (a NULL never matches). Nothing when there are more than ``MAX_SOURCE_KEYS`` tuples."""
+    """From one job over the source's key tuples: the sorted distinct non-NULL values of each
+    ``comparable`` key by key number, and with two or more such keys the sorted distinct tuples with no
+    NULL part (a NULL never matches). Nothing when there are more than ``MAX_SOURCE_KEYS`` tuples.
+
+    A source of at most ``MAX_SOURCE_KEYS`` rows (``source_rows``, when counted) sends every row's keys as
+    they are, in one scan: Arrow drops the repeats on the driver. Else Spark's distinct (a shuffle) first.
+    """
     if not comparable:
         return {}, None
     values = [_comparable(F.expr(keys[n][1]), source_types[n]).alias(f"key_{n}") for n in comparable]
-    collected = aliased.select(*values).distinct().limit(MAX_SOURCE_KEYS + 1).toArrow()
-    if collected.num_rows > MAX_SOURCE_KEYS:
-        return {}, None
+    if source_rows is not None and source_rows <= MAX_SOURCE_KEYS:
+        collected = aliased.select(*values).toArrow()
+    else:
+        collected = aliased.select(*values).distinct().limit(MAX_SOURCE_KEYS + 1).toArrow()
+        if collected.num_rows > MAX_SOURCE_KEYS:
+            return {}, None
     key_sets = {n: _sorted_distinct(collected[f"key_{n}"]) for n in comparable}
     if len(comparable) < 2:
         return key_sets, None
     names = [f"key_{n}" for n in comparable]
-    tuples = collected.select(names).drop_null().sort_by([(name, "ascending") for name in names])
+    distinct = collected.select(names).drop_null().group_by(names).aggregate([])
+    tuples = distinct.sort_by([(name, "ascending") for name in names])
     return key_sets, tuple(_bisectable(tuples[name]) for name in names)
 
 
