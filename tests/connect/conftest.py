@@ -11,7 +11,7 @@ import pytest
 from bench.connect_server import ConnectServer, ConnectServerError, connect_server
 from tests.e2e.conftest import airflow_env, run_airflow
 
-__all__ = ["airflow_env", "connect_url", "run_airflow", "server"]
+__all__ = ["airflow_env", "run_airflow"]  # fixtures of the Airflow depth, shared here
 
 
 @pytest.fixture(scope="session")
