@@ -2,14 +2,16 @@
 #   make demo   runs the example DAG end to end against a local Delta table
 #   make test   runs ruff, mypy and the test suite
 #   make bench  runs the merge benchmark (SCALE=S, M or L; BENCH_ARGS for more options)
+#   make bench-overhead  measures the fixed cost per merge, spark-submit against Spark Connect (RUNS=5)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 STAMP := $(VENV)/.installed
 
 SCALE ?= S
+RUNS ?= 5
 
-.PHONY: demo test bench venv java docker-compose chromium clean
+.PHONY: demo test bench bench-overhead venv java docker-compose chromium clean
 
 demo: $(STAMP) java
 	$(BIN)/python scripts/demo.py
@@ -22,6 +24,9 @@ test: $(STAMP) java docker-compose chromium
 
 bench: $(STAMP) java
 	$(BIN)/python -m bench --scale $(SCALE) $(BENCH_ARGS)
+
+bench-overhead: $(STAMP) java
+	$(BIN)/python -m bench overhead --runs $(RUNS)
 
 venv: $(STAMP)
 

@@ -1,4 +1,5 @@
-"""``python -m bench``: start a SparkSession, run the benchmark at one scale, write the report."""
+"""``python -m bench``: start a SparkSession, run the benchmark at one scale, write the report;
+``python -m bench overhead``: the fixed cost per merge (bench/overhead.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pyspark.sql import SparkSession
 from airflow_provider_deltamerge.engine.session_confs import ENGINE_SESSION_CONF
 from bench.cases import select_cases
 from bench.contenders import CONTENDERS, ContenderName
+from bench.overhead import overhead_main
 from bench.report import write_results
 from bench.runner import run_benchmark
 from bench.store_sales import SCALES
@@ -64,7 +66,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmark; exit status 1 when any run disagreed or failed."""
+    """Run the benchmark (or, as ``overhead``, bench/overhead.py); exit status 1 when any run disagreed or
+    failed."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["overhead"]:
+        return overhead_main(argv[1:], work=HERE / "work" / "overhead", results_dir=HERE / "results")
     args = parse_args(argv)
     contenders = [c for c in args.contenders.split(",") if c]
     unknown = sorted(set(contenders) - set(CONTENDERS))

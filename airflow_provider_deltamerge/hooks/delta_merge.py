@@ -247,6 +247,17 @@ class DeltaMergeHook(BaseHook):
         namespace, pod = output.driver_pod
         return template.format(namespace=quote(namespace, safe=""), pod=quote(pod, safe=""))
 
+    def session_ready_at(self) -> float | None:
+        """When (``time.monotonic()``) the last job this hook ran said its Spark session was up, the merge's
+        own work about to start; None before that line came."""
+        job = getattr(self, "_connect_job", None)
+        output = (
+            job.output_log
+            if job is not None
+            else getattr(getattr(self, "_submit", None), "_output_log", None)
+        )
+        return None if output is None else output.started_at
+
     def on_kill(self) -> None:
         job = getattr(self, "_connect_job", None)
         if job is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from typing import Any
 
 from airflow_provider_deltamerge.spec.transport import SPARK_STARTED, SPARK_UI
@@ -46,6 +47,8 @@ class SubmitOutputLog:
     def __init__(self, logger: Any) -> None:
         self._logger = logger
         self._started = False  # the job has said its SparkSession is up: Spark's start-up is over
+        # When that line came (time.monotonic()): the merge's own work starts there (bench/overhead.py).
+        self.started_at: float | None = None
         self._level = logging.DEBUG  # the level of the record the next non-record line continues
         self.spark_ui: str | None = None  # the driver's Spark UI, as the job's start line names it
         self.tracking_url: str | None = None  # YARN's page of the application (its proxy to the UI)
@@ -67,6 +70,7 @@ class SubmitOutputLog:
         if job:
             if job.group(2).startswith(SPARK_STARTED):
                 self._started = True
+                self.started_at = time.monotonic()
                 address = UI_ADDRESS.search(job.group(2))
                 self.spark_ui = address.group(1) if address else self.spark_ui
             self._level = logging.getLevelNamesMapping()[job.group(1)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 import pytest
 
@@ -133,6 +134,15 @@ def test_a_kubernetes_job_links_to_its_driver_pod_where_a_console_is_configured(
     )
     expected = "https://console.example/k8s/ns/spark-jobs/pods/deltamerge-orders-3f2a1b9c0d-driver"
     assert hook.spark_application_url() == expected
+
+
+def test_the_hook_notes_when_the_job_s_session_was_up(monkeypatch):
+    # Spark's start-up lines say nothing of the job's session; its own start line does (bench/overhead.py).
+    assert submitted(monkeypatch, "local[*]", START_UP).session_ready_at() is None
+    before = time.monotonic()
+    hook = submitted(monkeypatch, "local[*]", [*START_UP, "deltamerge INFO Spark started: Spark 4.2.0"])
+    ready = hook.session_ready_at()
+    assert ready is not None and before <= ready <= time.monotonic()
 
 
 def test_a_client_mode_job_links_to_its_driver_s_ui(monkeypatch):

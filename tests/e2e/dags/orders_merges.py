@@ -5,6 +5,7 @@ play a lost worker. ``deltamerge_retry_after_conflict``: the same with no delay 
 have another writer commit before every run of try 1's merge. ``deltamerge_reprocess``: the same on a daily
 schedule for backfills, January 2024 only, so that a scheduler creates no run of its own.
 ``deltamerge_storage_credentials``: credentials from a connection, which must never reach the log.
+``deltamerge_connect``: the merge run against a Spark Connect server (connection ``spark_connect``).
 """
 
 from __future__ import annotations
@@ -51,3 +52,4 @@ reprocess = orders_upsert_dag(
     retry_delay=timedelta(seconds=1),
 )
 storage_credentials = orders_upsert_dag("deltamerge_storage_credentials", storage_conn_id="lake_storage")
+connect = orders_upsert_dag("deltamerge_connect", spark_conn_id="spark_connect")
