@@ -36,6 +36,11 @@ def run_watching_command_lines(run: Callable[[], T]) -> tuple[T, set[str]]:
         return running.result(), command_lines
 
 
+def command_lines_now() -> set[str]:
+    """Every command line on the machine at this moment."""
+    return set(_command_lines())
+
+
 def _command_lines() -> Iterator[str]:
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
