@@ -96,13 +96,19 @@ def table_state(path: str) -> tuple[int, list[dict[str, object]]]:
     return DeltaTable(path).version(), sorted_rows(path)
 
 
+def write_extract(extract: Path, rows: list[tuple[int, int, str]], **extra: pa.Array) -> str:
+    """Write ``rows`` (id, qty, region), plus the ``extra`` columns, as a parquet extract; its path."""
+    ids, qtys, regions = zip(*rows, strict=True)
+    data = {"id": pa.array(ids, pa.int64()), "qty": pa.array(qtys, pa.int32()), "region": pa.array(regions)}
+    pq.write_table(pa.table({**data, **extra}), extract)
+    return str(extract)
+
+
 def upsert_from_extract(target: str, extract: Path, rows: list[tuple[int, int, str]]) -> MergeSpec:
     """Write ``rows`` (id, qty, region) as a parquet extract and return the upsert of it into ``target``."""
     from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update_all
 
-    ids, qtys, regions = zip(*rows, strict=True)
-    data = {"id": pa.array(ids, pa.int64()), "qty": pa.array(qtys, pa.int32()), "region": pa.array(regions)}
-    pq.write_table(pa.table(data), extract)
+    write_extract(extract, rows)
     return MergeSpec(
         target=target,
         source=PathSource(str(extract)),

@@ -83,6 +83,9 @@ class DeltaMergeHook(BaseHook):
         self.private_conf = dict(private_conf or {})
         for value in self.private_conf.values():
             mask_secret(value)
+        # The last job this hook ran: by spark-submit, or as a child process against a Connect server.
+        self._submit: JobSubmitHook | None = None
+        self._connect_job: ConnectJob | None = None
 
     def storage_options(self) -> dict[str, str]:
         """The storage connection's credentials (environment-variable names, which deltalake also reads)."""
@@ -250,21 +253,16 @@ class DeltaMergeHook(BaseHook):
     def session_ready_at(self) -> float | None:
         """When (``time.monotonic()``) the last job this hook ran said its Spark session was up, the merge's
         own work about to start; None before that line came."""
-        job = getattr(self, "_connect_job", None)
-        output = (
-            job.output_log
-            if job is not None
-            else getattr(getattr(self, "_submit", None), "_output_log", None)
-        )
+        if self._connect_job is not None:
+            return self._connect_job.output_log.started_at
+        output = getattr(self._submit, "_output_log", None)
         return None if output is None else output.started_at
 
     def on_kill(self) -> None:
-        job = getattr(self, "_connect_job", None)
-        if job is not None:
-            job.kill()
-        submit = getattr(self, "_submit", None)
-        if submit is not None:
-            submit.on_kill()
+        if self._connect_job is not None:
+            self._connect_job.kill()
+        if self._submit is not None:
+            self._submit.on_kill()
 
     def _answer(
         self, spec: MergeSpec, submission_id: str, answer_file: Path | None

@@ -104,8 +104,11 @@ def _connect_session(url: str) -> SparkSession:
         try:
             spark.conf.set(key, value)
         except PySparkException as err:
+            # Spark's class only: its message may quote the value, which can be a secret (a private conf).
             log.warning(
-                "%s cannot be set on a running Spark Connect server (%s); set it on the server", key, err
+                "%s cannot be set on a running Spark Connect server (%s); set it on the server",
+                key,
+                err.getCondition() or type(err).__name__,
             )
     host = urlsplit(url.replace("sc://", "http://", 1)).hostname
     log.info("%s: Spark %s, Spark Connect server %s", SPARK_STARTED, spark.version, host)

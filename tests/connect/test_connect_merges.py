@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
@@ -26,7 +25,7 @@ from airflow_provider_deltamerge.spec import (
     update,
     update_all,
 )
-from tests.conftest import make_table, table_state
+from tests.conftest import make_table, table_state, write_extract
 from tests.oracle import sorted_rows
 
 pytestmark = pytest.mark.slow
@@ -43,13 +42,6 @@ def remote(connect_url: str) -> Iterator[ConnectSession]:
         assert is_connect(session)
         yield session
         session.stop()
-
-
-def _source(path: Path, rows: list[tuple[int, int, str]], **extra: pa.Array) -> str:
-    ids, qtys, regions = zip(*rows, strict=True)
-    data = {"id": pa.array(ids, pa.int64()), "qty": pa.array(qtys, pa.int32()), "region": pa.array(regions)}
-    pq.write_table(pa.table({**data, **extra}), path)
-    return str(path)
 
 
 def _rows(table: str) -> list[tuple[object, ...]]:
@@ -69,7 +61,7 @@ def _spec(target: str, source: str, *clauses: MergeClause, schema_evolution: boo
 def test_upsert_updates_and_inserts(remote: SparkSession, tmp_path: Path) -> None:
     # Given: a table of ids 0-9 (qty id*10) and a source updating id 1 and adding id 12
     target = make_table(tmp_path / "t")
-    source = _source(tmp_path / "s.parquet", [(1, 5, "eu"), (12, 7, "us")])
+    source = write_extract(tmp_path / "s.parquet", [(1, 5, "eu"), (12, 7, "us")])
     # When
     result = run_merge(remote, _spec(target, source, update_all(), insert_all()))
     # Then: one commit with Delta's MERGE operation, and exactly these rows changed
@@ -81,7 +73,7 @@ def test_upsert_updates_and_inserts(remote: SparkSession, tmp_path: Path) -> Non
 
 def test_insert_only_appends_unmatched_rows(remote: SparkSession, tmp_path: Path) -> None:
     target = make_table(tmp_path / "t")
-    source = _source(tmp_path / "s.parquet", [(3, 1, "eu"), (20, 2, "us")])
+    source = write_extract(tmp_path / "s.parquet", [(3, 1, "eu"), (20, 2, "us")])
     result = run_merge(remote, _spec(target, source, insert_all()))
     assert result.executor == "insert_only"
     assert (20, 2, "us") in _rows(target) and (3, 30, "us") in _rows(target) and len(_rows(target)) == 11
@@ -90,7 +82,7 @@ def test_insert_only_appends_unmatched_rows(remote: SparkSession, tmp_path: Path
 def test_delete_and_not_matched_by_source(remote: SparkSession, tmp_path: Path) -> None:
     # Given: the source holds ids 0-4; id 0 is deleted by a matched clause, ids 5-9 vanish upstream
     target = make_table(tmp_path / "t")
-    source = _source(tmp_path / "s.parquet", [(i, i, "eu") for i in range(5)])
+    source = write_extract(tmp_path / "s.parquet", [(i, i, "eu") for i in range(5)])
     spec = _spec(target, source, delete(condition="s.id = 0"), update({"qty": "s.qty"}), delete_by_source())
     # When
     result = run_merge(remote, spec)
@@ -101,7 +93,9 @@ def test_delete_and_not_matched_by_source(remote: SparkSession, tmp_path: Path) 
 
 def test_schema_evolution_adds_the_new_column(remote: SparkSession, tmp_path: Path) -> None:
     target = make_table(tmp_path / "t")
-    source = _source(tmp_path / "s.parquet", [(1, 5, "eu")], note=pa.array(["new"]), qty2=pa.array([1.5]))
+    source = write_extract(
+        tmp_path / "s.parquet", [(1, 5, "eu")], note=pa.array(["new"]), qty2=pa.array([1.5])
+    )
     run_merge(remote, _spec(target, source, update_all(), insert_all(), schema_evolution=True))
     schema = [f.name for f in DeltaTable(target).schema().fields]
     assert schema == ["id", "qty", "region", "note", "qty2"]
@@ -113,7 +107,7 @@ def test_non_deterministic_condition_is_refused_and_nothing_changes(
 ) -> None:
     target = make_table(tmp_path / "t")
     before = table_state(target)
-    source = _source(tmp_path / "s.parquet", [(1, 5, "eu")])
+    source = write_extract(tmp_path / "s.parquet", [(1, 5, "eu")])
     with pytest.raises(ClauseResolutionError, match="clause 1") as raised:
         run_merge(remote, _spec(target, source, update_all(condition="rand() > 0.5")))
     assert raised.value.error_class == "DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED"
