@@ -360,7 +360,9 @@ def _prune_and_run(
     enter_phase("pruning the target's files", files=len(snapshot.files))
     plan = dataclasses.replace(plan, source_rows=source_rows)
     pruning = prune_files(spark, plan, source)
-    plan = dataclasses.replace(plan, candidate_files=pruning.files)
+    plan = dataclasses.replace(
+        plan, candidate_files=pruning.files, source_keys_unique=pruning.source_keys_unique
+    )
     recorder.set(m.NUM_TARGET_FILES_BEFORE_SKIPPING, len(snapshot.files))
     recorder.set(m.NUM_TARGET_BYTES_BEFORE_SKIPPING, snapshot.num_bytes)
     recorder.set(m.NUM_TARGET_FILES_AFTER_SKIPPING, len(plan.candidate_files))

@@ -27,6 +27,7 @@ from airflow_provider_deltamerge.spec import (
     update_all,
     update_by_source,
 )
+from airflow_provider_deltamerge.spec.names import hidden_name
 from tests.conftest import make_table, table_state
 from tests.engine.conftest import executed_plans, last_execution_id, python_udf_plans
 from tests.oracle import sorted_rows
@@ -194,6 +195,38 @@ def test_unconditional_delete_with_insert_tolerates_multiple_matches(spark, tmp_
     assert result.metrics[m.NUM_TARGET_ROWS_DELETED] == result.metrics[m.NUM_TARGET_ROWS_MATCHED_DELETED] == 1
     assert result.metrics[m.NUM_TARGET_ROWS_INSERTED] == 1
     assert [r["id"] for r in sorted_rows(target)] == [1, 3]
+
+
+@pytest.mark.parametrize(
+    ("source_ids", "counted_per_row"),
+    [([2, 3, 4], False), ([2, 3, 4, 4], True), ([2, 3, None, None], True)],
+    ids=["unique-keys", "repeated-unmatched-key", "repeated-null-key"],
+)
+def test_phase_one_counts_matches_per_target_row_only_where_source_keys_repeat(
+    spark, tmp_path, source_ids, counted_per_row
+):
+    # Given: target ids 1-3 in two files; a source updating 2 and 3 whose other rows match nothing, their
+    # keys repeated or not (pruning sees every source key: with none repeated, no target row can match two
+    # source rows, and phase 1 needs no count of matches per target row)
+    target = table_in_files(tmp_path / "t", rows([1, 2]), rows([3]))
+    values = [100 * (n + 2) for n in range(len(source_ids))]
+    source = source_file(tmp_path, rows(source_ids, values))
+    spec = MergeSpec(target, source, "t.id = s.id", (update_all(), insert_all()))
+    since = last_execution_id(spark)
+    # When
+    result = run_merge(spark, spec)
+    # Then: the rows and counts are the same either way; only a repeated key brings the per-row count
+    new_rows = [(i, v) for i, v in zip(source_ids, values, strict=True) if i not in (2, 3)]
+    assert sorted(
+        (r["id"] if r["id"] is not None else -1, r["value"]) for r in sorted_rows(target)
+    ) == sorted([(1, 10), (2, 200), (3, 300), *((-1 if i is None else i, v) for i, v in new_rows)])
+    assert result.metrics[m.NUM_TARGET_ROWS_UPDATED] == 2
+    assert result.metrics[m.NUM_TARGET_ROWS_INSERTED] == len(new_rows)
+    assert result.metrics[m.NUM_TARGET_FILES_REMOVED] == 2
+    # The per-row count: count(the match flag) grouped by file and row index.
+    counted = f"count({hidden_name('match')}"
+    per_row = [plan for plan in executed_plans(spark, since) if counted in plan]
+    assert bool(per_row) == counted_per_row, executed_plans(spark, since)
 
 
 def test_deleting_every_row_of_a_partitioned_table_with_an_empty_source_counts_the_deletes(spark, tmp_path):

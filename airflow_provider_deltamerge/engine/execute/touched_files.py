@@ -2,10 +2,11 @@
 
 One Spark job joins the source with the candidate files' rows (Spark reads only the columns the ON
 condition and the clause conditions name) and returns one row per file, never data rows: whether the file
-holds a match, whether some row of it is acted on, and the multiple-match counts. The rewrite (phase 2)
-reads only the acting files whole; the insert branch looks for matches only in the matched files, or
-takes them from phase 1 (the unmatched source rows' key values, or the matches' key values kept in Spark's
-cache).
+holds a match, whether some row of it is acted on, and the multiple-match counts (from a count of matches
+per target row, unless pruning found that no two source rows share their keys: then none is needed). The
+rewrite (phase 2) reads only the acting files whole; the insert branch looks for matches only in the matched
+files, or takes them from phase 1 (the unmatched source rows' key values, or the matches' key values kept
+in Spark's cache).
 """
 
 from __future__ import annotations
@@ -179,9 +180,19 @@ def find_touched_files(
     )
     if keeps_keys:
         pairs = pairs.persist()
-    per_row = pairs.groupBy(FILE_COLUMN, ROW_INDEX_COLUMN, *([_UNMATCHED_KEY] if unmatched_by else [])).agg(
-        F.count(_MATCH).alias("matches"), F.max("acting").alias("acting")
-    )
+    if plan.source_keys_unique and not unmatched_by:
+        # No target row can match two source rows: each target row is one row of the join already, and the
+        # per-file aggregation reads the join directly (no shuffle of every match by its row).
+        per_row = pairs.select(
+            FILE_COLUMN,
+            ROW_INDEX_COLUMN,
+            F.when(F.col(_MATCH).isNotNull(), 1).otherwise(0).alias("matches"),
+            "acting",
+        )
+    else:
+        per_row = pairs.groupBy(
+            FILE_COLUMN, ROW_INDEX_COLUMN, *([_UNMATCHED_KEY] if unmatched_by else [])
+        ).agg(F.count(_MATCH).alias("matches"), F.max("acting").alias("acting"))
     # With deletion vectors the acting rows themselves are wanted: they go into their file's new vector.
     modified = [F.collect_list(F.when(F.col("acting"), F.col(ROW_INDEX_COLUMN))).alias("modified")]
     # The unmatched source rows' key values, in groups of their hash (a file's rows all hash their NULL key

@@ -60,6 +60,8 @@ class MergePlan:
     writes_change_data: bool = False
     # The source's rows when counted before the phases (while it was materialized); None when unknown.
     source_rows: int | None = None
+    # No target row can match two source rows, known from the source's keys (``Pruning.source_keys_unique``).
+    source_keys_unique: bool = False
 
     @property
     def evolves_schema(self) -> bool:

@@ -165,10 +165,17 @@ def _holds_a_tuple(indexes: tuple[int, ...], parts: tuple[np.ndarray, ...], row:
 
 @dataclass(frozen=True)
 class Pruning:
-    """The candidate files and the predicate that chose them."""
+    """The candidate files and the predicate that chose them.
+
+    ``source_keys_unique``: no two source rows have equal values of the equi-join keys that (c) compared
+    exactly on the driver (NULLs alike). Each such key's equality is then an exact one on the same values,
+    so two source rows matching one target row would share their key tuple: no target row matches more
+    than one source row, whatever the condition's other conjuncts. False when unknown.
+    """
 
     files: tuple[DataFile, ...]
     file_filter: FileFilter
+    source_keys_unique: bool = False
 
     def partitions(self) -> int:
         """Distinct partitions among the candidates (0 for an unpartitioned table, as Delta counts)."""
@@ -203,7 +210,7 @@ def prune_files(spark: SparkSession, plan: MergePlan, source: DataFrame) -> Prun
                 value_sets.append((index, rows, values.schema))
                 continue
         ranged.append((index, expression))
-    range_tests, source_bounds, key_sets, key_tuples = _source_key_tests(plan, aliased, ranged)
+    range_tests, source_bounds, key_sets, key_tuples, keys_unique = _source_key_tests(plan, aliased, ranged)
     file_filter = FileFilter(
         plan.target_schema,
         snapshot.partition_columns,
@@ -214,15 +221,16 @@ def prune_files(spark: SparkSession, plan: MergePlan, source: DataFrame) -> Prun
         key_sets=tuple(key_sets),
         key_tuples=key_tuples,
     )
-    return Pruning(file_filter.select(spark, snapshot, snapshot.files), file_filter)
+    return Pruning(file_filter.select(spark, snapshot, snapshot.files), file_filter, keys_unique)
 
 
 def _source_key_tests(
     plan: MergePlan, aliased: DataFrame, keys: Sequence[tuple[int, str]]
 ) -> tuple[
-    list[tuple[int, str]], tuple[Row, StructType] | None, list[tuple[int, np.ndarray]], KeyTuples | None
+    list[tuple[int, str]], tuple[Row, StructType] | None, list[tuple[int, np.ndarray]], KeyTuples | None, bool
 ]:
-    """(range tests, the source's bounds for them, key sets, key tuples) for the equi-join keys ``keys``.
+    """(range tests, the source's bounds for them, key sets, key tuples, whether no two source rows share
+    their key tuple: ``Pruning.source_keys_unique``) for the equi-join keys ``keys``.
 
     Usually one Spark job: the source's distinct key tuples, when there are few enough, give every
     comparable key's set. Otherwise one aggregation gives every key's min, max and approximate distinct
@@ -230,15 +238,17 @@ def _source_key_tests(
     range test.
     """
     if not keys:
-        return [], None, [], None
+        return [], None, [], None, False
     target_types = [plan.target_schema.fields[index].dataType for index, _ in keys]
     source_types = [aliased.select(F.expr(e)).schema.fields[0].dataType for _, e in keys]
     comparable = [n for n in range(len(keys)) if _comparable_type(target_types[n], source_types[n])]
-    key_sets, tuples = _key_sets_from_tuples(aliased, keys, source_types, comparable, plan.source_rows)
+    key_sets, tuples, unique = _key_sets_from_tuples(
+        aliased, keys, source_types, comparable, plan.source_rows
+    )
     key_tuples = (tuple(keys[n][0] for n in comparable), tuples) if tuples is not None else None
     remaining = [n for n in range(len(keys)) if n not in key_sets]
     if not remaining:
-        return [], None, [(keys[n][0], key_sets[n]) for n in sorted(key_sets)], key_tuples
+        return [], None, [(keys[n][0], key_sets[n]) for n in sorted(key_sets)], key_tuples, unique
     aggregates: list[Column] = []
     for n in remaining:
         expression = F.expr(keys[n][1])
@@ -259,7 +269,7 @@ def _source_key_tests(
         else:
             range_tests.append((keys[n][0], str(n)))
     sets = [(keys[n][0], key_sets[n]) for n in sorted(key_sets)]
-    return range_tests, (summary, aggregated.schema), sets, key_tuples
+    return range_tests, (summary, aggregated.schema), sets, key_tuples, unique
 
 
 def _key_sets_from_tuples(
@@ -268,30 +278,35 @@ def _key_sets_from_tuples(
     source_types: Sequence[DataType],
     comparable: list[int],
     source_rows: int | None,
-) -> tuple[dict[int, np.ndarray], tuple[np.ndarray, ...] | None]:
+) -> tuple[dict[int, np.ndarray], tuple[np.ndarray, ...] | None, bool]:
     """From one job over the source's key tuples: the sorted distinct non-NULL values of each
-    ``comparable`` key by key number, and with two or more such keys the sorted distinct tuples with no
-    NULL part (a NULL never matches). Nothing when there are more than ``MAX_SOURCE_KEYS`` tuples.
+    ``comparable`` key by key number, with two or more such keys the sorted distinct tuples with no NULL
+    part (a NULL never matches), and whether every source row has a key tuple of its own (NULLs alike).
+    Nothing (and not unique) when there are more than ``MAX_SOURCE_KEYS`` tuples.
 
     A source of at most ``MAX_SOURCE_KEYS`` rows (``source_rows``, when counted) sends every row's keys as
-    they are, in one scan: Arrow drops the repeats on the driver. Else Spark's distinct (a shuffle) first.
+    they are, in one scan: Arrow drops the repeats on the driver, and counts them. Else Spark's distinct (a
+    shuffle) first, and whether keys repeat stays unknown.
     """
     if not comparable:
-        return {}, None
+        return {}, None, False
     values = [_comparable(F.expr(keys[n][1]), source_types[n]).alias(f"key_{n}") for n in comparable]
-    if source_rows is not None and source_rows <= MAX_SOURCE_KEYS:
+    every_row = source_rows is not None and source_rows <= MAX_SOURCE_KEYS
+    if every_row:
         collected = aliased.select(*values).toArrow()
     else:
         collected = aliased.select(*values).distinct().limit(MAX_SOURCE_KEYS + 1).toArrow()
         if collected.num_rows > MAX_SOURCE_KEYS:
-            return {}, None
+            return {}, None, False
     key_sets = {n: _sorted_distinct(collected[f"key_{n}"]) for n in comparable}
-    if len(comparable) < 2:
-        return key_sets, None
     names = [f"key_{n}" for n in comparable]
-    distinct = collected.select(names).drop_null().group_by(names).aggregate([])
-    tuples = distinct.sort_by([(name, "ascending") for name in names])
-    return key_sets, tuple(_bisectable(tuples[name]) for name in names)
+    if len(comparable) < 2:
+        distinct_count = pc.count_distinct(collected[names[0]], mode="all").as_py()
+        return key_sets, None, every_row and distinct_count == collected.num_rows
+    distinct = collected.select(names).group_by(names).aggregate([])  # NULL parts group alike
+    unique = every_row and distinct.num_rows == collected.num_rows
+    tuples = distinct.drop_null().sort_by([(name, "ascending") for name in names])
+    return key_sets, tuple(_bisectable(tuples[name]) for name in names), unique
 
 
 def _sorted_distinct(values: pa.ChunkedArray) -> np.ndarray:
