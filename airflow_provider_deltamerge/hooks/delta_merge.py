@@ -238,8 +238,7 @@ class DeltaMergeHook(BaseHook):
         """Where the last job this hook submitted can be seen: YARN's tracking URL, else the driver's Spark
         UI as the job reported it, else the Kubernetes driver pod through ``[deltamerge] kubernetes_pod_url``
         (a template of ``{namespace}`` and ``{pod}``); None if none is known."""
-        submit = getattr(self, "_submit", None)
-        output = getattr(submit, "_output_log", None)
+        output = None if self._submit is None else self._submit.output_log
         if output is None:
             return None
         if output.tracking_url or output.spark_ui:
@@ -255,7 +254,7 @@ class DeltaMergeHook(BaseHook):
         own work about to start; None before that line came."""
         if self._connect_job is not None:
             return self._connect_job.output_log.started_at
-        output = getattr(self._submit, "_output_log", None)
+        output = None if self._submit is None else self._submit.output_log
         return None if output is None else output.started_at
 
     def on_kill(self) -> None:

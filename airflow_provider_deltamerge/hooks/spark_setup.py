@@ -101,3 +101,8 @@ class JobSubmitHook(SparkSubmitHook):
         if self._output_log is None:
             self._output_log = SubmitOutputLog(super().log)
         return self._output_log
+
+    @property
+    def output_log(self) -> SubmitOutputLog | None:
+        """What spark-submit's output has said so far (its UI, tracking URL, start); None before any line."""
+        return self._output_log

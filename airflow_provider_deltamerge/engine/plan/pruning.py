@@ -301,7 +301,8 @@ def _key_sets_from_tuples(
     key_sets = {n: _sorted_distinct(collected[f"key_{n}"]) for n in comparable}
     names = [f"key_{n}" for n in comparable]
     if len(comparable) < 2:
-        distinct_count = pc.count_distinct(collected[names[0]], mode="all").as_py()
+        # Its distinct values, and NULL once if any row has it.
+        distinct_count = len(key_sets[comparable[0]]) + min(1, collected[names[0]].null_count)
         return key_sets, None, every_row and distinct_count == collected.num_rows
     distinct = collected.select(names).group_by(names).aggregate([])  # NULL parts group alike
     unique = every_row and distinct.num_rows == collected.num_rows
