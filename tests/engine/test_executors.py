@@ -3,6 +3,7 @@ metric examples, and the absence of Python UDFs from the plans the engine runs."
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -227,6 +228,25 @@ def test_phase_one_counts_matches_per_target_row_only_where_source_keys_repeat(
     counted = f"count({hidden_name('match')}"
     per_row = [plan for plan in executed_plans(spark, since) if counted in plan]
     assert bool(per_row) == counted_per_row, executed_plans(spark, since)
+
+
+def test_row_counts_are_observed_on_the_output_columns_not_on_the_joined_rows(spark, tmp_path):
+    # Given: a rewrite that updates, copies and inserts (Spark observes outside whole-stage code generation:
+    # every row crossing the observation is copied whole, and a joined row holds both sides)
+    target = table_in_files(tmp_path / "t", rows([1, 2]), rows([3]))
+    source = source_file(tmp_path, rows([2, 4], [200, 400]))
+    spec = MergeSpec(target, source, "t.id = s.id", (update_all(), insert_all()))
+    since = last_execution_id(spark)
+    # When
+    result = run_merge(spark, spec)
+    # Then: the counts are right, and each observation of them reads the table's two columns and the action
+    assert [(r["id"], r["value"]) for r in sorted_rows(target)] == [(1, 10), (2, 200), (3, 30), (4, 400)]
+    assert (result.metrics[m.NUM_TARGET_ROWS_UPDATED], result.metrics[m.NUM_TARGET_ROWS_COPIED]) == (1, 1)
+    assert result.metrics[m.NUM_TARGET_ROWS_INSERTED] == 1
+    observed = re.compile(r"\(\d+\) CollectMetrics\nInput \[(\d+)\]: [^\n]*\nArguments: [^\n]*numTarget")
+    # (Adaptive execution describes each observation twice: in its final plan and its initial one.)
+    widths = {int(n) for plan in executed_plans(spark, since) for n in observed.findall(plan)}
+    assert widths == {3}, executed_plans(spark, since)
 
 
 def test_deleting_every_row_of_a_partitioned_table_with_an_empty_source_counts_the_deletes(spark, tmp_path):

@@ -292,8 +292,8 @@ def _write_with_actions(
     outputs, observations = [], []
     for joined, kinds in branches:
         with_action = joined.withColumn(ACTION, action_column(plan, kinds))
-        counted, counts = observe(with_action, *observed_counts(plan, kinds))
-        outputs.append(rows_written(plan, counted, kinds, changes=changes))
+        output, counts = rows_written(plan, with_action, kinds, changes=changes)
+        outputs.append(output)
         observations.append((with_action, kinds, counts))
     rows = reduce(DataFrame.union, outputs)
     if tasks is not None and len(outputs) > 1:
