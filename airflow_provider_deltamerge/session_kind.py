@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgtp]?)b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
@@ -58,10 +58,3 @@ def byte_size(text: str) -> int:
     if found is None:
         raise ValueError(f"not a memory size: {text!r}")
     return int(found.group(1)) * _UNITS[found.group(2).lower()]
-
-
-def partition_count(frame: DataFrame) -> int | None:
-    """The number of partitions of ``frame``'s plan; None on Connect, which has no RDDs to ask."""
-    if is_connect(frame.sparkSession):
-        return None
-    return int(frame.rdd.getNumPartitions())

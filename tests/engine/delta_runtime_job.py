@@ -34,11 +34,10 @@ from airflow_provider_deltamerge.engine.backends.delta_spark import (
     EXTENSIONS_CONF,
     missing_delta_runtime,
     run_with_delta_spark,
-    session_conf,
 )
 from airflow_provider_deltamerge.engine.merge import MergeResult
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
-from airflow_provider_deltamerge.engine.session_confs import AUTO_MERGE
+from airflow_provider_deltamerge.engine.session_confs import AUTO_MERGE, session_confs_set
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.spec import MergeSpec, to_merge_sql
 from tests.conftest import local_session_builder
@@ -113,7 +112,7 @@ def _sql_outcome(spark: SparkSession, spec: MergeSpec) -> dict[str, Any]:
     # statement's WITH SCHEMA EVOLUTION alone may not evolve; autoMerge is Delta's other switch for the same
     # canEvolveSchema (ResolveDeltaMergeInto), honoured by every Delta release.
     evolution: AbstractContextManager[None] = (
-        session_conf(spark, AUTO_MERGE, "true") if spec.schema_evolution else nullcontext()
+        session_confs_set(spark, {AUTO_MERGE: "true"}) if spec.schema_evolution else nullcontext()
     )
     try:
         with evolution:

@@ -40,6 +40,7 @@ from airflow_provider_deltamerge.engine.merge import MergeResult
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder, MetricValue
 from airflow_provider_deltamerge.engine.resolve.resolution import quote
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
+from airflow_provider_deltamerge.engine.session_confs import session_confs_set
 from airflow_provider_deltamerge.engine.source.load import merge_source
 from airflow_provider_deltamerge.engine.spark_errors import SparkFailure, summarize
 from airflow_provider_deltamerge.exceptions import (
@@ -303,7 +304,7 @@ def run_with_delta_spark(
             builder = getattr(builder, method)(**kwargs)
         log.info("Running the merge into %s (version %d) with Delta's runtime", spec.target, version_before)
         started = time.monotonic()
-        with session_conf(spark, USER_METADATA_CONF, json.dumps(info, sort_keys=True)):
+        with session_confs_set(spark, {USER_METADATA_CONF: json.dumps(info, sort_keys=True)}):
             counts = builder.execute().collect()
         elapsed_ms = math.ceil((time.monotonic() - started) * 1000)
         latest = _latest_commit(table)
@@ -385,20 +386,6 @@ def _star_except(
             continue
         out[quote(column)] = f"{spec.source_alias}.{quote(source_column or column)}"
     return out
-
-
-@contextmanager
-def session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
-    """Set a session conf for the ``with`` block, then restore its previous value (or unset it)."""
-    previous = spark.conf.get(key, None)
-    spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        if previous is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, previous)
 
 
 def _latest_commit(table: Any) -> Row:

@@ -26,7 +26,8 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from airflow_provider_deltamerge.delta.writer import Written, write_files
+from airflow_provider_deltamerge.delta.snapshot import DataFile
+from airflow_provider_deltamerge.delta.writer import Written, max_records_per_file, write_files
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.execute.change_rows import ChangeRows
 from airflow_provider_deltamerge.engine.execute.clause_output import (
@@ -45,11 +46,11 @@ from airflow_provider_deltamerge.engine.execute.joins import (
     target_key_schema,
     target_rows,
 )
+from airflow_provider_deltamerge.engine.execute.scan_splits import balanced_splits
 from airflow_provider_deltamerge.engine.execute.touched_files import TouchedFiles
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.observed import observe, observed, observed_count
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_inserts
-from airflow_provider_deltamerge.session_kind import partition_count
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,6 @@ def rewrite_touched_files(
     inserts_count = inserting and (found.unmatched is None or not found.touched)
     touched_source, insert_source = (source, counted) if inserts_count else (counted, source)
     branches: list[Branch] = []
-    tasks: int | None = None
     if inserting and not broadcast and set(found.matched) <= set(found.touched):
         touched = target_rows(spark, plan, found.touched)
         joined = _hashed(source_rows(plan, counted)).join(touched, condition, "full_outer")
@@ -116,21 +116,28 @@ def rewrite_touched_files(
                 streamed = source_rows(plan, touched_source)
                 streamed = F.broadcast(streamed) if broadcast else _hashed(streamed)
             branches.append((streamed.join(touched, condition, "right_outer"), _TOUCHED_ROWS))
-            if broadcast and inserting and not plan.snapshot.partition_columns:
-                # The inserts ride along in the rewrite's tasks (no shuffle): without this each merge
-                # would add a small file of inserts beside the rewritten ones (not on Connect: no RDDs).
-                tasks = partition_count(touched)
         if inserting:
-            branches.append(
-                _insert_candidates(spark, plan, source, insert_source, found, condition, broadcast, budget)
+            joined, kinds = _insert_candidates(
+                spark, plan, source, insert_source, found, condition, broadcast, budget
             )
+            if found.touched and _fit_one_file(plan, recorder[m.NUM_SOURCE_ROWS], shuffled=not broadcast):
+                # The inserts are written by one task, beside the touched files' even ones (see scan_splits):
+                # one small file at most, where each split of the source would add one.
+                joined = joined.coalesce(1)
+            branches.append((joined, kinds))
     changes = (
         ChangeRows(deduplicate_deletes=found.surplus_matches > 0)
         if plan.writes_change_data and found.touched
         else None
     )
     written = _write_with_actions(
-        spark, plan, branches, recorder, presized=presized or broadcast, tasks=tasks, changes=changes
+        spark,
+        plan,
+        branches,
+        recorder,
+        presized=presized or broadcast,
+        scanned=found.touched,
+        changes=changes,
     )
     _count_second_scan(recorder, observed_count(second_scan, "rows", fallback=source))
     return written
@@ -165,6 +172,15 @@ def _source_for_touched(
     narrowed = source_rows(plan, source).join(F.broadcast(touched), condition, "left_semi")
     narrowed = narrowed.alias(plan.spec.source_alias)
     return F.broadcast(narrowed) if fits_in_memory(source.schema, rows, budget) else _hashed(narrowed)
+
+
+def _fit_one_file(plan: MergePlan, source_rows: int, *, shuffled: bool) -> bool:
+    """Whether the inserts, at most ``source_rows``, go in one file of an unshuffled write (a partitioned
+    table's or a ``shuffled`` join's write is rebalanced: adaptive execution sizes its files)."""
+    if shuffled or plan.snapshot.partition_columns:
+        return False
+    per_file = max_records_per_file(plan.snapshot)
+    return per_file is not None and source_rows <= per_file
 
 
 def _hashed(source: DataFrame) -> DataFrame:
@@ -280,13 +296,14 @@ def _write_with_actions(
     recorder: MetricsRecorder,
     *,
     presized: bool,
-    tasks: int | None = None,
+    scanned: Sequence[DataFile] = (),
     changes: ChangeRows | None = None,
 ) -> Written:
     """Evaluate the clauses on each branch of joined rows, write their union, and record the row counts.
 
     Args:
-        tasks: write the union in this many tasks, folding the branches' partitions together.
+        scanned: the table files the branches read in full, whose scan sets the write's tasks
+            (``scan_splits``).
         changes: write the change data feed's rows too.
     """
     outputs, observations = [], []
@@ -296,9 +313,8 @@ def _write_with_actions(
         outputs.append(output)
         observations.append((with_action, kinds, counts))
     rows = reduce(DataFrame.union, outputs)
-    if tasks is not None and len(outputs) > 1:
-        rows = rows.coalesce(tasks)
-    written = write_files(spark, rows, plan.snapshot, presized=presized, schema=plan.final_schema)
+    with balanced_splits(spark, scanned):
+        written = write_files(spark, rows, plan.snapshot, presized=presized, schema=plan.final_schema)
     totals: dict[str, int] = {}
     for with_action, kinds, counts in observations:
         values = observed(counts)
