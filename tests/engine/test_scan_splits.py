@@ -100,7 +100,7 @@ def spark_tasks(spark: SparkSession, paths: list[str]) -> list[int]:
     return [sum(f.length() + open_cost for f in p.files()) for p in partitions]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     sizes=st.lists(st.integers(min_value=0, max_value=3 * MIB), min_size=1, max_size=30),
     max_partition=st.integers(min_value=MIB, max_value=8 * MIB),
@@ -126,9 +126,10 @@ def test_the_model_packs_files_as_spark_does(spark, empty_files, sizes, max_part
         )
         with balanced_splits(spark, files):
             assert spark_tasks(spark, paths) == pack(sizes, chosen or own, open_cost)
-        assert finish_time(pack(sizes, chosen or own, open_cost), 2) <= finish_time(
-            pack(sizes, own, open_cost), 2
-        )
+        # never later than Spark's own by an open cost or more (closer finish times count as equal, and the
+        # fewer tasks win)
+        finish, own_finish = (finish_time(pack(sizes, split, open_cost), 2) for split in (chosen or own, own))
+        assert finish - own_finish < open_cost
     finally:
         for key in confs:
             spark.conf.unset(key)

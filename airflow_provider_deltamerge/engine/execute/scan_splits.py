@@ -66,6 +66,7 @@ def split_bytes(
     largest file or above ``max_partition_bytes``. Finish times less than one file's open cost apart count
     as equal, and then the fewest tasks win (fewer files written), Spark's own first.
     """
+    sizes = [s for s in sizes if s]  # Spark lists no empty file
     if not sizes:
         return None
     total = sum(s + open_cost for s in sizes)
@@ -91,7 +92,7 @@ def spark_split(sizes: Sequence[int], *, max_partition_bytes: int, open_cost: in
     """Spark's split size for a scan of files of ``sizes`` (``FilePartition.maxSplitBytes``): the bytes per
     partition for ``parts`` partitions (``spark.sql.files.minPartitionNum``, else the leaf nodes' default
     parallelism, else the cores), between the open cost and ``max_partition_bytes``."""
-    total = sum(s + open_cost for s in sizes)
+    total = sum(s + open_cost for s in sizes if s)  # Spark lists no empty file
     return min(max_partition_bytes, max(open_cost, total // parts))
 
 
