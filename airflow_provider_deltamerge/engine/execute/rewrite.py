@@ -46,7 +46,7 @@ from airflow_provider_deltamerge.engine.execute.joins import (
     target_key_schema,
     target_rows,
 )
-from airflow_provider_deltamerge.engine.execute.scan_splits import balanced_splits
+from airflow_provider_deltamerge.engine.execute.scan_splits import balanced_splits, scan_tasks
 from airflow_provider_deltamerge.engine.execute.touched_files import TouchedFiles
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.observed import observe, observed, observed_count
@@ -92,6 +92,11 @@ def rewrite_touched_files(
     inserts_count = inserting and (found.unmatched is None or not found.touched)
     touched_source, insert_source = (source, counted) if inserts_count else (counted, source)
     branches: list[Branch] = []
+    one_file = (
+        inserting
+        and bool(found.touched)
+        and _fit_one_file(plan, recorder[m.NUM_SOURCE_ROWS], shuffled=not broadcast)
+    )
     if inserting and not broadcast and set(found.matched) <= set(found.touched):
         touched = target_rows(spark, plan, found.touched)
         joined = _hashed(source_rows(plan, counted)).join(touched, condition, "full_outer")
@@ -120,7 +125,7 @@ def rewrite_touched_files(
             joined, kinds = _insert_candidates(
                 spark, plan, source, insert_source, found, condition, broadcast, budget
             )
-            if found.touched and _fit_one_file(plan, recorder[m.NUM_SOURCE_ROWS], shuffled=not broadcast):
+            if one_file:
                 # The inserts are written by one task, beside the touched files' even ones (see scan_splits):
                 # one small file at most, where each split of the source would add one.
                 joined = joined.coalesce(1)
@@ -137,6 +142,8 @@ def rewrite_touched_files(
         recorder,
         presized=presized or broadcast,
         scanned=found.touched,
+        # Touched files read in one task take the inserts into it: one file written, not two.
+        one_task=one_file and scan_tasks(spark, found.touched) == 1,
         changes=changes,
     )
     _count_second_scan(recorder, observed_count(second_scan, "rows", fallback=source))
@@ -297,6 +304,7 @@ def _write_with_actions(
     *,
     presized: bool,
     scanned: Sequence[DataFile] = (),
+    one_task: bool = False,
     changes: ChangeRows | None = None,
 ) -> Written:
     """Evaluate the clauses on each branch of joined rows, write their union, and record the row counts.
@@ -304,6 +312,7 @@ def _write_with_actions(
     Args:
         scanned: the table files the branches read in full, whose scan sets the write's tasks
             (``scan_splits``).
+        one_task: write the union in one task (each branch's rows are in one task already).
         changes: write the change data feed's rows too.
     """
     outputs, observations = [], []
@@ -313,6 +322,8 @@ def _write_with_actions(
         outputs.append(output)
         observations.append((with_action, kinds, counts))
     rows = reduce(DataFrame.union, outputs)
+    if one_task:
+        rows = rows.coalesce(1)
     with balanced_splits(spark, scanned):
         written = write_files(spark, rows, plan.snapshot, presized=presized, schema=plan.final_schema)
     totals: dict[str, int] = {}

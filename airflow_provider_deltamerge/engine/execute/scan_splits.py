@@ -35,26 +35,34 @@ def balanced_splits(spark: SparkSession, files: Sequence[DataFile]) -> Iterator[
     """Inside the block, Spark splits a scan of ``files`` into the tasks ``split_bytes`` picks (when they
     finish before Spark's own); other scans in the block get the same split size. Not on Connect, whose
     client cannot see the cores."""
-    if not files or is_connect(spark):
-        yield
-        return
-    sizes = [f.size for f in files]
-    cores = int(spark.sparkContext.defaultParallelism)
-    split = split_bytes(
-        sizes,
-        cores=cores,
-        max_partition_bytes=byte_size(spark.conf.get(MAX_PARTITION_BYTES) or "128m"),
-        open_cost=byte_size(spark.conf.get(OPEN_COST) or "4m"),
-        min_partitions=int(
-            spark.conf.get(MIN_PARTITION_NUM, None) or spark.conf.get(LEAF_PARALLELISM, None) or cores
-        ),
-    )
+    split = _split_of(spark, files)[0] if files and not is_connect(spark) else None
     if split is None:
         yield
         return
     # A minimum of one partition leaves the split size to maxPartitionBytes alone (see ``spark_split``).
     with session_confs_set(spark, {MAX_PARTITION_BYTES: str(split), MIN_PARTITION_NUM: "1"}):
         yield
+
+
+def scan_tasks(spark: SparkSession, files: Sequence[DataFile]) -> int | None:
+    """How many tasks a scan of ``files`` runs in inside ``balanced_splits``; None on Connect."""
+    if is_connect(spark):
+        return None
+    return _split_of(spark, files)[1] if files else 0
+
+
+def _split_of(spark: SparkSession, files: Sequence[DataFile]) -> tuple[int | None, int]:
+    """``split_bytes`` for a scan of ``files`` in this session, and the tasks the scan then runs in."""
+    sizes = [f.size for f in files]
+    cores = int(spark.sparkContext.defaultParallelism)
+    max_partition_bytes = byte_size(spark.conf.get(MAX_PARTITION_BYTES) or "128m")
+    open_cost = byte_size(spark.conf.get(OPEN_COST) or "4m")
+    parts = int(spark.conf.get(MIN_PARTITION_NUM, None) or spark.conf.get(LEAF_PARALLELISM, None) or cores)
+    split = split_bytes(
+        sizes, cores=cores, max_partition_bytes=max_partition_bytes, open_cost=open_cost, min_partitions=parts
+    )
+    own = spark_split(sizes, max_partition_bytes=max_partition_bytes, open_cost=open_cost, parts=parts)
+    return split, len(pack(sizes, split or own, open_cost))
 
 
 def split_bytes(
