@@ -13,10 +13,12 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
 SERVICES = (("api-server", "--workers", "1"), ("scheduler",), ("dag-processor",))
+BUSY_TIMEOUT = 30
 
 
 def free_port() -> int:
@@ -33,14 +35,26 @@ class Airflow:
     token: str = ""
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """One REST call; a 503 is tried again for up to ``BUSY_TIMEOUT`` seconds, as the UI's form would be.
+
+        On SQLite the API server answers 503 when the scheduler holds the database's lock (the backfill
+        routes say "Database is locked"); the request was rolled back, so sending it again is safe.
+        """
         request = urllib.request.Request(
             f"{self.base}/api/v2/{path}",
             data=None if body is None else json.dumps(body).encode(),
             method=method,
             headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
         )
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.loads(response.read() or b"null")
+        deadline = time.monotonic() + BUSY_TIMEOUT
+        while True:
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    return json.loads(response.read() or b"null")
+            except urllib.error.HTTPError as error:
+                if error.code != HTTPStatus.SERVICE_UNAVAILABLE or time.monotonic() > deadline:
+                    raise
+            time.sleep(1)
 
     def wait_for(self, what: str, done: Callable[[], Any], *, timeout: float) -> Any:
         """Poll ``done`` until it returns something true; fail naming ``what`` after ``timeout`` seconds."""
