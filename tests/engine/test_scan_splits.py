@@ -27,6 +27,7 @@ from airflow_provider_deltamerge.engine.execute.scan_splits import (
     balanced_splits,
     finish_time,
     pack,
+    scan_split,
     spark_split,
     split_bytes,
 )
@@ -44,9 +45,10 @@ def test_files_spark_packs_into_seven_tasks_become_eight_even_ones_on_two_cores(
     # When
     split = split_bytes(sizes, cores=2, max_partition_bytes=128 * MIB, open_cost=4 * MIB, min_partitions=2)
     # Then: 8 tasks of 6 files, which end 17 MiB of work sooner on each core
-    assert split is not None
-    assert [cost // MIB for cost in pack(sizes, split, 4 * MIB)] == [102] * 8
-    assert (finish_time(own, 2) - finish_time(pack(sizes, split, 4 * MIB), 2)) // MIB == 51
+    assert split.tasks == 8
+    assert split.bytes is not None
+    assert [cost // MIB for cost in pack(sizes, split.bytes, 4 * MIB)] == [102] * 8
+    assert (finish_time(own, 2) - finish_time(pack(sizes, split.bytes, 4 * MIB), 2)) // MIB == 51
 
 
 @pytest.mark.parametrize(
@@ -60,7 +62,7 @@ def test_files_spark_packs_into_seven_tasks_become_eight_even_ones_on_two_cores(
 )
 def test_spark_own_splits_are_kept_where_nothing_ends_sooner(sizes, why):
     split = split_bytes(sizes, cores=2, max_partition_bytes=128 * MIB, open_cost=4 * MIB, min_partitions=2)
-    assert split is None, why
+    assert split.bytes is None, why
 
 
 def test_no_candidate_cuts_a_file():
@@ -68,7 +70,7 @@ def test_no_candidate_cuts_a_file():
     # one empty one, so no split size below the largest file is tried.
     sizes = [60 * MIB, 10 * MIB, 10 * MIB]
     split = split_bytes(sizes, cores=2, max_partition_bytes=128 * MIB, open_cost=4 * MIB, min_partitions=2)
-    assert split is None or split >= 60 * MIB
+    assert split.bytes is None or split.bytes >= 60 * MIB
 
 
 @pytest.fixture
@@ -121,14 +123,17 @@ def test_the_model_packs_files_as_spark_does(spark, empty_files, sizes, max_part
             DataFile(log_path=p, size=s, partition_values=(), num_records=None)
             for p, s in zip(paths, sizes, strict=True)
         ]
-        chosen = split_bytes(
-            sizes, cores=2, max_partition_bytes=max_partition, open_cost=open_cost, min_partitions=2
-        )
-        with balanced_splits(spark, files):
-            assert spark_tasks(spark, paths) == pack(sizes, chosen or own, open_cost)
+        chosen = scan_split(spark, files)
+        assert chosen is not None
+        with balanced_splits(spark, chosen):
+            tasks = spark_tasks(spark, paths)
+        assert tasks == pack(sizes, chosen.bytes or own, open_cost)
+        assert len(tasks) == chosen.tasks
         # never later than Spark's own by an open cost or more (closer finish times count as equal, and the
         # fewer tasks win)
-        finish, own_finish = (finish_time(pack(sizes, split, open_cost), 2) for split in (chosen or own, own))
+        finish, own_finish = (
+            finish_time(pack(sizes, split, open_cost), 2) for split in (chosen.bytes or own, own)
+        )
         assert finish - own_finish < open_cost
     finally:
         for key in confs:
@@ -141,7 +146,7 @@ def test_the_block_restores_the_session_confs(spark):
     ]
     spark.conf.set(MAX_PARTITION_BYTES, "128m")
     try:
-        with balanced_splits(spark, files):
+        with balanced_splits(spark, scan_split(spark, files)):
             assert (spark.conf.get(MAX_PARTITION_BYTES), spark.conf.get(MIN_PARTITION_NUM)) != ("128m", None)
         assert spark.conf.get(MAX_PARTITION_BYTES) == "128m"
         assert spark.conf.get(MIN_PARTITION_NUM, None) is None

@@ -26,7 +26,6 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from airflow_provider_deltamerge.delta.snapshot import DataFile
 from airflow_provider_deltamerge.delta.writer import Written, max_records_per_file, write_files
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.execute.change_rows import ChangeRows
@@ -46,7 +45,7 @@ from airflow_provider_deltamerge.engine.execute.joins import (
     target_key_schema,
     target_rows,
 )
-from airflow_provider_deltamerge.engine.execute.scan_splits import balanced_splits, scan_tasks
+from airflow_provider_deltamerge.engine.execute.scan_splits import ScanSplit, balanced_splits, scan_split
 from airflow_provider_deltamerge.engine.execute.touched_files import TouchedFiles
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.observed import observe, observed, observed_count
@@ -126,8 +125,8 @@ def rewrite_touched_files(
                 spark, plan, source, insert_source, found, condition, broadcast, budget
             )
             if one_file:
-                # The inserts are written by one task, beside the touched files' even ones (see scan_splits):
-                # one small file at most, where each split of the source would add one.
+                # The inserts are written by one task (the touched files' own when they are read in one, see
+                # ``one_task`` below): one small file at most, where each split of the source would add one.
                 joined = joined.coalesce(1)
             branches.append((joined, kinds))
     changes = (
@@ -135,15 +134,16 @@ def rewrite_touched_files(
         if plan.writes_change_data and found.touched
         else None
     )
+    split = scan_split(spark, found.touched)
     written = _write_with_actions(
         spark,
         plan,
         branches,
         recorder,
         presized=presized or broadcast,
-        scanned=found.touched,
+        split=split,
         # Touched files read in one task take the inserts into it: one file written, not two.
-        one_task=one_file and scan_tasks(spark, found.touched) == 1,
+        one_task=one_file and split is not None and split.tasks == 1,
         changes=changes,
     )
     _count_second_scan(recorder, observed_count(second_scan, "rows", fallback=source))
@@ -303,14 +303,14 @@ def _write_with_actions(
     recorder: MetricsRecorder,
     *,
     presized: bool,
-    scanned: Sequence[DataFile] = (),
+    split: ScanSplit | None = None,
     one_task: bool = False,
     changes: ChangeRows | None = None,
 ) -> Written:
     """Evaluate the clauses on each branch of joined rows, write their union, and record the row counts.
 
     Args:
-        scanned: the table files the branches read in full, whose scan sets the write's tasks
+        split: the split of the table files the branches read in full, which sets the write's tasks
             (``scan_splits``).
         one_task: write the union in one task (each branch's rows are in one task already).
         changes: write the change data feed's rows too.
@@ -324,7 +324,7 @@ def _write_with_actions(
     rows = reduce(DataFrame.union, outputs)
     if one_task:
         rows = rows.coalesce(1)
-    with balanced_splits(spark, scanned):
+    with balanced_splits(spark, split):
         written = write_files(spark, rows, plan.snapshot, presized=presized, schema=plan.final_schema)
     totals: dict[str, int] = {}
     for with_action, kinds, counts in observations:

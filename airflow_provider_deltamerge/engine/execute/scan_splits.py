@@ -15,6 +15,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
@@ -30,45 +31,51 @@ LEAF_PARALLELISM = "spark.sql.leafNodeDefaultParallelism"
 _MAX_TASKS_PER_CORE = 8
 
 
+@dataclass(frozen=True)
+class ScanSplit:
+    """How a scan of table files is split into tasks: the split size to set while it runs (None: Spark's
+    own) and the number of tasks the scan then runs in."""
+
+    bytes: int | None
+    tasks: int
+
+
+def scan_split(spark: SparkSession, files: Sequence[DataFile]) -> ScanSplit | None:
+    """``split_bytes`` for a scan of ``files`` in this session; None on Connect, whose client cannot see
+    the cores."""
+    if is_connect(spark):
+        return None
+    if not files:
+        return ScanSplit(None, 0)
+    cores = int(spark.sparkContext.defaultParallelism)
+    return split_bytes(
+        [f.size for f in files],
+        cores=cores,
+        max_partition_bytes=byte_size(spark.conf.get(MAX_PARTITION_BYTES) or "128m"),
+        open_cost=byte_size(spark.conf.get(OPEN_COST) or "4m"),
+        min_partitions=int(
+            spark.conf.get(MIN_PARTITION_NUM, None) or spark.conf.get(LEAF_PARALLELISM, None) or cores
+        ),
+    )
+
+
 @contextmanager
-def balanced_splits(spark: SparkSession, files: Sequence[DataFile]) -> Iterator[None]:
-    """Inside the block, Spark splits a scan of ``files`` into the tasks ``split_bytes`` picks (when they
-    finish before Spark's own); other scans in the block get the same split size. Not on Connect, whose
-    client cannot see the cores."""
-    split = _split_of(spark, files)[0] if files and not is_connect(spark) else None
-    if split is None:
+def balanced_splits(spark: SparkSession, split: ScanSplit | None) -> Iterator[None]:
+    """Inside the block, Spark splits the scan ``split`` was worked out for into its tasks; other scans in
+    the block get the same split size."""
+    if split is None or split.bytes is None:
         yield
         return
     # A minimum of one partition leaves the split size to maxPartitionBytes alone (see ``spark_split``).
-    with session_confs_set(spark, {MAX_PARTITION_BYTES: str(split), MIN_PARTITION_NUM: "1"}):
+    with session_confs_set(spark, {MAX_PARTITION_BYTES: str(split.bytes), MIN_PARTITION_NUM: "1"}):
         yield
-
-
-def scan_tasks(spark: SparkSession, files: Sequence[DataFile]) -> int | None:
-    """How many tasks a scan of ``files`` runs in inside ``balanced_splits``; None on Connect."""
-    if is_connect(spark):
-        return None
-    return _split_of(spark, files)[1] if files else 0
-
-
-def _split_of(spark: SparkSession, files: Sequence[DataFile]) -> tuple[int | None, int]:
-    """``split_bytes`` for a scan of ``files`` in this session, and the tasks the scan then runs in."""
-    sizes = [f.size for f in files]
-    cores = int(spark.sparkContext.defaultParallelism)
-    max_partition_bytes = byte_size(spark.conf.get(MAX_PARTITION_BYTES) or "128m")
-    open_cost = byte_size(spark.conf.get(OPEN_COST) or "4m")
-    parts = int(spark.conf.get(MIN_PARTITION_NUM, None) or spark.conf.get(LEAF_PARALLELISM, None) or cores)
-    split = split_bytes(
-        sizes, cores=cores, max_partition_bytes=max_partition_bytes, open_cost=open_cost, min_partitions=parts
-    )
-    own = spark_split(sizes, max_partition_bytes=max_partition_bytes, open_cost=open_cost, parts=parts)
-    return split, len(pack(sizes, split or own, open_cost))
 
 
 def split_bytes(
     sizes: Sequence[int], *, cores: int, max_partition_bytes: int, open_cost: int, min_partitions: int
-) -> int | None:
-    """The split size whose tasks finish first on ``cores``; None when Spark's own does as well.
+) -> ScanSplit:
+    """The split size whose tasks finish first on ``cores`` (None when Spark's own does as well), and the
+    number of tasks the scan then runs in.
 
     Candidates divide the scan's bytes into 1 to ``_MAX_TASKS_PER_CORE`` tasks per core; none is below the
     largest file or above ``max_partition_bytes``. Finish times less than one file's open cost apart count
@@ -76,7 +83,7 @@ def split_bytes(
     """
     sizes = [s for s in sizes if s]  # Spark lists no empty file
     if not sizes:
-        return None
+        return ScanSplit(None, 0)
     total = sum(s + open_cost for s in sizes)
     own = spark_split(
         sizes, max_partition_bytes=max_partition_bytes, open_cost=open_cost, parts=min_partitions
@@ -90,10 +97,10 @@ def split_bytes(
     scored = [(finish_time(tasks, cores), len(tasks), split) for split, tasks in packed]
     first = min(finish for finish, _, _ in scored)
     # Spark's own is candidate 0: among equals with as few tasks, it stays.
-    _, _, chosen = min(
+    tasks, _, chosen = min(
         (count, n, split) for n, (finish, count, split) in enumerate(scored) if finish - first < open_cost
     )
-    return None if chosen == own else chosen
+    return ScanSplit(None if chosen == own else chosen, tasks)
 
 
 def spark_split(sizes: Sequence[int], *, max_partition_bytes: int, open_cost: int, parts: int) -> int:

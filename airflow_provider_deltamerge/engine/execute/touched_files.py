@@ -24,7 +24,7 @@ from airflow_provider_deltamerge.delta.snapshot import DataFile
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.execute.clause_output import SOURCE_PRESENT, TARGET_PRESENT
 from airflow_provider_deltamerge.engine.execute.joins import join_condition, source_rows, target_rows
-from airflow_provider_deltamerge.engine.execute.scan_splits import balanced_splits
+from airflow_provider_deltamerge.engine.execute.scan_splits import balanced_splits, scan_split
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.observed import observe, observed_count
 from airflow_provider_deltamerge.engine.plan.planning import (
@@ -218,7 +218,7 @@ def find_touched_files(
         *unmatched_values,
     )
     try:
-        with balanced_splits(spark, plan.candidate_files):
+        with balanced_splits(spark, scan_split(spark, plan.candidate_files)):
             collected = per_file.collect()
         files = [row for row in collected if row[FILE_COLUMN] is not None]
         recorder.set(m.NUM_SOURCE_ROWS, observed_count(source_count, "rows", fallback=source))
