@@ -23,6 +23,7 @@ from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, ROW_INDEX_COLU
 from airflow_provider_deltamerge.delta.snapshot import DataFile
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.execute.clause_output import SOURCE_PRESENT, TARGET_PRESENT
+from airflow_provider_deltamerge.engine.execute.file_ids import FILE_ID, file_ids
 from airflow_provider_deltamerge.engine.execute.joins import join_condition, source_rows, target_rows
 from airflow_provider_deltamerge.engine.execute.scan_splits import balanced_splits, scan_split
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
@@ -152,6 +153,14 @@ def find_touched_files(
     spark = source.sparkSession
     by_source = has_not_matched_by_source(plan.clauses)
     target = target_rows(spark, plan, plan.candidate_files)  # carries each row's file and index in it
+    # Matches are counted per target row unless pruning found that no two source rows share their keys.
+    per_row_counts = not plan.source_keys_unique or bool(unmatched_by)
+    by_uri = files_by_uri(plan.snapshot, plan.candidate_files)
+    # Rows shuffled by their row carry their file's id, not its URI.
+    ids = file_ids(spark, by_uri) if per_row_counts else None
+    if ids is not None:
+        target = target.withColumn(FILE_ID, ids.column()).alias(plan.spec.target_alias)
+    file_key = FILE_COLUMN if ids is None else FILE_ID
     counted_source, source_count = observe(source_rows(plan, source), F.count(F.lit(1)).alias("rows"))
     condition = join_condition(plan, source.schema)
     how = "full_outer" if unmatched_by else "right_outer" if by_source else "inner"
@@ -172,7 +181,7 @@ def find_touched_files(
     keeps_keys = bool(matched_keys_by) and how == "inner"
     # Only what the aggregations (and the kept keys) need: the projection is what Spark's cache holds.
     pairs = joined.select(
-        FILE_COLUMN,
+        file_key,
         ROW_INDEX_COLUMN,
         F.when(on_target, F.col(SOURCE_PRESENT)).alias(_MATCH),  # NULL unless a source row matches
         acting.alias("acting"),
@@ -181,19 +190,19 @@ def find_touched_files(
     )
     if keeps_keys:
         pairs = pairs.persist()
-    if plan.source_keys_unique and not unmatched_by:
+    if not per_row_counts:
         # No target row can match two source rows: each target row is one row of the join already, and the
         # per-file aggregation reads the join directly (no shuffle of every match by its row).
         per_row = pairs.select(
-            FILE_COLUMN,
+            file_key,
             ROW_INDEX_COLUMN,
             F.when(F.col(_MATCH).isNotNull(), 1).otherwise(0).alias("matches"),
             "acting",
         )
     else:
-        per_row = pairs.groupBy(
-            FILE_COLUMN, ROW_INDEX_COLUMN, *([_UNMATCHED_KEY] if unmatched_by else [])
-        ).agg(F.count(_MATCH).alias("matches"), F.max("acting").alias("acting"))
+        per_row = pairs.groupBy(file_key, ROW_INDEX_COLUMN, *([_UNMATCHED_KEY] if unmatched_by else [])).agg(
+            F.count(_MATCH).alias("matches"), F.max("acting").alias("acting")
+        )
     # With deletion vectors the acting rows themselves are wanted: they go into their file's new vector.
     modified = [F.collect_list(F.when(F.col("acting"), F.col(ROW_INDEX_COLUMN))).alias("modified")]
     # The unmatched source rows' key values, in groups of their hash (a file's rows all hash their NULL key
@@ -208,7 +217,7 @@ def find_touched_files(
     )
     key_group = F.pmod(F.hash(_UNMATCHED_KEY), F.lit(_UNMATCHED_KEY_GROUPS)) if unmatched_by else None
     per_file = per_row.groupBy(
-        FILE_COLUMN, *([key_group.alias(_KEY_GROUP)] if key_group is not None else [])
+        file_key, *([key_group.alias(_KEY_GROUP)] if key_group is not None else [])
     ).agg(
         F.sum(F.when(F.col("matches") > 1, 1).otherwise(0)).alias("multiply_matched"),
         F.sum(F.greatest(F.col("matches") - 1, F.lit(0))).alias("surplus"),
@@ -220,29 +229,33 @@ def find_touched_files(
     try:
         with balanced_splits(spark, scan_split(spark, plan.candidate_files)):
             collected = per_file.collect()
-        files = [row for row in collected if row[FILE_COLUMN] is not None]
+        # Each matched file's row, by Spark's URI of the file; an unmatched source row has no file.
+        files = {
+            row[file_key] if ids is None else ids.uri(row[file_key]): row
+            for row in collected
+            if row[file_key] is not None
+        }
         recorder.set(m.NUM_SOURCE_ROWS, observed_count(source_count, "rows", fallback=source))
-        multiply_matched = sum(row["multiply_matched"] for row in files)
+        multiply_matched = sum(row["multiply_matched"] for row in files.values())
         if multiply_matched and not is_only_unconditional_delete(plan.clauses):
             raise _multiple_match_error(plan, joined.filter(on_target), multiply_matched)
     except BaseException:
         if keeps_keys:
             pairs.unpersist()
         raise
-    touched_uris = {row[FILE_COLUMN] for row in files if row["acting"]}
-    by_uri = files_by_uri(plan.snapshot, plan.candidate_files)
+    touched_uris = {uri for uri, row in files.items() if row["acting"]}
     return TouchedFiles(
-        touched=_log_files(plan, touched_uris),
-        matched=_log_files(plan, {row[FILE_COLUMN] for row in files if row["matched_rows"]}),
-        matched_rows=sum(row["matched_rows"] for row in files),
-        surplus_matches=sum(row["surplus"] for row in files if row[FILE_COLUMN] in touched_uris),
+        touched=_log_files(by_uri, touched_uris),
+        matched=_log_files(by_uri, {uri for uri, row in files.items() if row["matched_rows"]}),
+        matched_rows=sum(row["matched_rows"] for row in files.values()),
+        surplus_matches=sum(files[uri]["surplus"] for uri in touched_uris),
         modified_rows={
-            by_uri[row[FILE_COLUMN]].log_path: row["modified"]
-            for row in files
+            by_uri[uri].log_path: row["modified"]
+            for uri, row in files.items()
             if plan.writes_deletion_vectors and row["acting"]
         },
         unmatched=(
-            _unmatched_keys(unmatched_by, [row for row in collected if row[FILE_COLUMN] is None], per_row)
+            _unmatched_keys(unmatched_by, [row for row in collected if row[file_key] is None], per_row)
             if unmatched_by
             else None
         ),
@@ -270,14 +283,13 @@ def _unmatched_keys(
     return UnmatchedKeys(tuple(columns), values, schema)
 
 
-def _log_files(plan: MergePlan, uris: set[str]) -> tuple[DataFile, ...]:
-    """The candidate files Spark named ``uris``, in the log's order.
+def _log_files(by_uri: Mapping[str, DataFile], uris: set[str]) -> tuple[DataFile, ...]:
+    """The candidate files (``by_uri``, in the log's order) Spark named ``uris``.
 
     Raises:
         MergeExecutionError: Spark named a file the engine did not hand it (never expected: rather fail
             than rewrite a file without its rows).
     """
-    by_uri = files_by_uri(plan.snapshot, plan.candidate_files)
     unknown = sorted(uris - by_uri.keys())
     if unknown:
         raise MergeExecutionError(
