@@ -8,6 +8,8 @@ answer costs a classic session what it cost before (the benchmark counts its py4
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -58,3 +60,19 @@ def byte_size(text: str) -> int:
     if found is None:
         raise ValueError(f"not a memory size: {text!r}")
     return int(found.group(1)) * _UNITS[found.group(2).lower()]
+
+
+@contextmanager
+def session_confs_set(spark: SparkSession, values: Mapping[str, str]) -> Iterator[None]:
+    """Set session confs for the ``with`` block, then restore each one's previous value (or unset it)."""
+    previous = {key: spark.conf.get(key, None) for key in values}
+    for key, value in values.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, earlier in previous.items():
+            if earlier is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, earlier)

@@ -84,6 +84,12 @@ class Snapshot:
         return json.loads(self.schema_json)
 
     @property
+    def on_local_disk(self) -> bool:
+        """Whether the table is on this machine's file system (a path or a ``file:`` URI)."""
+        scheme = urlparse(self.table_uri).scheme
+        return len(scheme) <= 1 or scheme == "file"  # a one-letter scheme is a Windows drive letter
+
+    @property
     def root_path(self) -> str:
         """The table root as a decoded path, no scheme or authority (what Spark's file paths start with)."""
         return table_root_path(self.table_uri)

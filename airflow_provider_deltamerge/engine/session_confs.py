@@ -8,8 +8,6 @@ does not honour is named in a warning at the start of the merge, never ignored s
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
@@ -101,19 +99,3 @@ def warn_ignored_delta_confs(spark: SparkSession) -> list[str]:
             key,
         )
     return ignored
-
-
-@contextmanager
-def session_confs_set(spark: SparkSession, values: Mapping[str, str]) -> Iterator[None]:
-    """Set session confs for the ``with`` block, then restore each one's previous value (or unset it)."""
-    previous = {key: spark.conf.get(key, None) for key in values}
-    for key, value in values.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, earlier in previous.items():
-            if earlier is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, earlier)

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge.delta import reader
 from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_by_uri, read_files
-from airflow_provider_deltamerge.delta.snapshot import read_snapshot
+from airflow_provider_deltamerge.delta.snapshot import Snapshot, read_snapshot
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
@@ -202,3 +202,42 @@ def _utc(value: object) -> object:
     if isinstance(value, datetime.datetime) and value.tzinfo is not None:
         return value.astimezone(datetime.UTC).replace(tzinfo=None)
     return value
+
+
+def test_many_local_files_are_listed_without_a_spark_job(spark, tmp_path):
+    # Given: a local table of 40 files (more than Spark's 32 paths listed on the driver)
+    for n in range(40):
+        write_deltalake(str(tmp_path / "t"), pa.table({"id": pa.array([n], pa.int64())}), mode="append")
+    snapshot = read_snapshot(str(tmp_path / "t"))
+    tracker = spark.sparkContext.statusTracker()
+    spark.sparkContext.setJobGroup("listing", "reading 40 files")
+    try:
+        # When
+        rows = read_files(spark, snapshot, snapshot.files)
+        jobs = tracker.getJobIdsForGroup("listing")
+    finally:
+        spark.sparkContext.setJobGroup("", "")
+    # Then: Spark listed them on the driver (no job until the rows are read), the rows are all there, and
+    # the session's listing threshold is as it was
+    assert jobs == []
+    assert sorted(r["id"] for r in rows.select("id").collect()) == list(range(40))
+    assert spark.conf.get(reader.PARALLEL_LISTING, None) is None
+
+
+@pytest.mark.parametrize(
+    ("uri", "local"),
+    [
+        ("/data/t", True),
+        ("file:///data/t", True),
+        ("file:/data/t", True),
+        ("C:\\data\\t", True),
+        ("s3://bucket/t", False),
+        ("abfss://container@account.dfs.core.windows.net/t", False),
+        ("gs://bucket/t", False),
+    ],
+)
+def test_a_table_is_on_local_disk_by_its_scheme(uri, local):
+    snapshot = Snapshot(
+        table_uri=uri, version=0, schema_json="{}", partition_columns=(), configuration=(), files=()
+    )
+    assert snapshot.on_local_disk is local

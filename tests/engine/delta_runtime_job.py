@@ -37,8 +37,9 @@ from airflow_provider_deltamerge.engine.backends.delta_spark import (
 )
 from airflow_provider_deltamerge.engine.merge import MergeResult
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
-from airflow_provider_deltamerge.engine.session_confs import AUTO_MERGE, session_confs_set
+from airflow_provider_deltamerge.engine.session_confs import AUTO_MERGE
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
+from airflow_provider_deltamerge.session_kind import session_confs_set
 from airflow_provider_deltamerge.spec import MergeSpec, to_merge_sql
 from tests.conftest import local_session_builder
 

@@ -40,7 +40,6 @@ from airflow_provider_deltamerge.engine.merge import MergeResult
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder, MetricValue
 from airflow_provider_deltamerge.engine.resolve.resolution import quote
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
-from airflow_provider_deltamerge.engine.session_confs import session_confs_set
 from airflow_provider_deltamerge.engine.source.load import merge_source
 from airflow_provider_deltamerge.engine.spark_errors import SparkFailure, summarize
 from airflow_provider_deltamerge.exceptions import (
@@ -52,6 +51,7 @@ from airflow_provider_deltamerge.exceptions import (
     MergeSpecError,
     TargetTableError,
 )
+from airflow_provider_deltamerge.session_kind import session_confs_set
 from airflow_provider_deltamerge.spec import (
     MatchedDelete,
     MatchedUpdate,

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge.delta.snapshot import DataFile
-from airflow_provider_deltamerge.engine.session_confs import session_confs_set
-from airflow_provider_deltamerge.session_kind import byte_size, is_connect
+from airflow_provider_deltamerge.session_kind import byte_size, is_connect, session_confs_set
 
 MAX_PARTITION_BYTES = "spark.sql.files.maxPartitionBytes"
 OPEN_COST = "spark.sql.files.openCostInBytes"
