@@ -54,6 +54,7 @@ class Airflow:
             except urllib.error.HTTPError as error:
                 if error.code != HTTPStatus.SERVICE_UNAVAILABLE or time.monotonic() > deadline:
                     raise
+                error.close()  # the refused response's connection, before the next try
             time.sleep(1)
 
     def wait_for(self, what: str, done: Callable[[], Any], *, timeout: float) -> Any:

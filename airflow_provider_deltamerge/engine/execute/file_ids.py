@@ -1,11 +1,11 @@
 """A long that names each table file in phase 1's shuffles, instead of Spark's URI of the file.
 
-Phase 1 carries each target row's file through its join and its per-row aggregation (the multiple-match
-count). Spark's URI of a file is a string of a hundred bytes or more, shuffled with every row when the
-rows are grouped per row or the source is too big to broadcast (a full sync: 10M rows each side); a long
-is 8. The id is Spark's ``xxhash64`` of the URI, salted until no two of the scanned files share one, so it
-names a file exactly; the ids of the files are worked out on the driver (a local relation: no Spark job)
-and map the rows phase 1 collects back to their files.
+Where phase 1 counts matches per target row (the multiple-match count), it shuffles every row by its file
+and index, through the count and, for a source too big to broadcast (a full sync: 10M rows each side),
+through the join too. Spark's URI of a file is a string of a hundred bytes or more; a long is 8. The id is
+Spark's ``xxhash64`` of the URI, salted until no two of the scanned files share one, so it names a file
+exactly; the ids of the files are worked out on the driver (a local relation: no Spark job) and map the
+rows phase 1 collects back to their files. Where nothing is counted per row, rows keep the URI.
 """
 
 from __future__ import annotations
