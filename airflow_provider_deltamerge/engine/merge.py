@@ -8,7 +8,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -28,9 +28,10 @@ from airflow_provider_deltamerge.delta.deletion_vector_writes import (
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, MergeCommit
 from airflow_provider_deltamerge.delta.idempotency import find_committed_run, same_run
 from airflow_provider_deltamerge.delta.protocol import check_writable
-from airflow_provider_deltamerge.delta.snapshot import Snapshot, read_snapshot
+from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot, read_snapshot
 from airflow_provider_deltamerge.delta.writer import discard
 from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge.engine.execute.append import append_if_nothing_matches
 from airflow_provider_deltamerge.engine.execute.classic import run_classic
 from airflow_provider_deltamerge.engine.execute.clause_output import identities_generated
 from airflow_provider_deltamerge.engine.execute.insert_only import run_insert_only
@@ -40,7 +41,7 @@ from airflow_provider_deltamerge.engine.guards import check_bounds, dry_run_repo
 from airflow_provider_deltamerge.engine.identity import high_water_marks, with_high_water_marks
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.plan.planning import ExecutorName, MergePlan, make_plan
-from airflow_provider_deltamerge.engine.plan.pruning import prune_files
+from airflow_provider_deltamerge.engine.plan.pruning import FileFilter, prune_files
 from airflow_provider_deltamerge.engine.progress import enter_phase
 from airflow_provider_deltamerge.engine.resolve.casting import cast_failure
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
@@ -51,7 +52,7 @@ from airflow_provider_deltamerge.engine.session_confs import (
     warn_ignored_delta_confs,
 )
 from airflow_provider_deltamerge.engine.source.load import deduplicated, load_source
-from airflow_provider_deltamerge.engine.source.materialize import prepare_merge_source
+from airflow_provider_deltamerge.engine.source.materialize import materialization, prepare_merge_source
 from airflow_provider_deltamerge.engine.spark_errors import summarize
 from airflow_provider_deltamerge.exceptions import (
     ClauseResolutionError,
@@ -318,8 +319,17 @@ def _execute(
     source = deduplicated(spec, loaded)
     try:
         plan = make_plan(spark, spec, snapshot, source.schema, forced=executor)
+        decision = materialization(spark, plan, loaded, source, recorder)
+        if decision[0]:
+            # A source to materialize is first read for its keys' bounds alone: if no file can hold them,
+            # it is written as read, once, and not materialized.
+            appended = append_if_nothing_matches(spark, plan, source, recorder)
+            if appended is not None:
+                log.info("Source not materialized: no file can hold its keys, its rows were appended")
+                read = _pruned(spark, plan, recorder, (), appended.file_filter)
+                return plan, appended.changes, read
         enter_phase("materializing the source")
-        prepared = prepare_merge_source(spark, plan, loaded, source, recorder)
+        prepared = prepare_merge_source(spark, source, recorder, decision=decision)
         try:
             return _prune_and_run(spark, plan, prepared.rows, recorder, source_rows=prepared.row_count)
         finally:
@@ -363,24 +373,39 @@ def _prune_and_run(
     plan = dataclasses.replace(
         plan, candidate_files=pruning.files, source_keys_unique=pruning.source_keys_unique
     )
+    read = _pruned(spark, plan, recorder, pruning.files, pruning.file_filter)
+    return plan, EXECUTORS[plan.executor](spark, plan, source, recorder), read
+
+
+def _pruned(
+    spark: SparkSession,
+    plan: MergePlan,
+    recorder: MetricsRecorder,
+    candidates: Sequence[DataFile],
+    file_filter: FileFilter,
+) -> ReadSet:
+    """Record and log which files pruning kept (``candidates``, chosen by ``file_filter``); what the merge
+    read, for the conflict check."""
+    snapshot = plan.snapshot
     recorder.set(m.NUM_TARGET_FILES_BEFORE_SKIPPING, len(snapshot.files))
     recorder.set(m.NUM_TARGET_BYTES_BEFORE_SKIPPING, snapshot.num_bytes)
-    recorder.set(m.NUM_TARGET_FILES_AFTER_SKIPPING, len(plan.candidate_files))
-    recorder.set(m.NUM_TARGET_BYTES_AFTER_SKIPPING, sum(f.size for f in plan.candidate_files))
-    recorder.set(m.NUM_TARGET_PARTITIONS_AFTER_SKIPPING, pruning.partitions())
+    recorder.set(m.NUM_TARGET_FILES_AFTER_SKIPPING, len(candidates))
+    recorder.set(m.NUM_TARGET_BYTES_AFTER_SKIPPING, sum(f.size for f in candidates))
+    recorder.set(
+        m.NUM_TARGET_PARTITIONS_AFTER_SKIPPING, m.count_partitions(f.partition_values for f in candidates)
+    )
     log.info(
         "Plan: %s executor; pruning kept %d of %d files (%d skipped)",
         plan.executor,
-        len(plan.candidate_files),
+        len(candidates),
         len(snapshot.files),
-        len(snapshot.files) - len(plan.candidate_files),
+        len(snapshot.files) - len(candidates),
     )
-    read = ReadSet(
+    return ReadSet(
         snapshot.version,
-        frozenset(f.log_path for f in plan.candidate_files),
-        lambda later, files: pruning.file_filter.select(spark, later, files),
+        frozenset(f.log_path for f in candidates),
+        lambda later, files: file_filter.select(spark, later, files),
     )
-    return plan, EXECUTORS[plan.executor](spark, plan, source, recorder), read
 
 
 def _log_work(recorder: MetricsRecorder, changes: FileChanges) -> None:

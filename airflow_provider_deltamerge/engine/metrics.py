@@ -190,6 +190,11 @@ class MetricsRecorder:
     def __getitem__(self, name: str) -> int:
         return self._values[name]
 
+    def absorb(self, other: MetricsRecorder) -> None:
+        """Add every metric ``other`` recorded (a part of the merge recorded apart until it was kept)."""
+        for name, value in other._values.items():
+            self._values[name] += value
+
     @contextmanager
     def timed(self, name: str) -> Iterator[None]:
         """Add the wall-clock milliseconds of the ``with`` block to ``name`` (at least 1 when it ran)."""

@@ -97,8 +97,11 @@ def _clauses_of(plan: MergePlan, kinds: frozenset[RowKind]) -> list[ResolvedClau
     return [c for c in plan.clauses if c.group in groups]
 
 
-def observed_counts(plan: MergePlan, kinds: frozenset[RowKind] = ALL_ROW_KINDS) -> list[Column]:
-    """Aggregates over the action code of rows of ``kinds``, one per row metric, named by the metric."""
+def observed_counts(
+    plan: MergePlan, kinds: frozenset[RowKind] = ALL_ROW_KINDS, *, rows_as: str | None = None
+) -> list[Column]:
+    """Aggregates over the action code of rows of ``kinds``, one per row metric, named by the metric; with
+    ``rows_as``, the count of all rows too, named so (rows of the source, say, when they are all here)."""
     positions: dict[str, list[int]] = {m.NUM_TARGET_ROWS_INSERTED: []}
     for clause in _clauses_of(plan, kinds):
         if clause.is_insert:
@@ -110,6 +113,8 @@ def observed_counts(plan: MergePlan, kinds: frozenset[RowKind] = ALL_ROW_KINDS) 
     counts = [F.sum(F.when(action.isin(p), 1).otherwise(0)).alias(name) for name, p in positions.items() if p]
     if kinds != {"source_only"}:  # only target rows are copied
         counts.append(F.sum(F.when(action == COPY, 1).otherwise(0)).alias(m.NUM_TARGET_ROWS_COPIED))
+    if rows_as is not None:
+        counts.append(F.count(F.lit(1)).alias(rows_as))
     return counts
 
 
@@ -119,9 +124,10 @@ def rows_written(
     kinds: frozenset[RowKind] = ALL_ROW_KINDS,
     *,
     changes: ChangeRows | None = None,
+    rows_as: str | None = None,
 ) -> tuple[DataFrame, Observation]:
     """The output rows: every target column from its CASE, then deleted and dropped rows filtered out; and
-    the row metrics (``observed_counts``), observed as the rows are written.
+    the row metrics (``observed_counts``, with ``rows_as``), observed as the rows are written.
 
     The counts are observed over the output columns and the action code, not over the joined rows: Spark's
     observation is not part of whole-stage code generation, so each row that crosses it is copied whole, and
@@ -151,10 +157,12 @@ def rows_written(
         carried += [_current(plan, f, read).alias(preimage_column(i)) for i, f in enumerate(fields)]
         carried += [F.col(c) for c in changes.carried()]
     if plan.writes_deletion_vectors:
-        counted, counts = observe(rows, *observed_counts(plan, kinds))
+        counted, counts = observe(rows, *observed_counts(plan, kinds, rows_as=rows_as))
         written = counted.filter(kept).select(*columns, *carried)
     else:
-        counted, counts = observe(rows.select(*columns, *carried), *observed_counts(plan, kinds))
+        counted, counts = observe(
+            rows.select(*columns, *carried), *observed_counts(plan, kinds, rows_as=rows_as)
+        )
         written = counted.filter(kept)
     generating = [c for c in clauses if c.generated]
     if generating:

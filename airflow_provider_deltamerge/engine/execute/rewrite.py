@@ -210,15 +210,22 @@ def _count_second_scan(recorder: MetricsRecorder, rows: int) -> None:
 
 
 def write_inserts(
-    spark: SparkSession, plan: MergePlan, unmatched: DataFrame, recorder: MetricsRecorder, *, presized: bool
+    spark: SparkSession,
+    plan: MergePlan,
+    unmatched: DataFrame,
+    recorder: MetricsRecorder,
+    *,
+    presized: bool,
+    rows_as: str | None = None,
 ) -> Written:
     """Write the source rows ``unmatched`` (known to match no target row) through the NOT MATCHED clauses.
 
     Args:
         presized: ``unmatched`` is a scan (no join or shuffle of the engine's), see ``write_files``.
+        rows_as: record the count of ``unmatched`` rows as this metric too (counted as they are written).
     """
     branch = _with_target_columns(spark, plan, unmatched)
-    return _write_with_actions(spark, plan, [branch], recorder, presized=presized)
+    return _write_with_actions(spark, plan, [branch], recorder, presized=presized, rows_as=rows_as)
 
 
 def _with_target_columns(spark: SparkSession, plan: MergePlan, unmatched: DataFrame) -> Branch:
@@ -306,6 +313,7 @@ def _write_with_actions(
     split: ScanSplit | None = None,
     one_task: bool = False,
     changes: ChangeRows | None = None,
+    rows_as: str | None = None,
 ) -> Written:
     """Evaluate the clauses on each branch of joined rows, write their union, and record the row counts.
 
@@ -314,11 +322,12 @@ def _write_with_actions(
             (``scan_splits``).
         one_task: write the union in one task (each branch's rows are in one task already).
         changes: write the change data feed's rows too.
+        rows_as: record the count of the branches' rows as this metric too.
     """
     outputs, observations = [], []
     for joined, kinds in branches:
         with_action = joined.withColumn(ACTION, action_column(plan, kinds))
-        output, counts = rows_written(plan, with_action, kinds, changes=changes)
+        output, counts = rows_written(plan, with_action, kinds, changes=changes, rows_as=rows_as)
         outputs.append(output)
         observations.append((with_action, kinds, counts))
     rows = reduce(DataFrame.union, outputs)
@@ -333,7 +342,8 @@ def _write_with_actions(
             # Adaptive execution can drop an observed node from the plan it finally runs (seen when every
             # row is deleted from a partitioned table and the source is empty): count again, in one job.
             log.warning("Spark lost the merge's observed row counts; counting them again")
-            values = with_action.agg(*observed_counts(plan, kinds)).first().asDict()  # type: ignore[union-attr]
+            recount = observed_counts(plan, kinds, rows_as=rows_as)
+            values = with_action.agg(*recount).first().asDict()  # type: ignore[union-attr]
         for name, value in values.items():
             totals[name] = totals.get(name, 0) + (value or 0)
     for name, value in totals.items():

@@ -48,7 +48,6 @@ from sqlglot import exp
 
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
 from airflow_provider_deltamerge.delta.sql_text import sql_type
-from airflow_provider_deltamerge.engine.metrics import count_partitions
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_not_matched_by_source
 from airflow_provider_deltamerge.spec.references import conjuncts
 
@@ -177,10 +176,6 @@ class Pruning:
     file_filter: FileFilter
     source_keys_unique: bool = False
 
-    def partitions(self) -> int:
-        """Distinct partitions among the candidates (0 for an unpartitioned table, as Delta counts)."""
-        return count_partitions(f.partition_values for f in self.files)
-
 
 def prune_files(spark: SparkSession, plan: MergePlan, source: DataFrame) -> Pruning:
     """The target files the merge must read, and why (the read predicate).
@@ -222,6 +217,94 @@ def prune_files(spark: SparkSession, plan: MergePlan, source: DataFrame) -> Prun
         key_tuples=key_tuples,
     )
     return Pruning(file_filter.select(spark, snapshot, snapshot.files), file_filter, keys_unique)
+
+
+@dataclass(frozen=True)
+class KeyBounds:
+    """The source's [min, max] of each equi-join key of the ON condition, as aggregates over the source
+    (under its alias), and the filter a value of them makes: (a) and the (c) fallback, no key sets."""
+
+    target_schema: StructType
+    partition_columns: tuple[str, ...]
+    constant_tests: tuple[str, ...]
+    range_tests: tuple[tuple[int, str], ...]
+    keys: tuple[Column, ...]  # each key's source side
+    aggregates: tuple[Column, ...]  # low_n, high_n of each key n
+
+    def file_filter(self, bounds: Sequence[Any], schema: StructType) -> FileFilter:
+        """The filter of these tests, with the source's bounds ``bounds`` (the aggregates' values, in the
+        order of their ``schema``)."""
+        return FileFilter(
+            self.target_schema,
+            self.partition_columns,
+            constant_tests=self.constant_tests,
+            range_tests=self.range_tests,
+            source_bounds=(Row(*bounds), schema),
+        )
+
+    def reach_a_file(
+        self, spark: SparkSession, snapshot: Snapshot, bounds: Sequence[Any], schema: StructType
+    ) -> bool:
+        """Whether some file of ``snapshot`` may hold a row within the source's bounds ``bounds``.
+
+        Integer keys of data columns are tested on the driver, on the log's stats as ``deltalake`` types
+        them (a Spark query over the stats table costs more than the rest of a small append); other keys,
+        and constant tests, in Spark (``FileFilter.select``).
+        """
+        adds = snapshot.add_actions
+        fields = self.target_schema.fields
+        on_driver = (
+            adds is not None
+            and not self.constant_tests
+            and all(
+                isinstance(fields[i].dataType, IntegralType)
+                and fields[i].name not in self.partition_columns
+                and "." not in fields[i].name  # flattened stats name a nested field so
+                for i, _ in self.range_tests
+            )
+        )
+        if not on_driver:
+            return bool(self.file_filter(bounds, schema).select(spark, snapshot, snapshot.files))
+        assert adds is not None
+        values = dict(zip(schema.names, bounds, strict=True))
+        reachable = pa.array(np.ones(adds.num_rows, dtype=bool))
+        for index, name in self.range_tests:
+            low, high = values[f"low_{name}"], values[f"high_{name}"]
+            if low is None:
+                return False  # no source row has a value of this key: none matches
+            column = fields[index].name
+            if f"min.{column}" not in adds.column_names or f"max.{column}" not in adds.column_names:
+                continue  # no stats: every file may hold it
+            overlaps = pc.and_(
+                pc.greater_equal(adds[f"max.{column}"], pa.scalar(low, pa.int64())),
+                pc.less_equal(adds[f"min.{column}"], pa.scalar(high, pa.int64())),
+            )
+            reachable = pc.and_(reachable, pc.fill_null(overlaps, True))
+        return bool(pc.any(reachable).as_py())
+
+
+def key_bounds(spark: SparkSession, plan: MergePlan, source: DataFrame) -> KeyBounds | None:
+    """The bounds test of ``plan``'s equi-join keys; None when the condition has none that files' stats
+    bound (or has a NOT MATCHED BY SOURCE clause: then every file is read)."""
+    if has_not_matched_by_source(plan.clauses):
+        return None
+    analysis = _analyse(spark, plan, source)
+    if analysis is None or not analysis[1]:
+        return None
+    constant_tests, equalities = analysis
+    keys = tuple(F.expr(expression) for _, expression in equalities)
+    return KeyBounds(
+        plan.target_schema,
+        plan.snapshot.partition_columns,
+        tuple(constant_tests),
+        tuple((index, str(n)) for n, (index, _) in enumerate(equalities)),
+        keys,
+        tuple(
+            a
+            for n, key in enumerate(keys)
+            for a in (F.min(key).alias(f"low_{n}"), F.max(key).alias(f"high_{n}"))
+        ),
+    )
 
 
 def _source_key_tests(

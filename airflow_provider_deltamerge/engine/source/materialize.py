@@ -16,7 +16,8 @@ A source given as a Delta path counts as a Delta scan: it is read from one pinne
 a ``delta.`path``` table inside a source query, read the same way (``source_delta_tables.py``). The
 rules look at the source as given, before ``deduplicate_source_by``, which is deterministic by construction.
 Materializing is Delta's: an eager ``localCheckpoint`` at ``...materializeSource.rddStorageLevel``
-(``DISK_ONLY``), released when the merge is done, also when it failed.
+(``DISK_ONLY``), released when the merge is done, also when it failed. A source to materialize whose keys
+no file can hold is first offered to the append path, which writes it as read (``execute/append.py``).
 """
 
 from __future__ import annotations
@@ -139,19 +140,26 @@ def reads_source_once(spark: SparkSession, plan: MergePlan, source: DataFrame) -
     return plan.executor == "insert_only" and not reads_source(spark, plan, source)
 
 
-def prepare_merge_source(
+def materialization(
     spark: SparkSession, plan: MergePlan, loaded: DataFrame, rows: DataFrame, recorder: MetricsRecorder
-) -> PreparedSource:
-    """The source rows the executors read: ``rows`` (``loaded``, de-duplicated), materialized if need be.
-
-    Deciding and materializing are timed into ``materializeSourceTimeMs``. The caller releases the result.
-    """
+) -> tuple[bool, str]:
+    """Whether the merge materializes its source ``rows`` (``loaded``, de-duplicated) by Delta's rules, and
+    Delta's reason; timed into ``materializeSourceTimeMs``."""
     with recorder.timed(m.MATERIALIZE_SOURCE_TIME_MS):
-        materialize, reason = should_materialize(
+        return should_materialize(
             spark.conf.get(MATERIALIZE_SOURCE, None) or "auto",
             read_once=reads_source_once(spark, plan, rows),
             traits=source_traits(spark, plan.spec.source, loaded),
         )
+
+
+def prepare_merge_source(
+    spark: SparkSession, rows: DataFrame, recorder: MetricsRecorder, *, decision: tuple[bool, str]
+) -> PreparedSource:
+    """The source rows the executors read: ``rows``, materialized if the ``materialization`` ``decision``
+    says so (timed into ``materializeSourceTimeMs``). The caller releases the result."""
+    materialize, reason = decision
+    with recorder.timed(m.MATERIALIZE_SOURCE_TIME_MS):
         prepared = prepare_source(spark, rows, materialize=materialize)
     log.info("Source %s (%s)", "materialized" if materialize else "not materialized", reason)
     return prepared
