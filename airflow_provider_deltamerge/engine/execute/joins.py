@@ -10,7 +10,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import (
     AtomicType,
     BinaryType,
-    BooleanType,
     ByteType,
     DataType,
     DecimalType,
@@ -18,15 +17,13 @@ from pyspark.sql.types import (
     LongType,
     ShortType,
     StringType,
-    StructField,
     StructType,
 )
 from sqlglot import exp
 
-from airflow_provider_deltamerge.delta.reader import ROW_INDEX_COLUMN, read_files
+from airflow_provider_deltamerge.delta.reader import read_files
 from airflow_provider_deltamerge.delta.snapshot import DataFile
 from airflow_provider_deltamerge.engine.execute.clause_output import SOURCE_PRESENT, TARGET_PRESENT
-from airflow_provider_deltamerge.engine.execute.file_ids import FILE_ID
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan
 from airflow_provider_deltamerge.session_kind import heap_bytes
 from airflow_provider_deltamerge.spec.names import quote_part
@@ -166,25 +163,15 @@ def source_key_columns(plan: MergePlan) -> tuple[str, ...] | None:
     return tuple(keys) or None
 
 
-def target_key_schema(plan: MergePlan, *conditions: str) -> StructType:
-    """The target columns the ON condition (and ``conditions``) name: all Spark reads of the target for a
-    join that needs no other target column. The whole schema when a condition does not parse."""
+def target_key_schema(plan: MergePlan) -> StructType:
+    """The target columns the ON condition names: all Spark reads of the target for a join that needs no
+    other target column. The whole schema when the condition does not parse."""
+    found = column_references(plan.condition)
+    if isinstance(found, ExpressionSyntaxError):
+        return plan.target_schema
     alias = plan.spec.target_alias.lower()
-    named = set()
-    for condition in (plan.condition, *conditions):
-        found = column_references(condition)
-        if isinstance(found, ExpressionSyntaxError):
-            return plan.target_schema
-        named |= {parts[1].lower() for parts in found if len(parts) >= 2 and parts[0].lower() == alias}
+    named = {parts[1].lower() for parts in found if len(parts) >= 2 and parts[0].lower() == alias}
     return StructType([f for f in plan.target_schema.fields if f.name.lower() in named])
-
-
-def phase_one_target_schema(plan: MergePlan) -> StructType:
-    """What phase 1 reads of a candidate row: the target columns the ON condition and the MATCHED clauses'
-    conditions name, the row's file id and index in it, and its presence flag."""
-    named = target_key_schema(plan, *[c.condition for c in plan.of_group("matched") if c.condition])
-    tags = [StructField(FILE_ID, LongType()), StructField(ROW_INDEX_COLUMN, LongType())]
-    return StructType([*named.fields, *tags, StructField(TARGET_PRESENT, BooleanType())])
 
 
 def broadcast_budget(spark: SparkSession) -> int:

@@ -24,24 +24,13 @@ from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.execute.joins import (
     broadcast_budget,
     fits_in_memory,
-    phase_one_target_schema,
     source_key_columns,
 )
 from airflow_provider_deltamerge.engine.execute.rewrite import rewrite_touched_files
-from airflow_provider_deltamerge.engine.execute.touched_files import (
-    InsertKeys,
-    find_touched_files,
-    some_clause_acts,
-)
+from airflow_provider_deltamerge.engine.execute.touched_files import find_touched_files, some_clause_acts
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_inserts, has_not_matched_by_source
 from airflow_provider_deltamerge.engine.progress import enter_phase
-
-# The most candidate rows per source row for which phase 1 broadcasts the candidates (``_insert_keys``): one
-# relation of their few columns then costs less than the two (the source's keys, its matches' keys) built
-# otherwise. Measured at M (store_sales upserts): 0.2-0.4 s faster at 2 candidate rows per source row, no
-# faster at 4.
-_CANDIDATES_PER_SOURCE_ROW = 3
 
 
 @dataclass(frozen=True)
@@ -80,10 +69,16 @@ def run_two_phases(
         # Only rows some clause acts on are modified; the rest stay where they are (Delta's
         # generateFilterForModifiedRows), so only files holding such rows are touched.
         touches = some_clause_acts(plan, "matched")
+    unmatched_by, matched_keys_by = _insert_keys(spark, plan, source)
     with recorder.timed(m.SCAN_TIME_MS):
         enter_phase("scan: finding the touched files among the candidates", files=len(plan.candidate_files))
         found = find_touched_files(
-            plan, source, recorder, touches=touches, insert_keys=_insert_keys(spark, plan, source)
+            plan,
+            source,
+            recorder,
+            touches=touches,
+            unmatched_by=unmatched_by,
+            matched_keys_by=matched_keys_by,
         )
     try:
         with recorder.timed(m.REWRITE_TIME_MS):
@@ -112,38 +107,30 @@ def run_two_phases(
     return FileChanges(found.touched, written.files, change_files=written.change_files)
 
 
-def _insert_keys(spark: SparkSession, plan: MergePlan, source: DataFrame) -> InsertKeys | None:
-    """How phase 1 helps the insert branch find the unmatched source rows (``InsertKeys``), or None when it
-    cannot help: without help, the insert branch joins the source with the matched files' rows again.
+def _insert_keys(
+    spark: SparkSession, plan: MergePlan, source: DataFrame
+) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
+    """The source columns by which phase 1 helps the insert branch find the unmatched source rows, as
+    ``find_touched_files``' ``unmatched_by`` and ``matched_keys_by`` (at most one of them), or None for both
+    when it cannot help.
 
-    Phase 1 helps when the ON condition's source key columns alone decide a match (``source_key_columns``):
+    Without help, the insert branch joins the source with the matched files' rows again. When the ON
+    condition's source key columns alone decide a match (``source_key_columns``):
 
-    * a source known to be too big to broadcast (a full sync, say): ``full_outer``. A full outer join
-      cannot stream the target past a broadcast, so a source that fits is not joined so;
-    * a source that fits, with no NOT MATCHED BY SOURCE clause: ``left_outer`` when the candidate files
-      hold at most ``_CANDIDATES_PER_SOURCE_ROW`` rows per source row and their joined columns fit in memory
-      (one broadcast of the candidates' few columns, where ``inner`` makes two: the source's, then its
-      matched keys', nearly all of it in a high-match upsert); else ``inner``.
+    * a source known to be too big to broadcast (a full sync, say): phase 1's join, shuffled anyway, keeps
+      the unmatched source rows too (a full outer join), and the insert branch picks them out of the source
+      by their few key values. A full outer join cannot stream the target past a broadcast, so a source
+      that fits is not joined so;
+    * a source that fits, with no NOT MATCHED BY SOURCE clause (an inner join: only the matches are kept):
+      phase 1 keeps the matches' key values in Spark's cache, and the insert branch drops the source rows
+      holding them, with no second read of the matched files.
     """
     if not has_inserts(plan.clauses) or plan.source_rows is None or not plan.candidate_files:
-        return None
+        return None, None
     columns = source_key_columns(plan)
-    if columns is None:
-        return None
-    budget = broadcast_budget(spark)
-    if not fits_in_memory(source.schema, plan.source_rows, budget):
-        return InsertKeys(columns, "full_outer")
-    if has_not_matched_by_source(plan.clauses):
-        return None
-    counts = [f.logical_records for f in plan.candidate_files]
-    candidates = sum(n for n in counts if n is not None)
-    if (
-        None not in counts
-        and candidates <= _CANDIDATES_PER_SOURCE_ROW * plan.source_rows
-        and fits_in_memory(phase_one_target_schema(plan), candidates, budget)
-    ):
-        return InsertKeys(columns, "left_outer")
-    return InsertKeys(columns, "inner")
+    if not fits_in_memory(source.schema, plan.source_rows, broadcast_budget(spark)):
+        return columns, None
+    return None, None if has_not_matched_by_source(plan.clauses) else columns
 
 
 def _vector_metrics(changes: Sequence[VectorChange]) -> dict[str, int]:

@@ -6,14 +6,14 @@ holds a match, whether some row of it is acted on, and the multiple-match counts
 per target row, unless pruning found that no two source rows share their keys: then none is needed). The
 rewrite (phase 2) reads only the acting files whole; the insert branch looks for matches only in the matched
 files, or takes them from phase 1 (the unmatched source rows' key values, or the matches' key values kept
-in Spark's cache): see ``InsertKeys``.
+in Spark's cache).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
@@ -48,24 +48,6 @@ _MAX_GROUP_KEYS = 2 * MAX_UNMATCHED_KEYS // _UNMATCHED_KEY_GROUPS
 _UNMATCHED_KEY = hidden_name("unmatched_key")
 _KEY_GROUP = hidden_name("key_group")
 _MATCH = hidden_name("match")
-
-
-@dataclass(frozen=True)
-class InsertKeys:
-    """How phase 1 helps the insert branch find the unmatched source rows by their values of ``columns``
-    (``joins.source_key_columns``), its join keeping what the insert branch needs:
-
-    * ``full_outer``: the unmatched source rows too, for a source too big to broadcast (its rows are
-      shuffled anyway); their distinct key values come back with the files (``TouchedFiles.unmatched``);
-    * ``left_outer``: the same, the source streaming past the candidate files' rows, broadcast (Spark reads
-      only the columns the join and the clause conditions name): for a source that holds about as many rows
-      as the candidates (a high-match upsert), whose matched keys would be nearly all of it;
-    * ``inner``: only the matches, whose key values stay in Spark's cache (``TouchedFiles.matched_keys``)
-      for the insert branch to drop from the source.
-    """
-
-    columns: tuple[str, ...]
-    join: Literal["full_outer", "left_outer", "inner"]
 
 
 @dataclass(frozen=True)
@@ -141,7 +123,8 @@ def find_touched_files(
     recorder: MetricsRecorder,
     *,
     touches: Column,
-    insert_keys: InsertKeys | None = None,
+    unmatched_by: Sequence[str] | None = None,
+    matched_keys_by: Sequence[str] | None = None,
 ) -> TouchedFiles:
     """The candidate files holding matches and the acting ones among them, after the multiple-match check.
 
@@ -151,8 +134,13 @@ def find_touched_files(
 
     Args:
         touches: over a matched (source, target) pair: whether it makes its file touched.
-        insert_keys: what to find for the insert branch, and by which join (none with a NOT MATCHED BY
-            SOURCE clause); the unmatched rows' distinct key values come back up to ``MAX_UNMATCHED_KEYS``.
+        unmatched_by: also find the source rows no target row matches, by these source columns
+            (``joins.source_key_columns``): the join keeps unmatched source rows too (a full outer join, so
+            for a source too big to broadcast only), and their distinct values of the columns come back
+            with the files, up to ``MAX_UNMATCHED_KEYS``.
+        matched_keys_by: keep the values of these source columns (``joins.source_key_columns``) of every
+            match in Spark's cache, as ``TouchedFiles.matched_keys``; only where the join is an inner one
+            (no NOT MATCHED BY SOURCE clause, no ``unmatched_by``), which holds the matches alone.
 
     Raises:
         MergeExecutionError: DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE, showing a few
@@ -165,21 +153,17 @@ def find_touched_files(
     spark = source.sparkSession
     by_source = has_not_matched_by_source(plan.clauses)
     target = target_rows(spark, plan, plan.candidate_files)  # carries each row's file and index in it
-    how = insert_keys.join if insert_keys is not None else "right_outer" if by_source else "inner"
-    unmatched_by = insert_keys.columns if insert_keys is not None and how != "inner" else None
-    # Matches are counted per target row unless pruning found that no two source rows share their keys (then
-    # neither do two unmatched source rows: their key values are distinct too).
-    per_row_counts = not plan.source_keys_unique
+    # Matches are counted per target row unless pruning found that no two source rows share their keys.
+    per_row_counts = not plan.source_keys_unique or bool(unmatched_by)
     by_uri = files_by_uri(plan.snapshot, plan.candidate_files)
-    # Rows shuffled by their row, or broadcast, carry their file's id, not its URI.
-    ids = file_ids(spark, by_uri) if per_row_counts or how == "left_outer" else None
+    # Rows shuffled by their row carry their file's id, not its URI.
+    ids = file_ids(spark, by_uri) if per_row_counts else None
     if ids is not None:
         target = target.withColumn(FILE_ID, ids.column()).alias(plan.spec.target_alias)
-    if how == "left_outer":
-        target = F.broadcast(target)
     file_key = FILE_COLUMN if ids is None else FILE_ID
     counted_source, source_count = observe(source_rows(plan, source), F.count(F.lit(1)).alias("rows"))
     condition = join_condition(plan, source.schema)
+    how = "full_outer" if unmatched_by else "right_outer" if by_source else "inner"
     joined = counted_source.join(target, condition, how)
     matched = F.col(SOURCE_PRESENT).isNotNull()
     on_target = F.col(TARGET_PRESENT).isNotNull()
@@ -194,8 +178,7 @@ def find_touched_files(
         if unmatched_by
         else []
     )
-    matched_keys_by = insert_keys.columns if insert_keys is not None and how == "inner" else ()
-    keeps_keys = bool(matched_keys_by)
+    keeps_keys = bool(matched_keys_by) and how == "inner"
     # Only what the aggregations (and the kept keys) need: the projection is what Spark's cache holds.
     pairs = joined.select(
         file_key,
@@ -203,7 +186,7 @@ def find_touched_files(
         F.when(on_target, F.col(SOURCE_PRESENT)).alias(_MATCH),  # NULL unless a source row matches
         acting.alias("acting"),
         *[k.alias(_UNMATCHED_KEY) for k in unmatched_key],
-        *[F.expr(c).alias(f"k{n}") for n, c in enumerate(matched_keys_by)],
+        *[F.expr(c).alias(f"k{n}") for n, c in enumerate(matched_keys_by or ()) if keeps_keys],
     )
     if keeps_keys:
         pairs = pairs.persist()
@@ -215,7 +198,6 @@ def find_touched_files(
             ROW_INDEX_COLUMN,
             F.when(F.col(_MATCH).isNotNull(), 1).otherwise(0).alias("matches"),
             "acting",
-            *([_UNMATCHED_KEY] if unmatched_by else []),
         )
     else:
         per_row = pairs.groupBy(file_key, ROW_INDEX_COLUMN, *([_UNMATCHED_KEY] if unmatched_by else [])).agg(
@@ -277,7 +259,7 @@ def find_touched_files(
             if unmatched_by
             else None
         ),
-        matched_keys=_matched_keys(matched_keys_by, pairs) if keeps_keys else None,
+        matched_keys=_matched_keys(matched_keys_by, pairs) if keeps_keys and matched_keys_by else None,
     )
 
 
