@@ -16,7 +16,14 @@ from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine.execute import append
 from airflow_provider_deltamerge.engine.source import materialize as ms
-from airflow_provider_deltamerge.spec import MergeSpec, PathSource, QuerySource, insert_all, update_all
+from airflow_provider_deltamerge.spec import (
+    MergeSpec,
+    PathSource,
+    QuerySource,
+    insert,
+    insert_all,
+    update_all,
+)
 from tests.oracle import sorted_rows
 
 APPENDED = "Source not materialized: no file can hold its keys"
@@ -126,3 +133,35 @@ def test_a_source_that_leaves_its_bounds_on_the_second_read_falls_back(spark, tm
     assert result.metrics[m.NUM_SOURCE_ROWS] == 2
     assert result.metrics[m.NUM_TARGET_ROWS_INSERTED] == 1
     assert stray_files(target) == set()
+
+
+@pytest.mark.parametrize(
+    ("keys", "appended"),
+    [([10**30, 10**30 + 1], True), ([2, 10**30], False)],
+    ids=["beyond-every-file", "one-in-a-file"],
+)
+def test_decimal_source_keys_beyond_a_long_are_bounded_exactly(spark, tmp_path, caplog, keys, appended):
+    # Given: a BIGINT target of ids 1-6; a source whose key is DECIMAL(38,0) (the ON condition compares
+    # the two as decimals), with a key beyond any long, and its own BIGINT ids 7 and 8 to insert
+    target = two_files(tmp_path / "t")
+    data = pa.table(
+        {
+            "key": pa.array(keys, pa.decimal128(38, 0)),
+            "id": pa.array([7, 8], pa.int64()),
+            "value": pa.array([70, 80], pa.int64()),
+        }
+    )
+    source = parquet_source(tmp_path, data)
+    clauses = (insert({"id": "s.id", "value": "s.value"}),)
+    # When
+    with caplog.at_level(logging.INFO, logger="airflow_provider_deltamerge"):
+        result = run_merge(spark, MergeSpec(target, source, "t.id = s.key", clauses))
+    # Then: a key no file can hold goes through the append path, a key 2 matches the first file's id 2 and
+    # takes the usual path; the rows whose keys match nothing are inserted
+    inserted = [(7, 70), (8, 80)] if appended else [(8, 80)]
+    assert sorted((r["id"], r["value"]) for r in sorted_rows(target)) == [
+        *((i, i * 10) for i in range(1, 7)),
+        *inserted,
+    ]
+    assert (APPENDED in caplog.text) is appended
+    assert result.metrics[m.NUM_TARGET_ROWS_INSERTED] == len(inserted)

@@ -247,20 +247,23 @@ class KeyBounds:
     ) -> bool:
         """Whether some file of ``snapshot`` may hold a row within the source's bounds ``bounds``.
 
-        Integer keys of data columns are tested on the driver, on the log's stats as ``deltalake`` types
-        them (a Spark query over the stats table costs more than the rest of a small append); other keys,
-        and constant tests, in Spark (``FileFilter.select``).
+        Integer keys of data columns against integer source keys are tested on the driver, on the log's
+        stats as ``deltalake`` types them (a Spark query over the stats table costs more than the rest of a
+        small append); other keys (a decimal source key may lie beyond a long), and constant tests, in Spark
+        (``FileFilter.select``).
         """
         adds = snapshot.add_actions
         fields = self.target_schema.fields
+        bound_types = {f.name: f.dataType for f in schema.fields}
         on_driver = (
             adds is not None
             and not self.constant_tests
             and all(
                 isinstance(fields[i].dataType, IntegralType)
+                and isinstance(bound_types[f"low_{name}"], IntegralType)
                 and fields[i].name not in self.partition_columns
                 and "." not in fields[i].name  # flattened stats name a nested field so
-                for i, _ in self.range_tests
+                for i, name in self.range_tests
             )
         )
         if not on_driver:
@@ -299,12 +302,13 @@ def key_bounds(spark: SparkSession, plan: MergePlan, source: DataFrame) -> KeyBo
         tuple(constant_tests),
         tuple((index, str(n)) for n, (index, _) in enumerate(equalities)),
         keys,
-        tuple(
-            a
-            for n, key in enumerate(keys)
-            for a in (F.min(key).alias(f"low_{n}"), F.max(key).alias(f"high_{n}"))
-        ),
+        tuple(a for n, key in enumerate(keys) for a in _bound_aggregates(n, key)),
     )
+
+
+def _bound_aggregates(n: int, key: Column) -> list[Column]:
+    """The source's [min, max] of equi-join key ``n``, named as ``FileFilter``'s range tests read them."""
+    return [F.min(key).alias(f"low_{n}"), F.max(key).alias(f"high_{n}")]
 
 
 def _source_key_tests(
@@ -335,7 +339,7 @@ def _source_key_tests(
     aggregates: list[Column] = []
     for n in remaining:
         expression = F.expr(keys[n][1])
-        aggregates += [F.min(expression).alias(f"low_{n}"), F.max(expression).alias(f"high_{n}")]
+        aggregates += _bound_aggregates(n, expression)
         # Approximate (one pass, fixed memory), so only a guide: the collect below is bounded exactly.
         aggregates.append(F.approx_count_distinct(expression).alias(f"distinct_{n}"))
     aggregated = aliased.agg(*aggregates)
