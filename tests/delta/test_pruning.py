@@ -13,7 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from pyspark.sql import Row
+from pyspark.sql.types import DateType, LongType, StructField, StructType
 
+from airflow_provider_deltamerge.delta.snapshot import read_snapshot
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine.plan import pruning
@@ -326,3 +329,42 @@ def _truncate_max(table: Path, column: str, length: int) -> None:
                 stats["maxValues"][column] = stats["maxValues"][column][:length]
                 action["add"]["stats"] = json.dumps(stats)
         commit.write_text("".join(json.dumps(a) + "\n" for a in actions))
+
+
+@pytest.mark.parametrize("literals", [True, False], ids=["values-as-literals", "values-joined"])
+def test_a_days_source_values_and_key_bounds_select_its_files_without_a_spark_job(
+    spark, tmp_path, monkeypatch, literals
+):
+    # Given: the daily table's filter for a source of day 3 with ids 200-202: (b) the day's value, (c) the
+    # ids' bounds; with literals off, the values and bounds go to Spark as tables, as wider types do
+    target = daily_table(tmp_path / "t")
+    snapshot = read_snapshot(target)
+    if not literals:
+        monkeypatch.setattr(pruning, "_MAX_LITERAL_VALUES", 0)
+        monkeypatch.setattr(pruning, "exact_in_python", lambda data_type: False)
+    schema = StructType.fromJson(snapshot.schema)
+    names = schema.names
+    file_filter = pruning.FileFilter(
+        schema,
+        snapshot.partition_columns,
+        range_tests=((names.index("id"), "0"),),
+        source_bounds=(
+            Row(low_0=200, high_0=202),
+            StructType([StructField("low_0", LongType()), StructField("high_0", LongType())]),
+        ),
+        value_sets=(
+            (names.index("day"), [Row(value=DAYS[2])], StructType([StructField("value", DateType())])),
+        ),
+    )
+    # When
+    context = spark.sparkContext
+    context.setJobGroup("pruning-select", "the stats table's filter")
+    try:
+        kept = file_filter.select(spark, snapshot, snapshot.files)
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    # Then: only day 3's file of ids 200-204 is kept; literals keep the filter on the driver (no job)
+    expected = [a["path"] for a in files_of(target, DAYS[2]) if a["min.id"] == 200]
+    assert [f.log_path for f in kept] == expected
+    jobs = context.statusTracker().getJobIdsForGroup("pruning-select")
+    assert (len(jobs) == 0) is literals

@@ -25,14 +25,13 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, DateType, DecimalType, IntegralType, StringType
 
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.execute.phases import FileChanges
 from airflow_provider_deltamerge.engine.execute.rewrite import write_inserts
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_inserts
-from airflow_provider_deltamerge.engine.plan.pruning import FileFilter, key_bounds
+from airflow_provider_deltamerge.engine.plan.pruning import FileFilter, exact_in_python, key_bounds
 from airflow_provider_deltamerge.engine.progress import enter_phase
 from airflow_provider_deltamerge.spec.names import hidden_name
 
@@ -66,7 +65,7 @@ def append_if_nothing_matches(
     snapshot = plan.snapshot
     aliased = source.alias(plan.spec.source_alias)
     first_read = aliased.agg(*bounds.aggregates)
-    if not all(_exact_in_python(f.dataType) for f in first_read.schema.fields):
+    if not all(exact_in_python(f.dataType) for f in first_read.schema.fields):
         return None
     with recorder.timed(m.SCAN_TIME_MS):
         enter_phase("scan: the source's key bounds against the files' stats", files=len(snapshot.files))
@@ -94,13 +93,6 @@ def append_if_nothing_matches(
     return Appended(
         FileChanges(removed=(), added=written.files), bounds.file_filter(first, first_read.schema)
     )
-
-
-def _exact_in_python(data_type: DataType) -> bool:
-    """Whether a value of ``data_type`` comes back from Python as a literal of the same value: integers,
-    decimals, strings and dates (not floats, whose NaN orders apart, nor timestamps, collected as local
-    wall-clock times)."""
-    return isinstance(data_type, IntegralType | DecimalType | StringType | DateType)
 
 
 def _outside(keys: Sequence[Column], first: Row) -> Column:

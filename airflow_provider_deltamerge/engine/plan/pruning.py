@@ -67,6 +67,8 @@ _ROWS = "__rows"
 _COMPARISONS = {exp.EQ: "=", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
 # Up to this many values an IN list is tested value by value; a longer one by its range.
 _MAX_IN_TESTS = 32
+# Up to this many source values of a partition column are tested as literals on the driver; more, in a join.
+_MAX_LITERAL_VALUES = 1_000
 _FLIPPED = {"=": "=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
 # Nodes a constant side may be made of: literals and casts of literals, nothing evaluated at run time.
 _CONSTANT_NODES = (exp.Literal, exp.Cast, exp.DataType, exp.Neg, exp.Paren, exp.DataTypeParam, exp.Var)
@@ -106,13 +108,21 @@ class FileFilter:
             stats = stats.filter(F.coalesce(F.expr(test), F.lit(True)))
         if self.range_tests and self.source_bounds is not None:
             row, schema = self.source_bounds
-            stats = stats.crossJoin(F.broadcast(spark.createDataFrame([row], schema)))
+            bound = _typed_values(row, schema)
+            if bound is None:
+                stats = stats.crossJoin(F.broadcast(spark.createDataFrame([row], schema)))
+                bound = {name: F.col(name) for name in schema.names}
             for index, name in self.range_tests:
-                low, high = F.col(f"low_{name}"), F.col(f"high_{name}")
+                low, high = bound[f"low_{name}"], bound[f"high_{name}"]
                 overlaps = (F.col(f"max_{index}") >= low) & (F.col(f"min_{index}") <= high)
                 # No non-NULL source key: nothing can match (NULL never equals).
                 stats = stats.filter(low.isNotNull() & F.coalesce(overlaps, F.lit(True)))
         for index, rows, schema in self.value_sets:
+            value_type = schema["value"].dataType
+            if exact_in_python(value_type) and len(rows) <= _MAX_LITERAL_VALUES:
+                literals = [F.lit(r["value"]).cast(value_type) for r in rows]
+                stats = stats.filter(F.col(f"min_{index}").isin(*literals))
+                continue
             values = F.broadcast(spark.createDataFrame(rows, schema))
             stats = stats.join(values, F.col(f"min_{index}") == values["value"], "left_semi")
         bounds = [
@@ -129,6 +139,22 @@ class FileFilter:
             and (self.key_tuples is None or _holds_a_tuple(*self.key_tuples, row))
         }
         return tuple(f for n, f in enumerate(files) if n in kept)
+
+
+def exact_in_python(data_type: DataType) -> bool:
+    """Whether a value of ``data_type`` comes back from Python as a literal of the same value: integers,
+    decimals, strings and dates (not floats, whose NaN orders apart, nor timestamps, collected as local
+    wall-clock times)."""
+    return isinstance(data_type, IntegralType | DecimalType | StringType | DateType)
+
+
+def _typed_values(row: Row, schema: StructType) -> dict[str, Column] | None:
+    """The values of ``row`` (in the order of ``schema``) as literals of their ``schema`` types, or None
+    when a type has no exact literal. Literals keep a filter over the stats table on the driver (Spark
+    evaluates a filter of a local table there); a joined table of the values would cost Spark jobs."""
+    if not all(exact_in_python(f.dataType) for f in schema.fields):
+        return None
+    return {f.name: F.lit(value).cast(f.dataType) for f, value in zip(schema.fields, row, strict=True)}
 
 
 def _holds_a_key(keys: np.ndarray, low: Any, high: Any) -> bool:
