@@ -17,13 +17,13 @@ are the merge's read predicate for the conflict check.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
-from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge.engine import metrics as m
@@ -31,7 +31,12 @@ from airflow_provider_deltamerge.engine.execute.phases import FileChanges
 from airflow_provider_deltamerge.engine.execute.rewrite import write_inserts
 from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_inserts
-from airflow_provider_deltamerge.engine.plan.pruning import FileFilter, exact_in_python, key_bounds
+from airflow_provider_deltamerge.engine.plan.pruning import (
+    FileFilter,
+    exact_in_python,
+    key_bounds,
+    typed_literals,
+)
 from airflow_provider_deltamerge.engine.progress import enter_phase
 from airflow_provider_deltamerge.spec.names import hidden_name
 
@@ -76,7 +81,9 @@ def append_if_nothing_matches(
     try:
         with kept.timed(m.REWRITE_TIME_MS):
             enter_phase("append: no file can hold the source's keys")
-            rows = aliased.filter(_outside(bounds.keys, first).isNull())
+            literals = typed_literals(first, first_read.schema)
+            assert literals is not None, "every bound's type was checked exact in Python"
+            rows = aliased.filter(_outside(bounds.keys, literals).isNull())
             written = write_inserts(spark, plan, rows, kept, presized=True, rows_as=m.NUM_SOURCE_ROWS)
     except (PySparkException, Py4JJavaError) as err:
         if _LEFT_BOUNDS not in str(err):
@@ -95,13 +102,11 @@ def append_if_nothing_matches(
     )
 
 
-def _outside(keys: Sequence[Column], first: Row) -> Column:
-    """NULL for a row whose keys lie within the bounds ``first`` (``low_n``, ``high_n`` of key n) or are
+def _outside(keys: Sequence[Column], bounds: Mapping[str, Column]) -> Column:
+    """NULL for a row whose keys lie within ``bounds`` (literals of ``low_n``, ``high_n`` of key n) or are
     NULL (a NULL key matches nothing); else it fails the task with ``_LEFT_BOUNDS``."""
-    within = []
-    for n, key in enumerate(keys):
-        low, high = first[f"low_{n}"], first[f"high_{n}"]
-        within.append(
-            key.isNull() | key.between(F.lit(low), F.lit(high)) if low is not None else key.isNull()
-        )
+    within = [
+        key.isNull() | (bounds[f"low_{n}"].isNotNull() & key.between(bounds[f"low_{n}"], bounds[f"high_{n}"]))
+        for n, key in enumerate(keys)
+    ]
     return F.when(~reduce(Column.__and__, within), F.raise_error(F.lit(_LEFT_BOUNDS)))

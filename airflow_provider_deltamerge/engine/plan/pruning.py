@@ -108,7 +108,7 @@ class FileFilter:
             stats = stats.filter(F.coalesce(F.expr(test), F.lit(True)))
         if self.range_tests and self.source_bounds is not None:
             row, schema = self.source_bounds
-            bound = _typed_values(row, schema)
+            bound = typed_literals(row, schema)
             if bound is None:
                 stats = stats.crossJoin(F.broadcast(spark.createDataFrame([row], schema)))
                 bound = {name: F.col(name) for name in schema.names}
@@ -148,7 +148,7 @@ def exact_in_python(data_type: DataType) -> bool:
     return isinstance(data_type, IntegralType | DecimalType | StringType | DateType)
 
 
-def _typed_values(row: Row, schema: StructType) -> dict[str, Column] | None:
+def typed_literals(row: Row, schema: StructType) -> dict[str, Column] | None:
     """The values of ``row`` (in the order of ``schema``) as literals of their ``schema`` types, or None
     when a type has no exact literal. Literals keep a filter over the stats table on the driver (Spark
     evaluates a filter of a local table there); a joined table of the values would cost Spark jobs."""
