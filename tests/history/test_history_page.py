@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -22,6 +21,7 @@ import pytest
 from PIL import Image
 
 from tests.e2e.airflow_services import Airflow, airflow_services
+from tests.history.browser import Browser
 from tests.history.delta_logs import long_log, other_writer_commit, table_with_merges
 
 pytestmark = pytest.mark.slow
@@ -32,7 +32,16 @@ MERGES = 12
 DOCS_SCREENSHOT = Path(__file__).parents[2] / "docs" / "images" / "merge_history.png"
 # The "inserted" line of the rows chart (page.py's ROW_SERIES).
 INSERTED_RGB = (0x2E, 0x7D, 0x32)
-UI_TIME = "--virtual-time-budget=20000"
+CHARTS_IN_PAGE = "document.readyState === 'complete' && document.querySelectorAll('svg.chart').length === 2"
+# The tab's frame shows our page from the same origin, so the UI's document can look into it.
+CHARTS_IN_FRAME = (
+    "(() => { const frame = document.querySelector('iframe[src*=\"/deltamerge/history/\"]');"
+    " const page = frame && frame.contentDocument;"
+    " return !!page && page.readyState === 'complete'"
+    " && page.querySelectorAll('svg.chart').length === 2; })()"
+)
+# A guard against a page that never shows what is awaited, not a speed check (a loaded 2-core machine).
+BROWSER_TIMEOUT = 300
 
 
 def test_the_merge_history_page_shows_the_tables_merges_in_a_browser(airflow_env, tmp_path):
@@ -81,19 +90,21 @@ def test_the_merge_history_page_shows_the_tables_merges_in_a_browser(airflow_env
         status, _, body = _get(airflow, f"/deltamerge/history/assets/{asset_id}?page=last")
         assert status == 400 and "Pages are numbered from 1" in body
 
-        dom = _chromium(chromium, tmp_path, "--dump-dom", page_url).stdout
-        screenshot = tmp_path / "merge_history.png"
-        _chromium(chromium, tmp_path, f"--screenshot={screenshot}", "--window-size=1280,1100", page_url)
-        # The task's page in Airflow's own UI has the Merge history tab, which shows the page in a frame
-        # (the React UI needs a few seconds of the browser's time to render).
+        # Our page is rendered on the server: loaded, it has its two charts. Airflow's React UI needs a few
+        # seconds of the browser's time to render the tab, whose frame then loads our page.
+        with Browser(chromium, tmp_path / "chromium-profile", width=1280, height=1100) as browser:
+            browser.open(page_url, until=CHARTS_IN_PAGE, what="the two charts", timeout=BROWSER_TIMEOUT)
+            dom = browser.html()
+            screenshot = tmp_path / "merge_history.png"
+            browser.screenshot(screenshot)
         ui_tab, ui_screenshot = (
             f"{airflow.base}/dags/{DAG_ID}/tasks/{TASK_ID}/plugin/deltamerge_history_task",
             tmp_path / "tab.png",
         )
-        ui_dom = _chromium(chromium, tmp_path, UI_TIME, "--dump-dom", ui_tab).stdout
-        _chromium(
-            chromium, tmp_path, UI_TIME, f"--screenshot={ui_screenshot}", "--window-size=1400,1000", ui_tab
-        )
+        with Browser(chromium, tmp_path / "chromium-profile", width=1400, height=1000) as browser:
+            browser.open(ui_tab, until=CHARTS_IN_FRAME, what="its frame's charts", timeout=BROWSER_TIMEOUT)
+            ui_dom = browser.html()
+            browser.screenshot(ui_screenshot)
 
     # Newest first: the other writer's append (version 13), then merges 12..1, then delta-rs' version 0.
     versions = [int(v) for v in re.findall(r'<tr class="\w+" data-version="(\d+)"', dom)]
@@ -137,22 +148,3 @@ def _get(airflow: Airflow, path: str, *, token: str | None = None) -> tuple[int,
             return response.status, response.url, response.read().decode()
     except urllib.error.HTTPError as err:
         return err.code, err.url, err.read().decode()
-
-
-def _chromium(chromium: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            chromium,
-            "--headless",
-            "--no-sandbox",  # tests may run as root, where Chromium's sandbox refuses to start
-            "--disable-gpu",
-            f"--user-data-dir={tmp_path / 'chromium-profile'}",
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        # A guard against a hung browser, not a speed check: on a loaded 2-core machine a screenshot of
-        # Airflow's own UI (its scripts run out a 20 s virtual-time budget) took over 120 s.
-        timeout=360,
-        check=True,
-    )
