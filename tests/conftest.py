@@ -27,6 +27,21 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 _HOOK = str(Path(__file__).parent / "subprocess_hook")
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_HOOK, os.environ.get("PYTHONPATH")) if p)
 
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Before the first JVM: every spark-submit started from here maps one archive of Spark's classes.
+    from tests.spark_class_archive import share_spark_classes
+
+    config.stash[_ARCHIVE_FAILURE] = share_spark_classes()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    failure = config.stash.get(_ARCHIVE_FAILURE, None)
+    return "Spark's class archive: " + (f"none ({failure})" if failure else "shared by every spark-submit")
+
+
+_ARCHIVE_FAILURE = pytest.StashKey[str | None]()
+
 ORDERS = pa.table(
     {
         "id": pa.array(range(10), pa.int64()),
