@@ -9,8 +9,8 @@ to every ``spark-submit`` started from here. It changes how the JVM finds classe
 merge does, and a JVM whose class path differs from the archive's ignores it (``-Xshare:auto``, the
 default) and runs as before.
 
-The archive is kept in a private folder under the temporary directory, named by the Java and Spark it was
-made with, so later sessions on the same machine reuse it.
+The archive is kept in a private folder under the temporary directory, named by the Java and Spark jars it
+was made with, so later sessions on the same machine reuse it; a new one replaces it.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 JOB = """
 import sys
+
 from pyspark.sql import SparkSession
 
 spark = SparkSession.builder.getOrCreate()
@@ -48,7 +48,7 @@ def share_spark_classes() -> str | None:
     folder.mkdir(mode=0o700, exist_ok=True)
     if folder.stat().st_uid != os.getuid() or folder.stat().st_mode & 0o077:
         return f"{folder} is not a private folder of this user: a JVM would load code from it"
-    archive = folder / f"spark-classes-{_made_with(java, spark_submit)}.jsa"
+    archive = folder / f"spark-classes-{_made_with(java)}.jsa"
     if not archive.exists():
         failure = _dump(spark_submit, folder, archive)
         if failure:
@@ -60,14 +60,15 @@ def share_spark_classes() -> str | None:
     return None
 
 
-def _made_with(java: str, spark_submit: str) -> str:
-    """A name for the Java runtime and Spark's jars an archive holds classes of."""
-    version = subprocess.run([java, "-version"], capture_output=True, text=True, check=False).stderr
-    jars = Path(spark_submit).resolve().parent.parent / "jars"
-    listing = sorted(f"{p.name}:{p.stat().st_size}" for p in jars.glob("*.jar")) if jars.is_dir() else []
+def _made_with(java: str) -> str:
+    """A name for the Java runtime and Spark's jars an archive holds classes of: the jars' folder by its
+    path too, which the JVM checks against the class path it runs with."""
     import pyspark
 
-    made_with = "\n".join([version, pyspark.__version__, sys.prefix, *listing])
+    version = subprocess.run([java, "-version"], capture_output=True, text=True, check=False).stderr
+    jars = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent) / "jars"
+    listing = sorted(f"{p.name}:{p.stat().st_size}" for p in jars.glob("*.jar"))
+    made_with = "\n".join([version, str(jars.resolve()), *listing])
     return hashlib.sha256(made_with.encode()).hexdigest()[:16]
 
 
@@ -98,4 +99,8 @@ def _dump(spark_submit: str, folder: Path, archive: Path) -> str | None:
         partial.unlink(missing_ok=True)
         return f"the archive job failed (exit {done.returncode}): {done.stderr[-500:]}"
     partial.replace(archive)
+    # One archive kept (173 MB): a JVM that still maps an older one keeps its pages after the unlink.
+    for older in folder.glob("spark-classes-*.jsa"):
+        if older != archive:
+            older.unlink(missing_ok=True)
     return None
