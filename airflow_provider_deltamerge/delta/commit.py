@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from deltalake import Schema as DeltaSchema
-from deltalake import write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 from obstore.exceptions import BaseError as ObstoreError
@@ -43,10 +40,6 @@ log = logging.getLogger(__name__)
 
 # How many times the same actions are recommitted on top of newer versions before giving up.
 MAX_REBASES = 50
-# Names the stage at which a test makes the merge process kill itself (see ``crash_point``).
-CRASH_ENV = "DELTAMERGE_TEST_CRASH_AT"
-# Names the try of the merge task in which a test has another writer commit first (see ``conflict_point``).
-CONFLICT_ENV = "DELTAMERGE_TEST_CONFLICT_ON_TRY"
 
 
 @dataclass(frozen=True)
@@ -139,12 +132,9 @@ def commit_merge(
         if metadata is not None
         else None,
     )
-    conflict_point(snapshot.table_uri, info)
     base, rebased_over = snapshot, list[int]()
     for _ in range(MAX_REBASES + 1):
-        crash_point("before_commit")
         if _try_commit(base, commit, store):
-            crash_point("after_commit")
             if store is not None:
                 write_checkpoint_if_due(snapshot, base.version + 1)
             return Committed(base.version + 1, tuple(rebased_over))
@@ -245,20 +235,6 @@ def _try_commit_with_deltalake(base: Snapshot, commit: MergeCommitActions) -> bo
             f"The Delta log refused the merge commit to {base.table_uri}: {err}. Nothing was changed."
         ) from err
     return True
-
-
-def crash_point(stage: str) -> None:
-    """Test hook: the process kills itself (SIGKILL, no clean-up) at ``stage`` when CRASH_ENV names it."""
-    if os.environ.get(CRASH_ENV) == stage:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-def conflict_point(table_uri: str, info: Mapping[str, Any]) -> None:
-    """Test hook: on the task's try that CONFLICT_ENV names, another writer rewrites the table (same rows,
-    new files) just before each run of the merge commits, so it finds the files it read gone and re-runs."""
-    if os.environ.get(CONFLICT_ENV) == str(info.get("tryNumber")):
-        table = open_table(table_uri)
-        write_deltalake(table, table.to_pyarrow_table(), mode="overwrite")
 
 
 def _versions(versions: Sequence[int]) -> str:

@@ -17,7 +17,7 @@ from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from airflow_provider_deltamerge import __version__
-from airflow_provider_deltamerge.delta.commit import Committed, commit_merge, crash_point
+from airflow_provider_deltamerge.delta.commit import Committed, commit_merge
 from airflow_provider_deltamerge.delta.commit_match import MetricBounds
 from airflow_provider_deltamerge.delta.conflicts import AlreadyCommitted, ReadSet, Rerun
 from airflow_provider_deltamerge.delta.deletion_vector_writes import (
@@ -213,7 +213,6 @@ def _attempt(
         earlier = find_committed_run(table, info) if checks.rerun == "skip" and not checks.dry_run else None
         if earlier is not None:
             return _already_committed(earlier)
-        crash_point("after_snapshot")
         plan, changes, read = _execute(spark, spec, snapshot, executor, recorder)
     _log_work(recorder, changes)
     try:
@@ -244,7 +243,6 @@ def _attempt(
     vectors = NO_VECTORS
     try:
         enter_phase("committing")
-        crash_point("after_write")
         check_record_counts(changes, recorder)
         schema = _committed_schema(spark, plan, changes)
         vectors = write_vectors(snapshot, changes.vectors)

@@ -11,7 +11,6 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from airflow_provider_deltamerge.delta.commit import CRASH_ENV
 from airflow_provider_deltamerge.delta.writer import STAGING_PREFIX
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
@@ -19,6 +18,7 @@ from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, 
 from tests.conftest import make_table, table_state
 from tests.delta import workers
 from tests.delta.helpers import files_on_disk_match_log
+from tests.faults import CRASH_ENV
 from tests.oracle import sorted_rows
 
 CTX = multiprocessing.get_context("spawn")

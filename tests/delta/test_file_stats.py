@@ -286,4 +286,4 @@ def test_subprocesses_of_the_tests_check_their_commits_too() -> None:
     # spark-submit jobs and Airflow tasks run merges in other processes, which inherit PYTHONPATH from here.
     code = "from airflow_provider_deltamerge.delta import commit; print(commit._try_commit.__qualname__)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "_CheckedCommitLoader.exec_module.<locals>.checked"
+    assert result.stdout.strip() == "_CheckedCommitLoader.patch.<locals>.checked"

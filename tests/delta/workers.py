@@ -39,7 +39,8 @@ def merge_job(
     """Run one merge; put (name, outcome) on ``results``.
 
     Before its first commit attempt the merge waits at ``barrier`` (all racers have read their snapshot), or
-    sets ``ready`` and waits for ``go`` (another writer commits in between).
+    sets ``ready`` and waits for ``go`` (another writer commits in between). ``env`` may switch on a fault of
+    tests/faults.py, which this process's sitecustomize installed.
     """
     os.environ.update(env or {})
     from airflow_provider_deltamerge.delta import commit
@@ -47,19 +48,19 @@ def merge_job(
     from airflow_provider_deltamerge.exceptions import DeltaMergeError
     from airflow_provider_deltamerge.spec import MergeSpec
 
-    original, waited = commit.crash_point, []
+    real, waited = commit._try_commit, []
 
-    def crash_point(stage: str) -> None:
-        if stage == "before_commit" and not waited:
+    def try_commit(base: Any, actions: Any, store: Any) -> bool:
+        if not waited:
             waited.append(True)
             if barrier is not None:
                 barrier.wait(timeout=600)
             if ready is not None:
                 ready.set()
                 go.wait(timeout=600)
-        original(stage)
+        return real(base, actions, store)
 
-    commit.crash_point = crash_point  # type: ignore[assignment]
+    commit._try_commit = try_commit
     spark = local_spark()
     name = provenance.get("taskId", "merge")
     try:

@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from airflow_provider_deltamerge.delta.commit import CONFLICT_ENV, CRASH_ENV
 from dags_examples.sample_lake import MARKER, extract_path, orders, prepare
 from tests.e2e.conftest import asset_event_extras, start_dags_test, xcom_value
+from tests.faults import CONFLICT_ENV, CRASH_ENV
 
 pytestmark = pytest.mark.slow
 
