@@ -32,9 +32,10 @@ from airflow_provider_deltamerge.delta.conflicts import (
 from airflow_provider_deltamerge.delta.history import COMMIT_INFO_KEY
 from airflow_provider_deltamerge.delta.log_reader import LogReader
 from airflow_provider_deltamerge.delta.log_store import LogStore, commit_file, log_store
+from airflow_provider_deltamerge.delta.protocol import MESSAGES
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot, open_table
 from airflow_provider_deltamerge.delta.writer import ChangeFile, WrittenFile
-from airflow_provider_deltamerge.exceptions import MergeCommitError
+from airflow_provider_deltamerge.exceptions import MergeCommitError, TargetTableError
 
 log = logging.getLogger(__name__)
 
@@ -86,35 +87,42 @@ def commit_merge(
         ``AlreadyCommitted`` when a winning commit is this same merge.
 
     Raises:
+        TargetTableError: the store has no conditional write this engine can use, and the commit needs one
+            (a schema change that removes files; deletion vectors, column mapping or the change data feed:
+            DELTA_UNSUPPORTED_FEATURES_FOR_WRITE); final, the same on every try.
         MergeCommitError: when the log refuses the commit for another reason, or the table keeps moving.
     """
     store = log_store(snapshot.table_uri)
     if store is None and schema is not None and removed:
-        raise MergeCommitError(
+        raise TargetTableError(
             f"The merge into {snapshot.table_uri} evolves the schema and rewrites files, which must land in "
             "one commit, and this store has no conditional write this engine can use (only deltalake's "
             "transaction, which cannot change the schema and remove files at once). Nothing was changed. Add "
-            "the new columns first (ALTER TABLE ... ADD COLUMNS), then merge without schema evolution."
+            "the new columns first (ALTER TABLE ... ADD COLUMNS), then merge without schema evolution.",
+            error_class="DELTAMERGE_SCHEMA_CHANGE_NEEDS_CONDITIONAL_WRITE",
         )
     if store is None and (readded or any(f.deletion_vector is not None for f in removed)):
-        raise MergeCommitError(
+        raise _unsupported_here(
+            "deletionVectors",
             f"The merge into {snapshot.table_uri} rewrites files that carry deletion vectors, and this store "
             "has no conditional write this engine can use (deltalake's transaction cannot name a deletion "
             "vector in a remove action, so the old rows would stay). Nothing was changed. Purge the vectors "
-            "first (REORG TABLE ... APPLY (PURGE)), or run the merge with the delta-spark backend."
+            "first (REORG TABLE ... APPLY (PURGE)), or run the merge with the delta-spark backend.",
         )
     if store is None and maps_columns(dict(snapshot.configuration)):
-        raise MergeCommitError(
+        raise _unsupported_here(
+            "columnMapping",
             f"The merge into {snapshot.table_uri} writes a table with column mapping, and this store has no "
             "conditional write this engine can use (deltalake's transaction would key the partition values "
-            "by logical names). Nothing was changed. Run the merge with the delta-spark backend."
+            "by logical names). Nothing was changed. Run the merge with the delta-spark backend.",
         )
     if store is None and change_files:
-        raise MergeCommitError(
+        raise _unsupported_here(
+            "changeDataFeed",
             f"The merge into {snapshot.table_uri} writes change data files (the table has the change data "
             "feed on), and this store has no conditional write this engine can use (deltalake's transaction "
             "cannot write the cdc actions that name them). Nothing was changed. Run the merge with the "
-            "delta-spark backend, or turn the feed off (delta.enableChangeDataFeed=false)."
+            "delta-spark backend, or turn the feed off (delta.enableChangeDataFeed=false).",
         )
     metadata = open_table(snapshot.table_uri, snapshot.version).metadata() if schema is not None else None
     commit = MergeCommitActions(
@@ -160,7 +168,8 @@ def _try_commit(base: Snapshot, commit: MergeCommitActions, store: LogStore | No
         return store.put_if_absent(commit_file(base.version + 1), text)
     except ObstoreError as err:
         raise MergeCommitError(
-            f"The merge commit to {base.table_uri} could not be written: {err}. Nothing was changed."
+            f"The merge commit to {base.table_uri} could not be written: {err}. Nothing was changed.",
+            error_class="DELTAMERGE_COMMIT_WRITE_FAILED",
         ) from err
 
 
@@ -228,13 +237,24 @@ def _try_commit_with_deltalake(base: Snapshot, commit: MergeCommitActions) -> bo
         if open_table(base.table_uri).version() > base.version:
             return False
         raise MergeCommitError(
-            f"The Delta log refused the merge commit to {base.table_uri}: {err}. Nothing was changed."
+            f"The Delta log refused the merge commit to {base.table_uri}: {err}. Nothing was changed.",
+            error_class="DELTAMERGE_COMMIT_REFUSED",
         ) from err
     except DeltaError as err:
         raise MergeCommitError(
-            f"The Delta log refused the merge commit to {base.table_uri}: {err}. Nothing was changed."
+            f"The Delta log refused the merge commit to {base.table_uri}: {err}. Nothing was changed.",
+            error_class="DELTAMERGE_COMMIT_REFUSED",
         ) from err
     return True
+
+
+def _unsupported_here(feature: str, why: str) -> TargetTableError:
+    """A table feature this engine writes only with its own commit, which this store cannot take: the same
+    refusal on every try, so final."""
+    return TargetTableError(
+        MESSAGES["DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"].format(features=feature) + " " + why,
+        error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE",
+    )
 
 
 def _versions(versions: Sequence[int]) -> str:

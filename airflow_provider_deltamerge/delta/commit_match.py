@@ -100,7 +100,8 @@ class MetricBounds:
         bounds: list[Bound] = []
         if not isinstance(self.declared, Mapping):
             raise MetricBoundsError(
-                f"Metric bounds must be a dict of metric -> {{'min': x, 'max': y}}, got {self.declared!r}."
+                f"Metric bounds must be a dict of metric -> {{'min': x, 'max': y}}, got {self.declared!r}.",
+                error_class="DELTAMERGE_INVALID_METRIC_BOUNDS",
             )
         for expression, limits in self.declared.items():
             names = [part.strip() for part in str(expression).split(RATIO)]
@@ -126,7 +127,8 @@ class MetricBounds:
             listed = "\n".join(f"  {i}. {p}" for i, p in enumerate(problems, 1))
             raise MetricBoundsError(
                 f"Invalid metric bounds:\n{listed}\nKnown metrics: {', '.join(KNOWN_METRICS)}. "
-                "Write a ratio as 'numTargetRowsDeleted / numTargetRowsCopied'."
+                "Write a ratio as 'numTargetRowsDeleted / numTargetRowsCopied'.",
+                error_class="DELTAMERGE_INVALID_METRIC_BOUNDS",
             )
         object.__setattr__(self, "bounds", tuple(bounds))
 
@@ -209,7 +211,10 @@ def _as_time(value: datetime.datetime | str | None, name: str) -> datetime.datet
     try:
         moment = value if isinstance(value, datetime.datetime) else datetime.datetime.fromisoformat(value)
     except (TypeError, ValueError) as err:
-        raise MetricBoundsError(f"{name} must be a datetime or an ISO 8601 string, got {value!r}.") from err
+        raise MetricBoundsError(
+            f"{name} must be a datetime or an ISO 8601 string, got {value!r}.",
+            error_class="DELTAMERGE_INVALID_COMMIT_CRITERIA",
+        ) from err
     return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
 
 
@@ -262,7 +267,8 @@ class CommitCriteria:
             version = None if after_version in (None, "") else int(after_version)
         except ValueError as err:
             raise MetricBoundsError(
-                f"after_version must be a table version (an int), got {after_version!r}."
+                f"after_version must be a table version (an int), got {after_version!r}.",
+                error_class="DELTAMERGE_INVALID_COMMIT_CRITERIA",
             ) from err
         return cls(
             operation=operation or None,

@@ -10,7 +10,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException, PySparkException
@@ -63,6 +63,7 @@ from airflow_provider_deltamerge.exceptions import (
 )
 from airflow_provider_deltamerge.spec import MergeSpec
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
+from airflow_provider_deltamerge.spec.transport import JobRerunPolicy, job_rerun_policy
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +80,6 @@ MAX_RERUNS = 3
 # The pause before a re-run: uniform in [0, min(cap, base * 2**attempt)] seconds.
 RERUN_BACKOFF_BASE_S = 0.5
 RERUN_BACKOFF_CAP_S = 10.0
-# The operator's rerun policy once resolved: skip returns a committed run's result, merge merges again.
-RerunPolicy = Literal["skip", "merge"]
 
 
 @dataclass(frozen=True)
@@ -113,7 +112,7 @@ def run_merge(
     *,
     executor: ExecutorName | None = None,
     provenance: Mapping[str, Any] | None = None,
-    rerun: RerunPolicy = "skip",
+    rerun: JobRerunPolicy = "skip",
     bounds: MetricBounds | None = None,
     dry_run: bool = False,
 ) -> MergeResult:
@@ -133,8 +132,10 @@ def run_merge(
        snapshot, at most ``MAX_RERUNS`` times.
 
     Raises:
+        MergeSpecError: ``rerun`` is neither "skip" nor "merge" (``DELTAMERGE_INVALID_RERUN``).
         DeltaMergeError: a subclass naming the phase; the table is unchanged.
     """
+    rerun = job_rerun_policy(rerun)
     info = {"engineVersion": __version__, "specHash": spec.spec_hash, **(provenance or {})}
     info.setdefault(SUBMISSION_ID, uuid.uuid4().hex)
     warn_ignored_delta_confs(spark)
@@ -184,7 +185,7 @@ def rerun_pause(attempt: int) -> float:
 class _Checks:
     """What a run checks besides the merge itself: an earlier commit of the run, bounds, a dry run."""
 
-    rerun: RerunPolicy
+    rerun: JobRerunPolicy
     bounds: MetricBounds | None
     dry_run: bool
 

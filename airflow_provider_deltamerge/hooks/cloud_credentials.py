@@ -185,7 +185,8 @@ def _google_without_provider(connection: Any) -> dict[str, str]:
         raise StorageCredentialsError(
             f"Connection {connection.conn_id!r} signs in with {', '.join(needs_provider)}, which only the "
             "Google provider's hook resolves. Install it (pip install 'airflow-provider-deltamerge[google]', "
-            "i.e. apache-airflow-providers-google), or give the connection a Keyfile JSON or Keyfile Path."
+            "i.e. apache-airflow-providers-google), or give the connection a Keyfile JSON or Keyfile Path.",
+            error_class="DELTAMERGE_STORAGE_PROVIDER_MISSING",
         )
     if field("is_anonymous"):
         return {GOOGLE_ANONYMOUS: "true"}
@@ -225,7 +226,8 @@ def _check_service_account_key(connection: Any, key: str, source: str) -> None:
 def _not_a_key(connection: Any, source: str, why: str) -> StorageCredentialsError:
     return StorageCredentialsError(
         f"The {source} of connection {connection.conn_id!r} does not give a service account key ({why}). "
-        "Give the JSON key file Google Cloud creates for a service account."
+        "Give the JSON key file Google Cloud creates for a service account.",
+        error_class="DELTAMERGE_INVALID_STORAGE_CONNECTION",
     )
 
 
@@ -233,7 +235,8 @@ def _cannot_resolve(connection: Any, provider: str, err: Exception, fields: str)
     # The cloud's messages name roles and services, not keys; still, only the error's kind is kept.
     return StorageCredentialsError(
         f"The {provider} provider could not get the credentials of connection {connection.conn_id!r} "
-        f"({type(err).__name__}). Check its {fields}, and that this machine may use them."
+        f"({type(err).__name__}). Check its {fields}, and that this machine may use them.",
+        error_class="DELTAMERGE_STORAGE_CREDENTIALS_UNAVAILABLE",
     )
 
 

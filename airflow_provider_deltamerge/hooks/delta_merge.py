@@ -39,6 +39,7 @@ from airflow_provider_deltamerge.spec.transport import (
     REQUEST_FILE_ARG,
     JobRequest,
     encode_request,
+    job_rerun_policy,
     read_answer,
     write_private,
 )
@@ -126,7 +127,7 @@ class DeltaMergeHook(BaseHook):
             {**(provenance or {}), SUBMISSION_ID: submission_id},
             executor,
             backend,
-            rerun,
+            job_rerun_policy(rerun),
             in_cluster,
             bounds,
             dry_run,

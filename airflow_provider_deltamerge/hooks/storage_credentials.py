@@ -101,5 +101,6 @@ def _env_field(connection: Any, value: Any) -> dict[str, str]:
 def _not_an_object(connection: Any, why: str) -> StorageCredentialsError:
     return StorageCredentialsError(
         f"The env field of connection {connection.conn_id!r} must be a JSON object of environment variables "
-        f'({why}), e.g. {{"GOOGLE_APPLICATION_CREDENTIALS": "/secrets/key.json"}}.'
+        f'({why}), e.g. {{"GOOGLE_APPLICATION_CREDENTIALS": "/secrets/key.json"}}.',
+        error_class="DELTAMERGE_INVALID_STORAGE_CONNECTION",
     )

@@ -213,7 +213,7 @@ def _run(spark: SparkSession, request: JobRequest) -> MergeResult:
         request.spec,
         executor=request.executor,  # type: ignore[arg-type]
         provenance=request.provenance,
-        rerun=request.rerun,  # type: ignore[arg-type]
+        rerun=request.rerun,
         bounds=MetricBounds(request.bounds) if request.bounds else None,
         dry_run=request.dry_run,
     )

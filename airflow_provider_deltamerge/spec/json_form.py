@@ -61,7 +61,8 @@ def _reject_unknown_fields(cls: type[Any], data: dict[str, Any], where: str) -> 
     if unknown:
         raise MergeSpecError(
             f"Unknown field(s) {', '.join(unknown)} in {where} of the merge spec JSON; "
-            f"known fields are {', '.join(sorted(known))}. Was it written by a newer provider version?"
+            f"known fields are {', '.join(sorted(known))}. Was it written by a newer provider version?",
+            error_class="DELTAMERGE_INVALID_SPEC_JSON.UNKNOWN_FIELD",
         )
 
 
@@ -95,7 +96,8 @@ def _check_types(cls: type[Any], data: dict[str, Any], where: str) -> None:
         )
         raise MergeSpecError(
             f"Wrong value types in {where} of the merge spec JSON: {expected}. Write the spec with "
-            "MergeSpec.to_json() or the operator, or give each field the type shown."
+            "MergeSpec.to_json() or the operator, or give each field the type shown.",
+            error_class="DELTAMERGE_INVALID_SPEC_JSON.WRONG_TYPE",
         )
 
 
@@ -106,7 +108,10 @@ def _build(cls: type[Any], data: dict[str, Any], where: str) -> Any:
     try:
         return cls(**frozen)
     except TypeError as err:
-        raise MergeSpecError(f"Invalid {where} in the merge spec JSON: {err}") from err
+        raise MergeSpecError(
+            f"Invalid {where} in the merge spec JSON: {err}",
+            error_class="DELTAMERGE_INVALID_SPEC_JSON.INVALID_VALUE",
+        ) from err
 
 
 def _kind(data: Any) -> str | None:
@@ -118,7 +123,8 @@ def _kind(data: Any) -> str | None:
 def _tagged(data: Any, types: dict[str, type[Any]], where: str) -> Any:
     if _kind(data) not in types:
         raise MergeSpecError(
-            f"{where} of the merge spec JSON needs a 'kind' among {', '.join(sorted(types))}."
+            f"{where} of the merge spec JSON needs a 'kind' among {', '.join(sorted(types))}.",
+            error_class="DELTAMERGE_INVALID_SPEC_JSON.UNKNOWN_KIND",
         )
     fields = {k: v for k, v in data.items() if k != "kind"}
     return _build(types[data["kind"]], fields, where)
@@ -143,25 +149,33 @@ def spec_from_dict(data: dict[str, Any]) -> MergeSpec:
         MergeSpecError: for an unknown ``spec_version``, an unknown field or kind, or an invalid MERGE.
     """
     if not isinstance(data, dict):
-        raise MergeSpecError("The merge spec JSON must be an object.")
+        raise MergeSpecError(
+            "The merge spec JSON must be an object.", error_class="DELTAMERGE_INVALID_SPEC_JSON.NOT_AN_OBJECT"
+        )
     version = data.get("spec_version")
     if version != SPEC_VERSION:
         raise MergeSpecError(
             f"Merge spec JSON has spec_version {version!r}; this provider reads version {SPEC_VERSION}. "
-            "Install the same provider version on the Airflow workers and the Spark cluster."
+            "Install the same provider version on the Airflow workers and the Spark cluster.",
+            error_class="DELTAMERGE_INVALID_SPEC_JSON.UNKNOWN_VERSION",
         )
     body = {k: _from_json_value(v) for k, v in data.items() if k not in ("spec_version", "clauses", "source")}
     _reject_unknown_fields(MergeSpec, body, "the spec")
     _check_types(MergeSpec, body, "the spec")
     raw_clauses = data.get("clauses", [])
     if not isinstance(raw_clauses, list):
-        raise MergeSpecError("'clauses' of the merge spec JSON must be a list.")
+        raise MergeSpecError(
+            "'clauses' of the merge spec JSON must be a list.",
+            error_class="DELTAMERGE_INVALID_SPEC_JSON.WRONG_TYPE",
+        )
     clauses = [_clause(c, n) for n, c in enumerate(raw_clauses, start=1)]
     source = _tagged(data.get("source"), _SOURCE_TYPES, "source")
     try:
         return assemble_spec(clauses, source=source, **body)
     except TypeError as err:
-        raise MergeSpecError(f"Invalid merge spec JSON: {err}") from err
+        raise MergeSpecError(
+            f"Invalid merge spec JSON: {err}", error_class="DELTAMERGE_INVALID_SPEC_JSON.INVALID_VALUE"
+        ) from err
 
 
 def spec_from_json(text: str) -> MergeSpec:
@@ -169,5 +183,7 @@ def spec_from_json(text: str) -> MergeSpec:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
-        raise MergeSpecError(f"The merge spec is not valid JSON: {err}") from err
+        raise MergeSpecError(
+            f"The merge spec is not valid JSON: {err}", error_class="DELTAMERGE_INVALID_SPEC_JSON.NOT_JSON"
+        ) from err
     return spec_from_dict(data)

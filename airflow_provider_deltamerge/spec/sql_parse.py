@@ -186,7 +186,10 @@ def _table_name(table: exp.Table) -> str:
 def _target(table: exp.Expression) -> tuple[str, str | None]:
     """The target path or table name, and its alias if the statement gives one."""
     if not isinstance(table, exp.Table):
-        raise MergeSpecError(f"MERGE INTO needs a table or delta.`path` target, not {table.sql('spark')}.")
+        raise MergeSpecError(
+            f"MERGE INTO needs a table or delta.`path` target, not {table.sql('spark')}.",
+            error_class="DELTAMERGE_UNSUPPORTED_MERGE_TARGET",
+        )
     is_delta_path = table.db.lower() == "delta" and not table.catalog
     is_bare_path = not table.db and table.this.args.get("quoted") and is_path_like(table.name)
     target = table.name if is_delta_path or is_bare_path else _table_name(table)
@@ -203,7 +206,8 @@ def _source(node: exp.Expression, tokens: _Tokens, using: int) -> tuple[MergeSou
             return PathSource(path=node.name, format=node.db.lower()), node.alias or None
         return TableSource(name=_table_name(node)), node.alias or node.name
     raise MergeSpecError(
-        f"MERGE INTO ... USING needs a table, a format.`path` or a (subquery), not {node.sql('spark')}."
+        f"MERGE INTO ... USING needs a table, a format.`path` or a (subquery), not {node.sql('spark')}.",
+        error_class="DELTAMERGE_UNSUPPORTED_MERGE_SOURCE",
     )
 
 
@@ -280,7 +284,8 @@ def _raise_parse_check(grammar: list[WhenClause]) -> None:
 def _missing_alias(role: str) -> MergeSpecError:
     return MergeSpecError(
         f"The {role} of the MERGE INTO statement is a path or a subquery without an alias. "
-        f"Give it one, e.g. ... AS {'t' if role == 'target' else 's'}."
+        f"Give it one, e.g. ... AS {'t' if role == 'target' else 's'}.",
+        error_class="DELTAMERGE_MISSING_ALIAS",
     )
 
 

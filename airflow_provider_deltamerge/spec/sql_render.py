@@ -34,7 +34,8 @@ def _source(source: MergeSource) -> str:
             raise MergeSpecError(
                 "A path source with reader options cannot be written as MERGE INTO: Spark SQL's "
                 f"{source.format}.`path` takes no options. Keep the spec in its JSON form, or read the files "
-                "in a QuerySource instead."
+                "in a QuerySource instead.",
+                error_class="DELTAMERGE_NO_MERGE_INTO_FORM",
             )
         return f"{source.format}.{_path(source.path)}"
     if isinstance(source, TableSource):
@@ -75,13 +76,15 @@ def to_merge_sql(spec: MergeSpec) -> str:
     if spec.deduplicate_source_by:
         raise MergeSpecError(
             "Source de-duplication (deduplicate_source_by) has no MERGE INTO form. Keep the spec in its "
-            "JSON form, or de-duplicate in a QuerySource (ROW_NUMBER() OVER (PARTITION BY ...) = 1)."
+            "JSON form, or de-duplicate in a QuerySource (ROW_NUMBER() OVER (PARTITION BY ...) = 1).",
+            error_class="DELTAMERGE_NO_MERGE_INTO_FORM",
         )
     excepting = [n for n, c in enumerate(spec.clauses, start=1) if getattr(c, "except_columns", ())]
     if excepting:
         raise MergeSpecError(
             f"* EXCEPT (clause {excepting[0]}) has no MERGE INTO form: Spark's SQL parser, which Delta uses, "
-            "refuses it. Keep the spec in its Python or JSON form, or list the columns."
+            "refuses it. Keep the spec in its Python or JSON form, or list the columns.",
+            error_class="DELTAMERGE_NO_MERGE_INTO_FORM",
         )
     evolution = " WITH SCHEMA EVOLUTION" if spec.schema_evolution else ""
     clauses = sorted(spec.clauses, key=lambda c: _GROUP_ORDER[c.group])

@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from airflow_provider_deltamerge.exceptions import ERRORS_BY_PHASE, DeltaMergeError, MergeSpecError
 from airflow_provider_deltamerge.spec.json_form import spec_from_dict, spec_to_dict
@@ -32,6 +32,27 @@ SPARK_UI = "UI at"
 # from its environment, the server's URL (which may hold a token) and the Spark conf for its session.
 CONNECT_REMOTE_ENV = "DELTAMERGE_SPARK_REMOTE"
 CONNECT_CONF_ENV = "DELTAMERGE_SPARK_CONF"
+# What a job does when its run's merge is already in the log: return that commit, or merge again. The operator
+# resolves its own policy (``auto`` among them) to one of these.
+JobRerunPolicy = Literal["skip", "merge"]
+JOB_RERUN_POLICIES: tuple[JobRerunPolicy, ...] = ("skip", "merge")
+
+
+def job_rerun_policy(value: Any) -> JobRerunPolicy:
+    """``value`` as a job's rerun policy: an unknown word is refused, never read as "merge again" (a renamed
+    policy would merge twice).
+
+    Raises:
+        MergeSpecError: ``DELTAMERGE_INVALID_RERUN``, naming the value and the policies.
+    """
+    if value not in JOB_RERUN_POLICIES:
+        raise MergeSpecError(
+            f"The merge job's rerun policy is {str(value)[:80]!r}, which is none of "
+            f"{', '.join(map(repr, JOB_RERUN_POLICIES))}: 'skip' returns the run's commit if the log holds "
+            "it, 'merge' merges again. Nothing was merged; submit the job with one of them.",
+            error_class="DELTAMERGE_INVALID_RERUN",
+        )
+    return cast("JobRerunPolicy", value)
 
 
 @dataclass(frozen=True)
@@ -48,10 +69,13 @@ class JobRequest:
     provenance: Mapping[str, Any] = field(default_factory=dict)
     executor: str | None = None
     backend: str = "auto"
-    rerun: str = "skip"
+    rerun: JobRerunPolicy = "skip"
     report_file: bool = False
     bounds: Mapping[str, Mapping[str, float]] | None = None
     dry_run: bool = False
+
+    def __post_init__(self) -> None:
+        job_rerun_policy(self.rerun)
 
 
 def encode_request(request: JobRequest) -> str:
@@ -73,7 +97,7 @@ def decode_request(text: str) -> JobRequest:
     """Read a request file's text.
 
     Raises:
-        MergeSpecError: the text is not a merge request.
+        MergeSpecError: the text is not a merge request, or names no rerun policy a job knows.
     """
     try:
         body = json.loads(text)
@@ -88,7 +112,10 @@ def decode_request(text: str) -> JobRequest:
             bool(body.get("dry_run", False)),
         )
     except (ValueError, KeyError, TypeError) as err:
-        raise MergeSpecError(f"The merge job's request file is not a merge request: {err!r}") from err
+        raise MergeSpecError(
+            f"The merge job's request file is not a merge request: {err!r}",
+            error_class="DELTAMERGE_INVALID_JOB_REQUEST",
+        ) from err
 
 
 def write_private(path: Path, text: str) -> Path:
@@ -129,5 +156,6 @@ def read_answer(text: str, submission_id: str) -> dict[str, Any] | DeltaMergeErr
         return dict(body["result"])
     except (ValueError, KeyError, TypeError) as err:
         raise DeltaMergeError(
-            f"The merge job's answer cannot be read ({err}); the table is as the log shows."
+            f"The merge job's answer cannot be read ({err}); the table is as the log shows.",
+            error_class="DELTAMERGE_UNREADABLE_JOB_ANSWER",
         ) from err

@@ -157,7 +157,8 @@ def test_without_the_google_provider_an_impersonation_chain_says_what_to_install
     with pytest.raises(StorageCredentialsError) as raised:
         connection_storage_options(conn_id)
 
-    assert str(raised.value) == (
+    assert raised.value.error_class == "DELTAMERGE_STORAGE_PROVIDER_MISSING"
+    assert raised.value.message == (
         "Connection 'lake_gcs' signs in with impersonation_chain, which only the Google provider's hook "
         "resolves. Install it (pip install 'airflow-provider-deltamerge[google]', i.e. "
         "apache-airflow-providers-google), or give the connection a Keyfile JSON or Keyfile Path."

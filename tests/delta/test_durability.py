@@ -14,6 +14,7 @@ from deltalake import DeltaTable
 from airflow_provider_deltamerge.delta.writer import STAGING_PREFIX
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.exceptions import MergeSpecError
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update
 from tests.conftest import make_table, table_state
 from tests.delta import workers
@@ -57,6 +58,20 @@ def test_retry_of_a_committed_run_returns_its_metrics_and_changes_nothing(spark,
     again = run_merge(spark, spec, provenance={**RUN, "tryNumber": 3}, rerun="merge")
     assert not again.already_committed and again.version == first.version + 1
     assert again.metrics[m.NUM_TARGET_ROWS_UPDATED] == 2  # ids 3 and 42 now both exist
+
+
+@pytest.mark.parametrize("rerun", ["always", "auto", "merge_again"])
+def test_an_unknown_rerun_policy_is_refused_before_any_work(spark, tmp_path, rerun):
+    # Given: a run that committed
+    target = make_table(tmp_path / "t")
+    spec = add_to_qty(tmp_path, target)
+    run_merge(spark, spec, provenance={**RUN, "tryNumber": 1})
+    after_first = table_state(target)
+    # When: a retry names no policy the engine knows; Then: refused, not merged a second time
+    with pytest.raises(MergeSpecError, match="DELTAMERGE_INVALID_RERUN") as raised:
+        run_merge(spark, spec, provenance={**RUN, "tryNumber": 2}, rerun=rerun)  # type: ignore[arg-type]
+    assert "'skip', 'merge'" in str(raised.value)
+    assert table_state(target) == after_first
 
 
 STAGES = ["after_snapshot", "after_write", "before_commit", "after_commit"]

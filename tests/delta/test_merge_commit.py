@@ -3,6 +3,7 @@ Spark; in-commit timestamps, checkpoints, and deltalake's transaction where a st
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ from airflow_provider_deltamerge.delta.history import COMMIT_INFO_KEY, SUBMISSIO
 from airflow_provider_deltamerge.delta.reader import read_files
 from airflow_provider_deltamerge.delta.snapshot import read_snapshot
 from airflow_provider_deltamerge.engine import run_merge
-from airflow_provider_deltamerge.exceptions import MergeCommitError
+from airflow_provider_deltamerge.exceptions import TargetTableError, is_final
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update_all
 from tests.oracle import sorted_rows
 
@@ -50,12 +51,14 @@ def with_note(schema_json: str) -> str:
     return json.dumps(schema)
 
 
-def commit(target: str, *, schema: str | None = None, **changes: Any) -> object:
-    snapshot = read_snapshot(target)
+def commit(target: str, *, schema: str | None = None, snapshot: Any = None, **changes: Any) -> object:
+    snapshot = snapshot or read_snapshot(target)
     return commit_merge(
         snapshot,
         removed=changes.get("removed", ()),
         added=(),
+        readded=changes.get("readded", ()),
+        change_files=changes.get("change_files", ()),
         operation_parameters={"predicate": "[]"},
         operation_metrics={"numTargetRowsDeleted": 1},
         info=INFO,
@@ -233,9 +236,46 @@ def test_a_store_without_conditional_put_commits_through_deltalake(tmp_path, mon
     assert [f.name for f in DeltaTable(target).schema().fields][-1] == "note"
     # ... but a schema change that removes files, which deltalake cannot make one commit, changes nothing
     evolved = read_snapshot(target)
-    with pytest.raises(MergeCommitError, match="evolves the schema and rewrites files"):
+    with pytest.raises(TargetTableError, match="evolves the schema and rewrites files"):
         commit(target, removed=evolved.files[:1], schema=with_note(with_note(evolved.schema_json)))
     assert DeltaTable(target).version() == evolved.version
+
+
+@pytest.mark.parametrize(
+    ("needs", "error_class"),
+    [
+        ("schema_change_removing_files", "DELTAMERGE_SCHEMA_CHANGE_NEEDS_CONDITIONAL_WRITE"),
+        ("deletion_vectors", "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"),
+        ("column_mapping", "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"),
+        ("change_data_feed", "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"),
+    ],
+)
+def test_what_a_store_without_conditional_put_cannot_commit_is_refused_for_good(
+    tmp_path, monkeypatch, needs, error_class
+):
+    # Given: a store obstore cannot put to conditionally (HDFS, say); a commit only our own log write makes
+    monkeypatch.setattr(commit_module, "log_store", lambda uri: None)
+    target = table(tmp_path / "t")
+    before = read_snapshot(target)
+    changes: dict[str, Any] = {
+        "schema_change_removing_files": {
+            "removed": before.files[:1],
+            "schema": with_note(before.schema_json),
+        },
+        "deletion_vectors": {"readded": [{"path": before.files[0].log_path}]},
+        "column_mapping": {
+            "snapshot": dataclasses.replace(before, configuration=(("delta.columnMapping.mode", "name"),))
+        },
+        "change_data_feed": {"change_files": [object()]},
+    }[needs]
+    # When: the merge commits
+    with pytest.raises(TargetTableError) as raised:
+        commit(target, **changes)
+    # Then: refused with its class, as an error that comes back on every try (Airflow does not retry it)
+    assert raised.value.error_class == error_class
+    assert is_final(raised.value)
+    assert "Nothing was changed" in str(raised.value)
+    assert DeltaTable(target).version() == before.version
 
 
 def test_a_concurrent_schema_change_makes_the_merge_run_again(tmp_path):

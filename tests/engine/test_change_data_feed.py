@@ -24,7 +24,7 @@ from airflow_provider_deltamerge.delta import commit as commit_module
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine.execute import joins
-from airflow_provider_deltamerge.exceptions import ClauseResolutionError, MergeCommitError
+from airflow_provider_deltamerge.exceptions import ClauseResolutionError, TargetTableError
 from airflow_provider_deltamerge.spec import (
     MergeSpec,
     PathSource,
@@ -272,7 +272,7 @@ def test_a_store_without_our_commit_refuses_and_leaves_no_change_files(spark, tm
     table = feed_table(tmp_path)
     before = table_state(table)
     source = parquet_source(tmp_path, "s", id=ids(1), qty=ids(11), p=pa.array(["a"]))
-    with pytest.raises(MergeCommitError, match="cannot write the cdc actions"):
+    with pytest.raises(TargetTableError, match="cannot write the cdc actions"):
         run_merge(spark, upsert(table, source))
     assert table_state(table) == before
     assert not list(Path(table).glob("_change_data/**/*.parquet"))

@@ -28,7 +28,7 @@ from airflow_provider_deltamerge.delta.reader import read_table
 from airflow_provider_deltamerge.delta.snapshot import read_snapshot
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
-from airflow_provider_deltamerge.exceptions import MergeCommitError
+from airflow_provider_deltamerge.exceptions import TargetTableError
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert, insert_all, update, update_all
 from tests.conftest import table_state
 from tests.engine.feature_tables import parquet_source
@@ -318,7 +318,7 @@ def test_a_store_without_our_commit_refuses_a_mapped_table(spark, tmp_path, monk
     before = table_state(table)
     source = parquet_source(tmp_path, "s", id=pa.array([9], pa.int64()), qty=pa.array([90], pa.int64()))
     spec = MergeSpec(table, PathSource(source), "t.id = s.id", (insert({"id": "s.id", "p": "'a'"}),))
-    with pytest.raises(MergeCommitError, match="column mapping"):
+    with pytest.raises(TargetTableError, match="column mapping"):
         run_merge(spark, spec)
     assert table_state(table) == before
 

@@ -18,7 +18,7 @@ SPECS = Path(__file__).parents[1] / "fixtures" / "specs"
 VALID = sorted(p for p in SPECS.glob("*.json") if not p.name.endswith("__invalid.json"))
 INVALID = sorted(SPECS.glob("*__invalid.json"))
 
-# What each invalid golden file must be refused with: (error class or None, text in the message).
+# What each invalid golden file must be refused with: (error class, text in the message).
 EXPECTED_ERRORS = {
     "conflicting_set__invalid.json": ("DELTA_CONFLICT_SET_COLUMN", "[`addr`, `addr.city`]"),
     "insert_under_matched__invalid.json": (
@@ -35,8 +35,14 @@ EXPECTED_ERRORS = {
         "DELTAMERGE_INVALID_CLAUSE_ACTION",
         "UPDATE SET * clauses cannot be part of the WHEN NOT MATCHED BY SOURCE clause in MERGE INTO.",
     ),
-    "unknown_field__invalid.json": (None, "Unknown field(s) retries in the spec"),
-    "unknown_version__invalid.json": (None, "spec_version 99; this provider reads version 1"),
+    "unknown_field__invalid.json": (
+        "DELTAMERGE_INVALID_SPEC_JSON.UNKNOWN_FIELD",
+        "Unknown field(s) retries in the spec",
+    ),
+    "unknown_version__invalid.json": (
+        "DELTAMERGE_INVALID_SPEC_JSON.UNKNOWN_VERSION",
+        "spec_version 99; this provider reads version 1",
+    ),
 }
 
 

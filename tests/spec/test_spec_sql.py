@@ -192,10 +192,14 @@ def test_syntax_error_reports_line_and_column() -> None:
             "DELTA_DUPLICATE_COLUMNS_ON_INSERT",
             "Duplicate column names in INSERT clause (clause 1, WHEN NOT MATCHED INSERT)",
         ),
-        ("MERGE INTO `/p` USING s ON 1 = 1 WHEN MATCHED THEN DELETE", None, "Give it one, e.g. ... AS t."),
+        (
+            "MERGE INTO `/p` USING s ON 1 = 1 WHEN MATCHED THEN DELETE",
+            "DELTAMERGE_MISSING_ALIAS",
+            "Give it one, e.g. ... AS t.",
+        ),
     ],
 )
-def test_statements_delta_would_refuse(sql: str, error_class: str | None, text: str) -> None:
+def test_statements_delta_would_refuse(sql: str, error_class: str, text: str) -> None:
     with pytest.raises(MergeSpecError) as info:
         parse_merge_sql(sql)
     assert info.value.error_class == error_class

@@ -45,6 +45,17 @@ def test_garbled_request_is_a_clear_spec_error(text, message):
         decode_request(text)
 
 
+@pytest.mark.parametrize("rerun", ["always", "skip_if_committed", "auto", "", None])
+def test_a_request_with_an_unknown_rerun_policy_is_refused_not_merged_again(rerun):
+    # A job knows "skip" and "merge"; any other word (a renamed or the operator's own policy) is an error.
+    with pytest.raises(MergeSpecError, match=r"DELTAMERGE_INVALID_RERUN.*'skip', 'merge'") as raised:
+        JobRequest(SPEC, rerun=rerun)
+    assert raised.value.error_class == "DELTAMERGE_INVALID_RERUN"
+    body = encode_request(JobRequest(SPEC, rerun="merge")).replace('"rerun": "merge"', f'"rerun": "{rerun}"')
+    with pytest.raises(MergeSpecError, match="DELTAMERGE_INVALID_RERUN"):
+        decode_request(body)
+
+
 def test_answers_round_trip_and_belong_to_their_submission():
     assert read_answer(answer_text("sub-1", result={"numTargetRowsInserted": 3}), "sub-1") == {
         "numTargetRowsInserted": 3

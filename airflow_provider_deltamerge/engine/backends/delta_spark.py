@@ -213,7 +213,10 @@ def choose_backend(spark: SparkSession, spec: MergeSpec, requested: str) -> Back
         require_delta_runtime(spark)
         return "delta-spark"
     if requested != "auto":
-        raise MergeSpecError(f"Unknown backend {requested!r}; choose one of {', '.join(BACKEND_REQUESTS)}.")
+        raise MergeSpecError(
+            f"Unknown backend {requested!r}; choose one of {', '.join(BACKEND_REQUESTS)}.",
+            error_class="DELTAMERGE_INVALID_BACKEND",
+        )
     features = features_needing_delta_runtime(table_location(spark, spec.target))
     if not features:
         return "engine"
@@ -391,7 +394,10 @@ def _star_except(
 def _latest_commit(table: Any) -> Row:
     rows = table.history(1).collect()
     if not rows:
-        raise MergeCommitError(f"Delta reports no history for {table!r}; is it a Delta table?")
+        raise MergeCommitError(
+            f"Delta reports no history for {table!r}; is it a Delta table?",
+            error_class="DELTA_MISSING_DELTA_TABLE",
+        )
     return rows[0]
 
 

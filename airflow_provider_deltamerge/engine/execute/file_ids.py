@@ -46,7 +46,8 @@ class FileIds:
             return self.uris[file_id]
         except KeyError:
             raise MergeExecutionError(
-                f"Spark read a file the engine cannot find in the table's log (file id {file_id})"
+                f"Spark read a file the engine cannot find in the table's log (file id {file_id})",
+                error_class="DELTAMERGE_FILE_NOT_IN_LOG",
             ) from None
 
 

@@ -293,7 +293,8 @@ def _log_files(by_uri: Mapping[str, DataFile], uris: set[str]) -> tuple[DataFile
     unknown = sorted(uris - by_uri.keys())
     if unknown:
         raise MergeExecutionError(
-            f"Spark read files the engine cannot find in the table's log: {unknown[:3]}"
+            f"Spark read files the engine cannot find in the table's log: {unknown[:3]}",
+            error_class="DELTAMERGE_FILE_NOT_IN_LOG",
         )
     return tuple(f for uri, f in by_uri.items() if uri in uris)
 

@@ -137,11 +137,14 @@ def make_plan(
         SchemaEvolutionError: a source column's type does not merge into the target's.
     """
     if forced is not None and forced not in SERVES:
-        raise MergeSpecError(f"Unknown executor {forced!r}; choose one of {', '.join(SERVES)}.")
+        raise MergeSpecError(
+            f"Unknown executor {forced!r}; choose one of {', '.join(SERVES)}.",
+            error_class="DELTAMERGE_INVALID_EXECUTOR",
+        )
     target = table_schema(snapshot)
     resolved = resolve_clauses(spec, target, source_schema, case_sensitive=case_sensitive(spark))
     if forced is not None and not SERVES[forced](resolved):
-        raise MergeSpecError(_cannot_serve(forced, resolved))
+        raise MergeSpecError(_cannot_serve(forced, resolved), error_class="DELTAMERGE_EXECUTOR_CANNOT_SERVE")
     condition, clauses = pin_current_time(
         spec.condition,
         resolved,

@@ -78,7 +78,8 @@ def delta_table_references(sql: str) -> list[DeltaTableReference]:
             raise SourceError(
                 f"delta.`{tokens[i + 2].text}` in the source query asks for an older version of the table "
                 "(... AS OF), which the provider's reader does not read there: it reads the latest version. "
-                "Remove the AS OF clause."
+                "Remove the AS OF clause.",
+                error_class="DELTAMERGE_SOURCE_TIME_TRAVEL_REFUSED",
             )
     return [DeltaTableReference(tokens[i + 2].text, tokens[i].start, tokens[i + 2].end + 1) for i in found]
 

@@ -81,7 +81,7 @@ def load_source(spark: SparkSession, source: MergeSource) -> DataFrame:
     except (PySparkException, Py4JJavaError) as err:
         failure = summarize(err)
         raise SourceError(_describe_failure(source, failure), error_class=failure.error_class) from err
-    raise SourceError(f"Unknown source form {source!r}.")
+    raise SourceError(f"Unknown source form {source!r}.", error_class="DELTAMERGE_UNKNOWN_SOURCE_FORM")
 
 
 def _describe_failure(source: MergeSource, failure: SparkFailure) -> str:

@@ -213,7 +213,8 @@ def _storage_level(spark: SparkSession) -> StorageLevel:
         )
         raise MergeExecutionError(
             f"{STORAGE_LEVEL} is {name!r}, which is not a Spark storage level. Set it to one of "
-            f"{', '.join(known)} (Delta's default is DISK_ONLY), or unset it."
+            f"{', '.join(known)} (Delta's default is DISK_ONLY), or unset it.",
+            error_class="INVALID_CONF_VALUE.REQUIREMENT",
         )
     return level
 
