@@ -35,7 +35,9 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip --default-pip >/dev/null
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
-	$(BIN)/uv pip install --quiet -p $(BIN)/python -c constraints.txt -e ".[dev]"
+	# delta-spark: Delta Lake's own runtime is the tests' oracle (its jars are resolved on first use, see
+	# tests/delta_runtime.py); users need neither.
+	$(BIN)/uv pip install --quiet -p $(BIN)/python -c constraints.txt -e ".[dev,delta-spark]"
 	# The Spark provider pulls in pyspark-client, which ships part of pyspark's files; put pyspark's back.
 	$(BIN)/uv pip install --quiet -p $(BIN)/python -c constraints.txt --reinstall-package pyspark pyspark
 	touch $(STAMP)

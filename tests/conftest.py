@@ -72,7 +72,7 @@ def added_file_stats_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def local_session_builder(app_name: str) -> SparkSession.Builder:
     """A local SparkSession's builder as the tests use it (the job's session confs, small shuffles: the test
-    data is tiny); also for the sessions of the tests' subprocesses (tests/engine/delta_runtime_job.py)."""
+    data is tiny)."""
     from pyspark.sql import SparkSession
 
     from airflow_provider_deltamerge.engine.session_confs import ENGINE_SESSION_CONF
@@ -88,9 +88,20 @@ def local_session_builder(app_name: str) -> SparkSession.Builder:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    """One local SparkSession for the engine tests."""
-    session = local_session_builder("deltamerge-tests").getOrCreate()
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """One local SparkSession for the engine tests, with Delta Lake's own runtime beside our engine: Delta is
+    the oracle of the tests, so a session without it fails (tests/delta_runtime.py says why)."""
+    from tests.delta_runtime import with_delta
+
+    warehouse = tmp_path_factory.mktemp("warehouse")
+    builder = (
+        local_session_builder("deltamerge-tests")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        # Delta rebuilds a snapshot's state in this many tasks (50 by default), as its own test suites do
+        .config("spark.databricks.delta.snapshotPartitions", "2")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    session = with_delta(builder).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     # py4j says goodbye at interpreter exit, after pytest has closed the streams it would log to.
     logging.getLogger("py4j").setLevel(logging.WARNING)

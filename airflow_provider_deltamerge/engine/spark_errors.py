@@ -2,7 +2,7 @@
 
 A Spark failure reaches Python as a ``PySparkException`` or, where PySpark does not convert it, as a
 ``Py4JJavaError`` whose text is the whole Java cause chain (60 to 200 lines). The useful part is the
-outermost classed error's class and first line, plus the innermost Spark error when it names something
+outermost classed error's class and first sentence, plus the innermost Spark error when it names something
 else (a read of a file fails because a CSV record is malformed; a write task fails because Delta refused
 a value): that is what the task shows. The full chain goes to the debug log.
 """
@@ -22,6 +22,9 @@ log = logging.getLogger("airflow_provider_deltamerge")
 _CLASS_PREFIX = re.compile(r"^\s*(?:[\w.]+(?:Exception|Error):\s*)?\[([A-Z0-9_.]+)\]\s*")
 _SQLSTATE = re.compile(r"\s*SQLSTATE: \w+;?.*$", re.DOTALL)
 _MAX_CHAIN = 10
+# A line that ends a sentence: a period (! ?) at its end, or before the SQLSTATE or "; line" of analysis.
+_SENTENCE_END = re.compile(r"[.!?]\s*(?:$|SQLSTATE|;)")
+_MAX_SENTENCE_LINES = 4
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,7 @@ class SparkFailure:
 
 
 def summarize(err: PySparkException | Py4JJavaError) -> SparkFailure:
-    """The class and first line of ``err``, with its innermost Spark cause when that says more.
+    """The class and first sentence of ``err``, with its innermost Spark cause when that says more.
 
     A wrapper without a class (the ``SparkException`` that aborted a job, whose first line is the first line
     of a task's stack trace) gives way to the first error under it that has one.
@@ -54,7 +57,7 @@ def summarize(err: PySparkException | Py4JJavaError) -> SparkFailure:
 
 
 def _chain(err: PySparkException | Py4JJavaError) -> list[tuple[str | None, str]]:
-    """(class, first line) of ``err`` and of each Java cause under it, outermost first.
+    """(class, first sentence) of ``err`` and of each Java cause under it, outermost first.
 
     Three shapes reach Python:
 
@@ -82,9 +85,22 @@ def _chain(err: PySparkException | Py4JJavaError) -> list[tuple[str | None, str]
 
 
 def _first_line(text: str) -> tuple[str | None, str]:
-    """The class a Spark message starts with, and the message's first line without class and SQLSTATE."""
-    line = next((part.strip() for part in text.strip().splitlines() if part.strip()), "")
-    prefix = _CLASS_PREFIX.match(line)
+    """The class a Spark message starts with, and the message's first sentence without class and SQLSTATE.
+
+    Delta's error catalogue breaks a long sentence over lines ("... attempted to modify the same" / "target
+    row in the Delta table ..."), so the lines are joined until one ends a sentence; a stack frame, a blank
+    line or the SQLSTATE ends the message too.
+    """
+    lines: list[str] = []
+    for part in text.strip().splitlines():
+        line = part.strip()
+        if not line or line.startswith(("at ", "JVM stacktrace")) or (lines and _CLASS_PREFIX.match(line)):
+            break
+        lines.append(line)
+        if _SENTENCE_END.search(line) or _SQLSTATE.search(line) or len(lines) == _MAX_SENTENCE_LINES:
+            break
+    joined = " ".join(lines)
+    prefix = _CLASS_PREFIX.match(joined)
     error_class = prefix.group(1) if prefix else None
-    line = line[prefix.end() :] if prefix else line
-    return error_class, _SQLSTATE.sub("", line).strip()
+    joined = joined[prefix.end() :] if prefix else joined
+    return error_class, _SQLSTATE.sub("", joined).strip()

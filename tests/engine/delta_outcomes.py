@@ -1,25 +1,15 @@
-"""Runs merge cases in a SparkSession with Delta Lake's own runtime, for tests/engine/test_delta_runtime.py.
+"""What each runner makes of a merge in the tests' Delta session: our engine, the delta-spark backend (and
+the backend once more with the same run identity, as a retried task would) and Delta's own ``MERGE INTO``.
 
-Each case runs three times on identical tables: by our engine, by the delta-spark backend (then once more
-with the same run identity, as a retried task would) and by Delta's own ``MERGE INTO``. It runs in a process
-of its own because one Python process holds one SparkContext and the test session's shared one has no Delta.
-A case's backend may name its target by a catalog table, which the job registers (``USING delta`` at the
-table's path) before any merge.
-
-Usage: ``python -m tests.engine.delta_runtime_job REQUEST_JSON ANSWER_JSON``, from the repository's root so
-that this checkout's package is the one imported. The request names the run identity, the catalog tables
-to register (name: path) and, per case, one spec JSON per runner; the answer holds what each run returned,
-or the error it raised.
+Outcomes are plain dicts, read the same way for each runner: rows and metrics, the newest commit as Delta's
+own ``DeltaTable.history`` reads it, or the error raised, with Delta's JVM errors read from the JVM itself so
+that the tests do not check our error parsing against itself.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
-from pathlib import Path
 from typing import Any
 
 from py4j.protocol import Py4JError, Py4JJavaError
@@ -28,11 +18,6 @@ from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine.backends.delta_spark import (
-    CATALOG_CONF,
-    DELTA_CATALOG,
-    DELTA_EXTENSION,
-    EXTENSIONS_CONF,
-    missing_delta_runtime,
     run_with_delta_spark,
 )
 from airflow_provider_deltamerge.engine.merge import MergeResult
@@ -41,12 +26,6 @@ from airflow_provider_deltamerge.engine.session_confs import AUTO_MERGE
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.session_kind import session_confs_set
 from airflow_provider_deltamerge.spec import MergeSpec, to_merge_sql
-from tests.conftest import local_session_builder
-
-# Where Delta's jars are: local jar paths (spark.jars), or Maven coordinates fetched at start-up
-# (spark.jars.packages, which needs network).
-JARS_ENV = "DELTA_SPARK_JARS"
-PACKAGES_ENV = "DELTA_SPARK_PACKAGES"
 
 ENGINE = "engine"
 BACKEND = "delta-spark"
@@ -56,20 +35,6 @@ RETRY = "retry"  # the backend again, with the run identity of its first run
 
 # Exceptions and causes read from the JVM, at the most (a cause chain can loop back on itself).
 _MAX_CHAIN = 20
-
-
-def delta_session(warehouse: Path) -> SparkSession:
-    """A local session with Delta's jars, its SQL extension and its catalog, as the README tells users."""
-    builder = (
-        local_session_builder("deltamerge-delta-runtime")
-        .config(EXTENSIONS_CONF, DELTA_EXTENSION)
-        .config(CATALOG_CONF, DELTA_CATALOG)
-        .config("spark.sql.warehouse.dir", str(warehouse))
-    )
-    jars = os.environ.get(JARS_ENV)
-    if jars:
-        return builder.config("spark.jars", jars).getOrCreate()
-    return builder.config("spark.jars.packages", os.environ[PACKAGES_ENV]).getOrCreate()
 
 
 def run_case(spark: SparkSession, specs: Mapping[str, str], run: Mapping[str, Any]) -> dict[str, Any]:
@@ -154,27 +119,3 @@ def _error_class(throwable: Any) -> str | None:
         if error_class is not None:
             return str(error_class)
     return None
-
-
-def main(argv: Sequence[str]) -> int:
-    request_file, answer_file = (Path(arg) for arg in argv)
-    request = json.loads(request_file.read_text(encoding="utf-8"))
-    spark = delta_session(request_file.parent / "warehouse")
-    spark.sparkContext.setLogLevel("ERROR")
-    try:
-        for name, path in request.get("tables", {}).items():
-            spark.sql(f"CREATE TABLE {name} USING delta LOCATION '{path}'")
-        answer = {
-            "missing": list(missing_delta_runtime(spark)),
-            "cases": {
-                name: run_case(spark, specs, request["run"]) for name, specs in request["cases"].items()
-            },
-        }
-    finally:
-        spark.stop()
-    answer_file.write_text(json.dumps(answer), encoding="utf-8")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,21 +1,15 @@
-"""Against Delta Lake's own runtime, for real: each spec run by our engine, by the delta-spark backend and by
-Delta's own ``MERGE INTO``, on identical tables written with deltalake.
-
-Skipped unless the environment says where Delta's jars are (``DELTA_SPARK_JARS``, or
-``DELTA_SPARK_PACKAGES`` with network) and the delta-spark package is installed. The merges run in one
-subprocess (tests/engine/delta_runtime_job.py), in a session with Delta's jars, extension and catalog: one
-Python process holds one SparkContext, and the suite's shared session (tests/conftest.py) has no Delta.
-The tables are read back here with deltalake, a reader independent of all three runners.
+"""Against Delta Lake's own runtime: each spec run by our engine, by the delta-spark backend and by Delta's
+own ``MERGE INTO``, on identical tables written with deltalake, in the tests' session (which has Delta's
+jars, extension and catalog). The tables are read back with deltalake, a reader independent of all three
+runners.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
 import re
-import subprocess
-import sys
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -26,9 +20,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
+from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.backends import delta_spark as backend
+from airflow_provider_deltamerge.engine.backends.delta_spark import missing_delta_runtime
 from airflow_provider_deltamerge.exceptions import (
     ClauseResolutionError,
     DeltaMergeError,
@@ -48,7 +44,8 @@ from airflow_provider_deltamerge.spec import (
     update_by_source,
 )
 from tests.conftest import make_table
-from tests.engine.delta_runtime_job import BACKEND, ENGINE, JARS_ENV, PACKAGES_ENV, RETRY, RUNNERS, SQL
+from tests.delta_runtime import delta_jars
+from tests.engine.delta_outcomes import BACKEND, ENGINE, RETRY, RUNNERS, SQL, run_case
 from tests.engine.test_bad_input import MAX_MESSAGE_LINES
 from tests.engine.test_delta_spark_backend import (
     DELTA_CONFS,
@@ -57,30 +54,6 @@ from tests.engine.test_delta_spark_backend import (
     DeltaConfiguredSession,
 )
 from tests.oracle import sorted_rows
-
-REPOSITORY = Path(__file__).resolve().parents[2]
-# Spark's start, the download of Delta's jars (with DELTA_SPARK_PACKAGES), some fifty small merges.
-JOB_TIMEOUT_S = 900
-
-
-def _missing_delta_setup() -> list[str]:
-    missing = []
-    if not (os.environ.get(JARS_ENV) or os.environ.get(PACKAGES_ENV)):
-        missing.append(
-            f"set {JARS_ENV}=/path/delta-spark_4.2_2.13-4.4.1.jar,/path/delta-storage-4.4.1.jar "
-            f"(local jars) or {PACKAGES_ENV}=io.delta:delta-spark_4.2_2.13:4.4.1 (fetched: needs network)"
-        )
-    try:
-        importlib.metadata.distribution("delta-spark")
-    except importlib.metadata.PackageNotFoundError:
-        missing.append("install delta-spark: pip install airflow-provider-deltamerge[delta-spark]")
-    return missing
-
-
-MISSING_DELTA_SETUP = _missing_delta_setup()
-pytestmark = pytest.mark.skipif(
-    bool(MISSING_DELTA_SETUP), reason="Needs Delta Lake's own runtime: " + "; ".join(MISSING_DELTA_SETUP)
-)
 
 TARGET = pa.table(
     {
@@ -241,8 +214,7 @@ FAILING = [name for name, case in CASES.items() if case.error is not None]
 
 @dataclass(frozen=True)
 class DeltaRuns:
-    """The job's answer: what the session lacked of Delta's runtime, and per case each runner's outcome and
-    target table."""
+    """What the session lacked of Delta's runtime, and per case each runner's outcome and target table."""
 
     missing: list[str]
     outcomes: Mapping[str, Mapping[str, Any]]
@@ -250,12 +222,12 @@ class DeltaRuns:
 
 
 @pytest.fixture(scope="module")
-def delta_runs(tmp_path_factory: pytest.TempPathFactory) -> DeltaRuns:
-    """Every case's three merges, run once for the module in one Delta session."""
+def delta_runs(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> DeltaRuns:
+    """Every case's three merges, run once for the module in the tests' Delta session."""
     folder = tmp_path_factory.mktemp("delta-runtime")
     targets: dict[str, dict[str, str]] = {}
     specs: dict[str, dict[str, str]] = {}
-    tables: dict[str, str] = {}  # catalog name: path, registered by the job
+    tables: dict[str, str] = {}  # catalog name: path, registered in the session for the runs
     for name, case in CASES.items():
         source = folder / f"{name}.parquet"
         pq.write_table(case.source, source)
@@ -278,20 +250,14 @@ def delta_runs(tmp_path_factory: pytest.TempPathFactory) -> DeltaRuns:
             ).to_json()
             for runner, target in named.items()
         }
-    request, answer = folder / "request.json", folder / "answer.json"
-    request.write_text(json.dumps({"run": RUN, "tables": tables, "cases": specs}), encoding="utf-8")
-    job = subprocess.run(
-        [sys.executable, "-m", "tests.engine.delta_runtime_job", str(request), str(answer)],
-        cwd=REPOSITORY,  # -m puts the working directory first on sys.path: this checkout's package is used
-        capture_output=True,
-        text=True,
-        timeout=JOB_TIMEOUT_S,
-        check=False,
-    )
-    if job.returncode != 0:
-        pytest.fail(f"The Delta job exited with {job.returncode}:\n{job.stderr[-6000:]}")
-    result = json.loads(answer.read_text(encoding="utf-8"))
-    return DeltaRuns(result["missing"], result["cases"], targets)
+    for name, path in tables.items():
+        spark.sql(f"CREATE TABLE {name} USING delta LOCATION '{path}'")
+    try:
+        outcomes = {name: run_case(spark, case_specs, RUN) for name, case_specs in specs.items()}
+    finally:
+        for name in tables:
+            spark.sql(f"DROP TABLE {name}")
+    return DeltaRuns(list(missing_delta_runtime(spark)), outcomes, targets)
 
 
 def rows_by_id(table: str) -> list[tuple[Any, ...]]:
@@ -422,22 +388,41 @@ def test_a_merge_without_commit_reports_what_was_measured_and_none_for_the_rest(
 # --- merges that fail -----------------------------------------------------------------------------------
 
 
+def delta_error_classes(jvm_errors: list[dict[str, str | None]]) -> list[str]:
+    """The error classes Delta's JVM errors carry, also where Spark could only name one: Delta 4.4 on Spark
+    4.2 has Spark render some analysis errors, whose text is then ``Cannot find main error class 'X'``."""
+    named = (
+        re.search(r"Cannot find main error class '([A-Z0-9_.]+)'", e["message"] or "") for e in jvm_errors
+    )
+    return [e["errorClass"] or "" for e in jvm_errors] + [found.group(1) for found in named if found]
+
+
+def catalogued_sentence(error_class: str) -> re.Pattern[str]:
+    """The first sentence of Delta's message for ``error_class``, from the error catalogue in Delta's jar
+    (read here from the jar, not through the JVM the backend reads it with), its ``<parameters>`` matching
+    any text."""
+    jar = next(jar for jar in delta_jars() if "delta-spark_" in Path(jar).name)
+    with zipfile.ZipFile(jar) as archive:
+        catalogue = json.loads(archive.read(backend.DELTA_ERROR_CATALOGUE))
+    sentence = first_sentence(" ".join(catalogue[error_class]["message"]))
+    return re.compile(".+?".join(re.escape(part) for part in re.split(r"<\w+>", sentence)))
+
+
 @pytest.mark.parametrize("name", FAILING)
 def test_a_failed_merge_is_deltas_error_in_our_words_and_changes_nothing(delta_runs, name):
     error, error_class = CASES[name].error
     outcomes = delta_runs.outcomes[name]
     # Delta's own MERGE INTO fails with that class: the expectation is Delta's, read from its JVM exception
-    delta_errors = [e for e in outcomes[SQL].get("jvmErrors", []) if e["errorClass"] == error_class]
-    assert delta_errors, outcomes[SQL]
+    assert error_class in delta_error_classes(outcomes[SQL].get("jvmErrors", [])), outcomes[SQL]
     for runner in (ENGINE, BACKEND):
         raised = (outcomes[runner].get("error"), outcomes[runner].get("errorClass"))
         assert (runner, *raised) == (runner, error.__name__, error_class)
-    # The backend says it in Delta's words, in a few lines, without the JVM's frames
-    text = outcomes[BACKEND]["text"]
-    sentence = first_sentence(delta_errors[0]["message"])
-    assert sentence and sentence in outcomes[BACKEND]["message"], (sentence, outcomes[BACKEND]["message"])
-    assert "at org.apache" not in text and "INTERNAL_ERROR" not in text
-    assert len(text.splitlines()) <= MAX_MESSAGE_LINES, text
+        # Each says it in Delta's words, in a few lines, without the JVM's frames
+        assert catalogued_sentence(error_class).search(outcomes[runner]["message"]), outcomes[runner]
+        text = outcomes[runner]["text"]
+        assert "at org.apache" not in text and "INTERNAL_ERROR" not in text
+        assert "Cannot find main error class" not in text
+        assert len(text.splitlines()) <= MAX_MESSAGE_LINES, text
     # Nothing was committed by any of the three
     for runner in RUNNERS:
         target = delta_runs.targets[name][runner]

@@ -1,37 +1,39 @@
-"""The delta-spark backend: runtime checks, backend choice, and the spec's translation to Delta's builder.
+"""The delta-spark backend on Delta Lake's own runtime: runtime checks, backend choice, the spec's
+translation to Delta's builder (checked against Delta's own ``MERGE INTO``), metrics, run identity, retries
+and errors, on Delta tables on disk in the tests' session, which has Delta's jars, extension and catalog.
 
-Delta's JVM runtime cannot run on this machine, so its Python API (``delta.tables.DeltaTable`` and the
-builder it returns) is faked at that boundary; everything else is real: the SparkSession without Delta,
-the source read, the session conf, and Delta tables on disk written with deltalake.
+Stand-ins are left only where no runtime can show the case: a session *without* Delta, or on another Spark
+version, next to this one (one process holds one SparkContext); and the writers and errors that must land at
+a chosen moment of Delta's merge, which a spy around Delta's real ``DeltaMergeBuilder.execute`` adds
+(another writer's commit right after Delta's, a conflict or an aborted job as PySpark hands them over).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import json
 import logging
 import sys
-import types
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-from unittest.mock import MagicMock, call
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from deltalake import DeltaTable, write_deltalake
+from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.schema import Field, PrimitiveType, Schema
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException, PySparkException
-from pyspark.errors.exceptions.captured import CapturedException
-from pyspark.sql import Row
 
 from airflow_provider_deltamerge import __version__
 from airflow_provider_deltamerge.delta.idempotency import find_committed_run
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.backends import delta_spark as backend
+from airflow_provider_deltamerge.engine.session_confs import AUTO_MERGE
+from airflow_provider_deltamerge.engine.spark_errors import summarize
 from airflow_provider_deltamerge.exceptions import (
     ClauseResolutionError,
     DeltaRuntimeError,
@@ -41,6 +43,7 @@ from airflow_provider_deltamerge.exceptions import (
     TargetTableError,
 )
 from airflow_provider_deltamerge.hooks.delta_merge import commit_result
+from airflow_provider_deltamerge.session_kind import session_confs_set
 from airflow_provider_deltamerge.spec import (
     MergeSpec,
     PathSource,
@@ -48,6 +51,7 @@ from airflow_provider_deltamerge.spec import (
     delete_by_source,
     insert,
     insert_all,
+    to_merge_sql,
     update,
     update_all,
     update_by_source,
@@ -55,6 +59,7 @@ from airflow_provider_deltamerge.spec import (
 from tests.conftest import make_table
 from tests.delta.helpers import craft_table
 from tests.engine.test_catalog_target import register_delta_table
+from tests.oracle import sorted_rows
 
 USER_METADATA = backend.USER_METADATA_CONF
 PIP_HINT = "the Python package delta-spark: pip install airflow-provider-deltamerge[delta-spark]"
@@ -64,32 +69,11 @@ SOURCE = pa.table(
         "qty": pa.array([1, 2], pa.int32()),
         "region": pa.array(["us", "eu"]),
         "note": pa.array(["changed", "new"]),  # not a target column
+        "created": pa.array(["2026-02-01", "2026-02-02"]),
     }
 )
 TARGET_COLUMNS = ("id", "qty", "region", "created")  # `created` is not a source column
 
-# A MERGE commit's operationMetrics as Delta 4.4 writes them (strings; DeltaOperationMetrics.MERGE in Delta's
-# DeltaOperations.scala), but for numTargetFiles/BytesAdded/Removed, which the fake takes from its files.
-DELTA_OPERATION_METRICS = {
-    "numSourceRows": "2",
-    "numTargetRowsInserted": "1",
-    "numTargetRowsUpdated": "1",
-    "numTargetRowsMatchedUpdated": "1",
-    "numTargetRowsNotMatchedBySourceUpdated": "0",
-    "numTargetRowsDeleted": "0",
-    "numTargetRowsMatchedDeleted": "0",
-    "numTargetRowsNotMatchedBySourceDeleted": "0",
-    "numTargetRowsCopied": "4",
-    "numOutputRows": "6",
-    "numTargetChangeFilesAdded": "0",
-    "numTargetDeletionVectorsAdded": "0",
-    "numTargetDeletionVectorsRemoved": "0",
-    "numTargetDeletionVectorsUpdated": "0",
-    "executionTimeMs": "812",
-    "materializeSourceTimeMs": "3",
-    "scanTimeMs": "301",
-    "rewriteTimeMs": "402",
-}
 # What Delta measures in its SQL metrics only (MergeIntoCommandBase.baseMetrics less the commit's set).
 SQL_METRICS_ONLY = {
     m.NUM_TARGET_FILES_AFTER_SKIPPING,
@@ -128,162 +112,74 @@ def data_file_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*.parquet"))
 
 
-class FakeDeltaRuntime:
-    """Delta's JVM side, which cannot run here, at the boundary the backend meets: a builder whose execute()
-    writes a MERGE commit into the real table's ``_delta_log`` as Delta does, and a history() that reads the
-    commits' commitInfo back from the log, newest first.
-
-    The merge rewrites the first file of region us (a remove, and a new file in us) and inserts into eu (a
-    new file): Delta's commitInfo (operationMetrics, readVersion, userMetadata), then remove and add actions
-    with partitionValues and sizes of parquet files really written. Under ``deletion_vectors`` the us file is
-    instead removed and added back under a new vector, as Delta's DV merge does. Its builder returns itself
-    from every clause call, so ``builder.mock_calls`` is the call sequence.
-    """
+class DeltaExecuteSpy:
+    """Delta's real ``DeltaMergeBuilder.execute``, watched: how often it ran, the session's userMetadata
+    while it ran; and, when a test asks, another writer's commits right after Delta's, or an error instead
+    of the merge (as PySpark hands Delta's errors over)."""
 
     def __init__(self, spark: Any, table: Path) -> None:
         self.spark, self.path = spark, table
         self.partitioned = bool(DeltaTable(str(table)).metadata().partition_columns)
-        self.commit_metrics: dict[str, str] | None = dict(DELTA_OPERATION_METRICS)  # None: no commit
-        self.other_writers_after = 0  # commits by other writers that land right after ours
-        self.other_writers_during = 0  # ... that land between Delta's read and its commit
-        self.deletion_vectors = False
+        self.other_writers_after = 0  # blind appends by other writers that land right after Delta's commit
         self.execute_error: Exception | None = None
         self.user_metadata_seen: list[str | None] = []
-        self.added_bytes = 0  # of the data files the last merge wrote
-        self.DeltaTable = MagicMock(name="DeltaTable")
-        self.table = self.DeltaTable.forPath.return_value
-        self.table.history.side_effect = self.history
-        self.table.toDF.return_value.columns = list(TARGET_COLUMNS)
-        self.builder = self.table.alias.return_value.merge.return_value
-        for method in (
-            "whenMatchedUpdate",
-            "whenMatchedUpdateAll",
-            "whenMatchedDelete",
-            "whenNotMatchedInsert",
-            "whenNotMatchedInsertAll",
-            "whenNotMatchedBySourceUpdate",
-            "whenNotMatchedBySourceDelete",
-            "withSchemaEvolution",
-        ):
-            getattr(self.builder, method).return_value = self.builder
-        self.builder.execute.side_effect = self.execute
 
-    def history(self, limit: int | None = None) -> MagicMock:
-        infos = []
-        for commit in sorted((self.path / "_delta_log").glob("*.json"), reverse=True)[:limit]:
-            lines = [json.loads(line) for line in commit.read_text().splitlines() if line.strip()]
-            info = next(line["commitInfo"] for line in lines if "commitInfo" in line)
-            infos.append(
-                Row(
-                    version=int(commit.stem),
-                    operation=info.get("operation"),
-                    readVersion=info.get("readVersion"),
-                    operationMetrics=info.get("operationMetrics"),
-                    userMetadata=info.get("userMetadata"),
+    @property
+    def executions(self) -> int:
+        return len(self.user_metadata_seen)
+
+    def wrap(self, execute: Any) -> Any:
+        def watched(builder: Any) -> Any:
+            self.user_metadata_seen.append(self.spark.conf.get(USER_METADATA, None))
+            if self.execute_error is not None:
+                raise self.execute_error
+            result = execute(builder)
+            for _ in range(self.other_writers_after):
+                rows = target_rows([30], "eu")
+                write_deltalake(
+                    str(self.path),
+                    rows,
+                    mode="append",
+                    partition_by=["region"] if self.partitioned else None,
+                    commit_properties=CommitProperties(custom_metadata={"userMetadata": "someone else"}),
                 )
-            )
-        rows = MagicMock(name="history")
-        rows.collect.return_value = infos
-        return rows
+            return result
 
-    def execute(self) -> MagicMock:
-        user_metadata = self.spark.conf.get(USER_METADATA, None)
-        self.user_metadata_seen.append(user_metadata)
-        if self.execute_error is not None:
-            raise self.execute_error
-        read_version = self._latest()
-        for _ in range(self.other_writers_during):  # a blind append into eu
-            added = {"add": self._data_file(target_rows([30], "eu"), "eu")}
-            self._commit({"operation": "WRITE", "userMetadata": '{"submissionId": "someone else"}'}, [added])
-        if self.commit_metrics is not None:
-            self._commit_merge(read_version, user_metadata)
-        for _ in range(self.other_writers_after):
-            info = {"operation": "WRITE", "operationMetrics": {"numOutputRows": "7"}}
-            self._commit({**info, "userMetadata": '{"submissionId": "someone else"}'}, [])
-        counts = MagicMock(name="execute result")
-        counts.collect.return_value = [
-            Row(num_affected_rows=0, num_updated_rows=0, num_deleted_rows=0, num_inserted_rows=0)
-        ]
-        return counts
-
-    def _commit_merge(self, read_version: int, user_metadata: str | None) -> None:
-        files = pa.table(DeltaTable(str(self.path), version=read_version).get_add_actions()).to_pylist()
-        us_files = [f for f in files if not self.partitioned or "region=us" in f["path"]]
-        rewritten = min(us_files, key=lambda f: f["path"])
-        partition = {"region": "us"} if self.partitioned else {}
-        removed = {
-            "path": rewritten["path"],
-            "deletionTimestamp": 1,
-            "dataChange": True,
-            "extendedFileMetadata": True,
-            "partitionValues": partition,
-            "size": rewritten["size_bytes"],
-        }
-        added = [self._data_file(target_rows([20], "eu"), "eu")]
-        if self.deletion_vectors:  # the same file back, under its new vector
-            vector = {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 1}
-            added.append(
-                {
-                    **{k: removed[k] for k in ("path", "partitionValues", "size", "dataChange")},
-                    "modificationTime": 1,
-                    "deletionVector": {**vector, "sizeInBytes": 36, "cardinality": 1},
-                }
-            )
-        else:
-            added.append(self._data_file(target_rows([2], "us"), "us"))
-        new = [a for a in added if a["path"] != removed["path"]]
-        self.added_bytes = sum(a["size"] for a in new)
-        metrics = {
-            **(self.commit_metrics or {}),
-            "numTargetFilesAdded": str(len(new)),
-            "numTargetFilesRemoved": str(0 if self.deletion_vectors else 1),
-            "numTargetBytesAdded": str(self.added_bytes),
-            "numTargetBytesRemoved": str(0 if self.deletion_vectors else rewritten["size_bytes"]),
-        }
-        info = {"operation": "MERGE", "readVersion": read_version, "operationMetrics": metrics}
-        self._commit(
-            {**info, "userMetadata": user_metadata}, [{"remove": removed}, *({"add": a} for a in added)]
-        )
-
-    def _data_file(self, rows: pa.Table, region: str) -> dict[str, Any]:
-        folder = f"region={region}/" if self.partitioned else ""
-        name = f"{folder}part-00000-{uuid.uuid4()}.c000.snappy.parquet"
-        (self.path / name).parent.mkdir(exist_ok=True)
-        pq.write_table(rows.drop(["region"]) if self.partitioned else rows, self.path / name)
-        return {
-            "path": name,
-            "partitionValues": {"region": region} if self.partitioned else {},
-            "size": (self.path / name).stat().st_size,
-            "modificationTime": 1,
-            "dataChange": True,
-        }
-
-    def _latest(self) -> int:
-        return max(int(f.stem) for f in (self.path / "_delta_log").glob("*.json"))
-
-    def _commit(self, info: dict[str, Any], actions: list[dict[str, Any]]) -> None:
-        lines = [{"commitInfo": {"timestamp": 1, **info}}, *actions]
-        log_file = self.path / "_delta_log" / f"{self._latest() + 1:020d}.json"
-        log_file.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        return watched
 
 
-class ConcurrentAppendException(PySparkException):
-    """delta.exceptions.ConcurrentAppendException (delta/exceptions/base.py), the class the backend tests."""
+def delta_log_actions(table: Path, version: int) -> list[dict[str, Any]]:
+    """The actions of one commit of ``table``, as written in its log file."""
+    text = (table / "_delta_log" / f"{version:020d}.json").read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-class FakeConcurrentAppend(CapturedException, ConcurrentAppendException):
-    """delta/exceptions/captured.py's ConcurrentAppendException: PySpark's own CapturedException built from
-    the JVM exception's description, stack trace and cause, with no origin, so getMessage() is "" and
-    getCondition() None under PySpark 4; only str() (the description first) carries Delta's text."""
+def partitions_touched(table: Path, version: int, kind: str) -> int:
+    """The partitions ``version`` removes files from (``remove``) or adds files to (``add``), as Delta counts
+    them: a file removed and added back under a new deletion vector changes no partition."""
+    actions = delta_log_actions(table, version)
+    removed = {a["remove"]["path"] for a in actions if "remove" in a}
+    added = {a["add"]["path"] for a in actions if "add" in a}
+    paths = (removed - added) if kind == "remove" else (added - removed)
+    values = {
+        json.dumps(a[key]["partitionValues"], sort_keys=True)
+        for a in actions
+        for key in ("add", "remove")
+        if key in a and a[key]["path"] in paths and a[key]["partitionValues"]
+    }
+    return len(values)
 
 
-def delta_conflict(spark: Any, message: str) -> FakeConcurrentAppend:
-    """A conflict as delta-spark converts Delta's JVM exception (``_convert_delta_exception``): the text after
-    the Java class name, the stack as Spark renders it, the cause. The Java exception is a real one, of the
-    JDK class Delta's ``io.delta.exceptions.ConcurrentAppendException`` extends."""
+def delta_conflict(spark: Any, message: str) -> PySparkException:
+    """A conflict as delta-spark converts Delta's JVM exception (``_convert_delta_exception``): its own
+    ``ConcurrentAppendException`` built from the text after the Java class name, the stack as Spark renders
+    it, the cause. The Java exception is a real one, of the JDK class Delta's
+    ``io.delta.exceptions.ConcurrentAppendException`` extends."""
+    from delta.exceptions.captured import ConcurrentAppendException
+
     java = spark._jvm.java.util.ConcurrentModificationException(message)
     stack = getattr(spark._jvm, "org.apache.spark.util.Utils").exceptionString(java)
-    return FakeConcurrentAppend(java.toString().split(": ", 1)[1], stack, java.getCause())
+    return ConcurrentAppendException(java.toString().split(": ", 1)[1], stack, java.getCause())
 
 
 def thrown_by_jvm(spark: Any, throwable: Any) -> PySparkException | Py4JJavaError:
@@ -356,30 +252,20 @@ def delta_error(kind: type[PySparkException], error_class: str, message: str) ->
     return error
 
 
-def install_delta_package(mocker: Any, delta_table: Any = None) -> None:
-    """Make ``import delta.tables`` / ``delta.exceptions`` find a stand-in for the delta-spark package."""
-    package = types.ModuleType("delta")
-    tables = types.ModuleType("delta.tables")
-    tables.DeltaTable = delta_table or MagicMock(name="DeltaTable")  # type: ignore[attr-defined]
-    exceptions = types.ModuleType("delta.exceptions")
-    exceptions.ConcurrentAppendException = ConcurrentAppendException  # type: ignore[attr-defined]
-    exceptions.__all__ = ["ConcurrentAppendException"]  # type: ignore[attr-defined]
-    package.tables, package.exceptions = tables, exceptions  # type: ignore[attr-defined]
-    mocker.patch.dict(sys.modules, {"delta": package, "delta.tables": tables, "delta.exceptions": exceptions})
-
-
-def use_runtime(mocker: Any, runtime: FakeDeltaRuntime) -> FakeDeltaRuntime:
-    """Delta's runtime as the backend sees it: the delta-spark package, jars and confs (all stand-ins)."""
-    install_delta_package(mocker, runtime.DeltaTable)
-    # The jars and the static session extension cannot be added to the shared local session.
-    mocker.patch.object(backend, "missing_delta_runtime", return_value=())
-    return runtime
+def without_delta_package(mocker: Any) -> None:
+    """A machine without the delta-spark package: ``import delta.tables`` fails as it would there."""
+    mocker.patch.dict(sys.modules, {"delta": None, "delta.tables": None, "delta.exceptions": None})
 
 
 @pytest.fixture
 def delta(spark, mocker, tmp_path):
-    """Delta's runtime over the target of ``spec_of``: three files in two partitions, at version 1."""
-    return use_runtime(mocker, FakeDeltaRuntime(spark, Path(three_file_target(tmp_path / "target"))))
+    """Delta's runtime over the target of ``spec_of`` (three files in two partitions, at version 1), with its
+    merges' ``execute`` watched."""
+    from delta.tables import DeltaMergeBuilder
+
+    spy = DeltaExecuteSpy(spark, Path(three_file_target(tmp_path / "target")))
+    mocker.patch.object(DeltaMergeBuilder, "execute", spy.wrap(DeltaMergeBuilder.execute))
+    return spy
 
 
 @pytest.fixture
@@ -397,11 +283,22 @@ def spec_of(source: PathSource, tmp_path: Path, clauses: tuple[Any, ...], **kwar
 
 
 class DeltaConfiguredSession:
-    """A session whose confs name Delta's extension and catalog, with no JVM to ask (as Spark Connect)."""
+    """A session beside the tests' own, which no process can hold next to it (one SparkContext per process):
+    these confs and this Spark version, and a JVM without Delta's classes, or none (as Spark Connect)."""
 
-    def __init__(self, confs: dict[str, str], version: str = "4.2.0") -> None:
+    def __init__(self, confs: dict[str, str], version: str = "4.2.0", *, jvm: bool = False) -> None:
         self.conf = SimpleNamespace(get=lambda key, default=None: confs.get(key, default))
         self.version = version
+        if jvm:
+            self._jvm = NoClasses()
+
+
+class NoClasses:
+    """A driver JVM none of whose names is a loadable class, as py4j answers for one without Delta's jars (a
+    ``JavaPackage`` for every name)."""
+
+    def __getattr__(self, name: str) -> NoClasses:
+        return self
 
 
 DELTA_CONFS = {
@@ -413,16 +310,26 @@ DELTA_CONFS = {
 # --- runtime checks -------------------------------------------------------------------------------------
 
 
-def test_local_session_without_delta_names_every_missing_piece(spark):
-    # Given: this machine's SparkSession: no delta-spark package, no Delta jars, no Delta confs
+def test_the_tests_session_has_delta_s_runtime(spark):
+    # The session of these tests has Delta's package, jars, extension and catalog, on a Spark Delta supports
+    assert backend.missing_delta_runtime(spark) == ()
+    assert backend.has_delta_runtime(spark) is True
+    backend.require_delta_runtime(spark)
+
+
+def test_a_session_without_delta_names_every_missing_piece(mocker):
+    # Given: a session with no delta-spark package, no Delta jars on its JVM, no Delta confs
+    without_delta_package(mocker)
+    session: Any = DeltaConfiguredSession({}, jvm=True)
     # When/Then: there is no Delta runtime, and the error says how to add each piece
-    assert backend.has_delta_runtime(spark) is False
+    assert backend.has_delta_runtime(session) is False
     with pytest.raises(DeltaRuntimeError) as raised:
-        backend.require_delta_runtime(spark)
+        backend.require_delta_runtime(session)
     message = str(raised.value)
     assert f"1. {PIP_HINT}" in message
     assert "2. Delta's jars (io.delta.tables.DeltaTable" in message
-    assert f"--packages io.delta:delta-spark_{spark.version[:3]}_2.13:<version>" in message
+    release = importlib.metadata.version("delta-spark")  # its metadata is there; the import is what fails
+    assert f"--packages io.delta:delta-spark_{session.version[:3]}_2.13:{release}" in message
     assert "spark.jars" in message
     assert "3. the Spark conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension" in message
     assert (
@@ -445,20 +352,25 @@ def test_the_jars_hint_names_the_artifact_as_delta_s_pip_utils_does(
 ):
     # delta-spark's configure_spark_with_delta_pip asks for one artifact per Spark line since 4.1
     mocker.patch.object(backend.importlib.metadata, "version", return_value=delta_version)
-    assert backend._delta_artifact(spark_version) == artifact
+    assert backend.delta_artifact(spark_version) == artifact
+
+
+def test_the_jars_the_tests_load_are_the_artifact_the_hint_names(spark):
+    # The hint's artifact, for this Spark and the installed delta-spark, is the one the tests' session loaded
+    artifact = backend.delta_artifact(spark.version)
+    loaded = spark.conf.get("spark.jars")
+    assert f"io.delta_{artifact}-{importlib.metadata.version('delta-spark')}.jar" in loaded
 
 
 def test_jvm_check_tells_a_loadable_class_from_a_missing_one(spark):
-    assert backend._jvm_has_class(spark, "org.apache.spark.sql.SparkSession") is True
-    assert backend._jvm_has_class(spark, backend.DELTA_TABLE_CLASS) is False
+    assert backend._jvm_has_class(spark, backend.DELTA_TABLE_CLASS) is True
+    assert backend._jvm_has_class(spark, "io.delta.tables.NoSuchTable") is False
 
 
-def test_python_package_alone_is_not_a_runtime(spark, mocker):
-    # Given: delta.tables importable, but the real local session has neither jars nor confs
-    install_delta_package(mocker)
-    # When
-    missing = backend.missing_delta_runtime(spark)
-    # Then: no pip hint; jars and both confs still missing
+def test_the_python_package_alone_is_not_a_runtime(mocker):
+    # Given: delta.tables importable, but a session without Delta's jars or confs
+    missing = backend.missing_delta_runtime(DeltaConfiguredSession({}, jvm=True))  # type: ignore[arg-type]
+    # Then: no pip hint; jars and both confs missing
     assert [item.split(" (")[0].split("=")[0] for item in missing] == [
         "Delta's jars",
         "the Spark conf spark.sql.extensions",
@@ -466,16 +378,14 @@ def test_python_package_alone_is_not_a_runtime(spark, mocker):
     ]
 
 
-def test_catalog_conf_set_on_the_session_is_recognised(spark):
-    session = spark.newSession()  # runtime confs of its own; the shared session stays untouched
-    session.conf.set(backend.CATALOG_CONF, backend.DELTA_CATALOG)
-    missing = backend.missing_delta_runtime(session)
+def test_a_catalog_conf_alone_is_not_a_runtime():
+    session = DeltaConfiguredSession({backend.CATALOG_CONF: backend.DELTA_CATALOG})
+    missing = backend.missing_delta_runtime(session)  # type: ignore[arg-type]
     assert not any(backend.CATALOG_CONF in item for item in missing)
     assert any(backend.EXTENSIONS_CONF in item for item in missing)
 
 
-def test_configured_session_with_package_has_runtime(mocker):
-    install_delta_package(mocker)
+def test_a_configured_connect_session_with_package_has_runtime():
     assert backend.has_delta_runtime(DeltaConfiguredSession(DELTA_CONFS)) is True  # type: ignore[arg-type]
     backend.require_delta_runtime(DeltaConfiguredSession(DELTA_CONFS))  # type: ignore[arg-type]
 
@@ -484,22 +394,21 @@ def test_configured_session_with_package_has_runtime(mocker):
 DELTA_4_4_REQUIRES = ["pyspark<=4.2.0,>=4.0.1", "importlib_metadata<=8.7.1,>=1.0.0"]
 
 
+def test_the_installed_delta_spark_declares_what_the_range_check_is_tested_with():
+    assert importlib.metadata.requires("delta-spark") == DELTA_4_4_REQUIRES
+
+
 @pytest.mark.parametrize(
     ("spark_version", "runs"),
     [("4.0.1", True), ("4.2.0", True), ("4.0.0", False), ("4.2.1", False), ("4.3.0", False)],
 )
-def test_a_spark_version_delta_was_not_built_for_is_refused_before_the_jvm_crashes(
-    mocker, spark_version, runs
-):
-    # Given: delta-spark 4.4.1 installed, with the pyspark range its wheel declares
-    install_delta_package(mocker)
-    requires = {"delta-spark": DELTA_4_4_REQUIRES}
-    mocker.patch.object(backend.importlib.metadata, "requires", side_effect=requires.__getitem__)
-    mocker.patch.object(backend.importlib.metadata, "version", return_value="4.4.1")
+def test_a_spark_version_delta_was_not_built_for_is_refused_before_the_jvm_crashes(spark_version, runs):
+    # Given: the installed delta-spark 4.4, with the pyspark range its wheel declares
+    version = importlib.metadata.version("delta-spark")
     session = DeltaConfiguredSession(DELTA_CONFS, spark_version)
     # When/Then: a Spark outside that range, patch releases after its top included, is refused by name
     refused = (
-        f"a Spark version delta-spark 4.4.1 supports (<=4.2.0,>=4.0.1); this session runs Spark "
+        f"a Spark version delta-spark {version} supports (<=4.2.0,>=4.0.1); this session runs Spark "
         f"{spark_version}: install the delta-spark release built for it, or that Spark"
     )
     assert backend.missing_delta_runtime(session) == (() if runs else (refused,))  # type: ignore[arg-type]
@@ -509,16 +418,16 @@ def test_a_spark_version_delta_was_not_built_for_is_refused_before_the_jvm_crash
         assert raised.value.error_class == "DELTA_RUNTIME_MISSING"
 
 
-def test_the_tested_spark_is_one_delta_4_4_declares():
+def test_the_tested_spark_is_one_delta_4_4_declares(spark):
     # The pinned pyspark (constraints.txt) is the one the suite runs; Delta 4.4 must accept it, or the
     # delta-spark backend could not run in the environment the project tests.
     from packaging.requirements import Requirement
-    from pyspark import __version__ as pyspark_version
 
-    assert Requirement(DELTA_4_4_REQUIRES[0]).specifier.contains(pyspark_version)
+    assert Requirement(DELTA_4_4_REQUIRES[0]).specifier.contains(spark.version)
 
 
-def test_configured_session_without_package_has_no_runtime():
+def test_a_configured_session_without_package_has_no_runtime(mocker):
+    without_delta_package(mocker)
     session = DeltaConfiguredSession(DELTA_CONFS)
     assert backend.missing_delta_runtime(session) == (PIP_HINT,)  # type: ignore[arg-type]
 
@@ -585,25 +494,25 @@ def test_features_needing_delta_runtime_read_from_the_log(tmp_path, feature, exp
         ("plain", "delta-spark", "delta-spark"),
     ],
 )
-def test_choose_backend_with_delta_runtime(tmp_path, mocker, source, feature, requested, expected):
-    install_delta_package(mocker)
+def test_choose_backend_with_delta_runtime(spark, tmp_path, source, feature, requested, expected):
     spec = MergeSpec(write_table(tmp_path / "t", feature), source, "t.id = s.id", (insert_all(),))
-    chosen = backend.choose_backend(DeltaConfiguredSession(DELTA_CONFS), spec, requested)  # type: ignore[arg-type]
-    assert chosen == expected
+    assert backend.choose_backend(spark, spec, requested) == expected
 
 
-def test_auto_without_runtime_falls_back_to_engine_and_says_why(spark, tmp_path, source, caplog):
+def test_auto_without_runtime_falls_back_to_engine_and_says_why(tmp_path, source, caplog):
     spec = MergeSpec(write_table(tmp_path / "t", "rowTracking"), source, "t.id = s.id", (insert_all(),))
+    session: Any = DeltaConfiguredSession({}, jvm=True)
     with caplog.at_level(logging.WARNING, logger=backend.__name__):
-        assert backend.choose_backend(spark, spec, "auto") == "engine"
+        assert backend.choose_backend(session, spec, "auto") == "engine"
     assert "rowTracking" in caplog.text
     assert backend.DELTA_EXTENSION in caplog.text
 
 
-def test_requested_delta_spark_without_runtime_raises(spark, tmp_path, source):
+def test_requested_delta_spark_without_runtime_raises(mocker, tmp_path, source):
+    without_delta_package(mocker)
     spec = MergeSpec(make_table(tmp_path / "t"), source, "t.id = s.id", (insert_all(),))
     with pytest.raises(DeltaRuntimeError, match="pip install airflow-provider-deltamerge"):
-        backend.choose_backend(spark, spec, "delta-spark")
+        backend.choose_backend(DeltaConfiguredSession({}, jvm=True), spec, "delta-spark")  # type: ignore[arg-type]
 
 
 def test_engine_is_chosen_without_reading_the_table(spark, tmp_path, source):
@@ -619,87 +528,86 @@ def test_unknown_backend_is_refused(spark, tmp_path, source):
         backend.choose_backend(spark, spec, "delta")
 
 
-# --- run_with_delta_spark: the builder calls ------------------------------------------------------------
+# --- run_with_delta_spark: the builder calls, against Delta's own MERGE INTO ------------------------------
 
 BUILDER_CASES = {
-    "upsert with *": (
-        {"clauses": (update_all(), insert_all())},
-        [call.whenMatchedUpdateAll(condition=None), call.whenNotMatchedInsertAll(condition=None)],
-    ),
-    "every clause kind with conditions": (
-        {
-            "clauses": (
-                update({"qty": "s.qty", "region": "upper(s.region)"}, condition="s.qty > 0"),
-                delete(condition="s.qty = 0"),
-                update_all(condition="s.note IS NOT NULL"),
-                delete(),
-                insert({"id": "s.id", "qty": "s.qty * 2"}, condition="s.region = 'eu'"),
-                insert_all(condition="s.region = 'us'"),
-                insert({"id": "s.id"}),
-                update_by_source({"qty": "0"}, condition="t.region = 'us'"),
-                delete_by_source(),
-            )
-        },
-        [
-            call.whenMatchedUpdate(condition="s.qty > 0", set={"qty": "s.qty", "region": "upper(s.region)"}),
-            call.whenMatchedDelete(condition="s.qty = 0"),
-            call.whenMatchedUpdateAll(condition="s.note IS NOT NULL"),
-            call.whenMatchedDelete(condition=None),
-            call.whenNotMatchedInsert(condition="s.region = 'eu'", values={"id": "s.id", "qty": "s.qty * 2"}),
-            call.whenNotMatchedInsertAll(condition="s.region = 'us'"),
-            call.whenNotMatchedInsert(condition=None, values={"id": "s.id"}),
-            call.whenNotMatchedBySourceUpdate(condition="t.region = 'us'", set={"qty": "0"}),
-            call.whenNotMatchedBySourceDelete(condition=None),
-        ],
-    ),
+    "upsert with *": {"clauses": (update_all(), insert_all())},
+    "every clause kind with conditions": {
+        "clauses": (
+            update({"qty": "s.qty", "region": "upper(s.region)"}, condition="s.qty > 0"),
+            delete(condition="s.qty = 0"),
+            update_all(condition="s.note IS NOT NULL"),
+            delete(),
+            insert({"id": "s.id", "qty": "s.qty * 2"}, condition="s.region = 'eu'"),
+            insert_all(condition="s.region = 'us'"),
+            insert({"id": "s.id"}),
+            update_by_source({"qty": "0"}, condition="t.region = 'us'"),
+            delete_by_source(),
+        )
+    },
+    "* EXCEPT without evolution: target columns": {
+        "clauses": (update_all(except_columns=["QTY"]), insert_all(except_columns=["region"]))
+    },
+    "* EXCEPT with evolution: source columns": {
+        "clauses": (update_all(except_columns=["qty"], condition="s.qty > 1"), insert_all()),
+        "schema_evolution": True,
+    },
+    "evolution with explicit sets, other aliases": {
+        "clauses": (update({"note": "src.note"}),),
+        "schema_evolution": True,
+        "target_alias": "tgt",
+        "source_alias": "src",
+    },
+}
+# MERGE INTO has no * EXCEPT (Spark's parser refuses it): Delta's statement lists the columns * EXCEPT means,
+# the target's without evolution and the source's with it.
+DELTA_S_STATEMENT = {
     "* EXCEPT without evolution: target columns": (
-        {"clauses": (update_all(except_columns=["QTY"]), insert_all(except_columns=["region"]))},
-        [
-            # `created` is not in the source: UPDATE keeps it (Delta reports it, as for *), INSERT drops it
-            call.whenMatchedUpdate(
-                condition=None, set={"`id`": "s.`id`", "`region`": "s.`region`", "`created`": "s.`created`"}
-            ),
-            call.whenNotMatchedInsert(condition=None, values={"`id`": "s.`id`", "`qty`": "s.`qty`"}),
-        ],
+        update({"id": "s.id", "region": "s.region", "created": "s.created"}),
+        insert({"id": "s.id", "qty": "s.qty", "created": "s.created"}),
     ),
     "* EXCEPT with evolution: source columns": (
-        {
-            "clauses": (update_all(except_columns=["qty"], condition="s.qty > 1"), insert_all()),
-            "schema_evolution": True,
-        },
-        [
-            call.whenMatchedUpdate(
-                condition="s.qty > 1", set={"`id`": "s.`id`", "`region`": "s.`region`", "`note`": "s.`note`"}
-            ),
-            call.whenNotMatchedInsertAll(condition=None),
-            call.withSchemaEvolution(),
-        ],
-    ),
-    "evolution with explicit sets, other aliases": (
-        {
-            "clauses": (update({"note": "src.note"}),),
-            "schema_evolution": True,
-            "target_alias": "tgt",
-            "source_alias": "src",
-        },
-        [call.whenMatchedUpdate(condition=None, set={"note": "src.note"}), call.withSchemaEvolution()],
+        update(
+            {"id": "s.id", "region": "s.region", "note": "s.note", "created": "s.created"},
+            condition="s.qty > 1",
+        ),
+        insert_all(),
     ),
 }
 
 
-@pytest.mark.parametrize(("spec_args", "expected_calls"), BUILDER_CASES.values(), ids=BUILDER_CASES.keys())
-def test_builder_calls_follow_the_clauses(delta, spark, tmp_path, source, spec_args, expected_calls):
-    # Given: a spec
-    spec = spec_of(source, tmp_path, **spec_args)
-    # When: the backend runs it
-    backend.run_with_delta_spark(spark, spec)
-    # Then: forPath(target).alias(t).merge(source as s, condition), the clause calls in order, execute()
-    delta.DeltaTable.forPath.assert_called_once_with(spark, spec.target)
-    delta.table.alias.assert_called_once_with(spec.target_alias)
-    merged_source, condition = delta.table.alias.return_value.merge.call_args.args
-    assert condition == spec.condition
-    assert merged_source.select(f"{spec.source_alias}.id").count() == 2  # the aliased source rows
-    assert delta.builder.mock_calls == [*expected_calls, call.execute()]
+def merge_outcome(run: Any) -> tuple[str, Any]:
+    """("rows", the target's rows and columns) after ``run``, or ("error", Delta's error class)."""
+    try:
+        run()
+    except ClauseResolutionError as err:
+        return "error", err.error_class
+    except (PySparkException, Py4JJavaError) as err:
+        return "error", backend._error_class(err, summarize(err))
+    return "rows", None
+
+
+@pytest.mark.parametrize("name", BUILDER_CASES)
+def test_the_builder_merges_as_delta_s_own_merge_into(delta, spark, tmp_path, source, name):
+    # Given: a spec, and a copy of its target for Delta's own MERGE INTO of the same spec
+    spec = spec_of(source, tmp_path, **BUILDER_CASES[name])
+    copy = dataclasses.replace(
+        spec,
+        target=three_file_target(tmp_path / "copy"),
+        clauses=DELTA_S_STATEMENT.get(name, spec.clauses),
+    )
+    evolution = {AUTO_MERGE: "true"} if spec.schema_evolution else {}
+    # When: the backend runs it through Delta's builder, and Delta runs the statement
+    ours = merge_outcome(lambda: backend.run_with_delta_spark(spark, spec))
+    with session_confs_set(spark, evolution):
+        delta_s = merge_outcome(lambda: spark.sql(to_merge_sql(copy)).collect())
+    # Then: the same outcome, and the same rows and columns
+    assert ours == delta_s
+    assert (
+        spark.read.format("delta").load(spec.target).columns
+        == spark.read.format("delta").load(copy.target).columns
+    )
+    assert sorted_rows(spec.target) == sorted_rows(copy.target)
 
 
 # --- run_with_delta_spark: run identity and metrics -----------------------------------------------------
@@ -733,59 +641,52 @@ def test_run_identity_is_in_user_metadata_only_during_execute(delta, spark, tmp_
 
 def test_metrics_come_from_our_merge_commit(delta, spark, tmp_path, source):
     # Given: a target of 3 files in partitions us (2) and eu (1), their bytes as the file system counts them
-    before_bytes = data_file_bytes(tmp_path / "target")
-    # When: Delta's merge rewrites 1 file of us and adds 1 file in eu
+    target = tmp_path / "target"
+    before_bytes = data_file_bytes(target)
+    # When: Delta's merge moves id 3 from eu to us and inserts id 20 into eu
     result = backend.run_with_delta_spark(
         spark, spec_of(source, tmp_path, (update_all(), insert_all())), provenance={"submissionId": "sub-2"}
     )
-    # Then: Delta's operationMetrics as numbers ...
+    # Then: Delta's operationMetrics of its commit, as numbers ...
     assert (result.version, result.executor, result.committed) == (2, "delta-spark", True)
-    recorded = {k: int(v) for k, v in DELTA_OPERATION_METRICS.items()}
+    (info,) = (a["commitInfo"] for a in delta_log_actions(target, 2) if "commitInfo" in a)
+    recorded = {k: int(v) for k, v in info["operationMetrics"].items() if k in m.METRIC_DESCRIPTIONS}
     assert {k: result.metrics[k] for k in recorded} == recorded
-    assert result.metrics[m.MATERIALIZE_SOURCE_TIME_MS] == 3  # Delta reports it; we pass it on
-    added = {
-        m.NUM_TARGET_FILES_ADDED: 2,
-        m.NUM_TARGET_FILES_REMOVED: 1,
-        m.NUM_TARGET_BYTES_ADDED: delta.added_bytes,
-    }
-    assert {k: result.metrics[k] for k in added} == added
-    # ... what the log gives: the snapshot Delta read, and the partitions of the files removed and added ...
+    assert recorded[m.NUM_TARGET_ROWS_INSERTED] == recorded[m.NUM_TARGET_ROWS_UPDATED] == 1
+    # ... what the log gives: the snapshot Delta read (its readVersion), and the partitions changed ...
+    assert info["readVersion"] == 1
     assert result.metrics[m.NUM_TARGET_FILES_BEFORE_SKIPPING] == 3
     assert result.metrics[m.NUM_TARGET_BYTES_BEFORE_SKIPPING] == before_bytes
-    assert result.metrics[m.NUM_TARGET_PARTITIONS_REMOVED_FROM] == 1
-    assert result.metrics[m.NUM_TARGET_PARTITIONS_ADDED_TO] == 2
+    assert (
+        result.metrics[m.NUM_TARGET_PARTITIONS_REMOVED_FROM] == partitions_touched(target, 2, "remove") == 1
+    )
+    assert result.metrics[m.NUM_TARGET_PARTITIONS_ADDED_TO] == partitions_touched(target, 2, "add") == 2
     assert result.metrics[m.NUM_TARGET_CHANGE_FILE_BYTES] == 0  # the commit has no cdc action
     # ... and None, not 0, for what only Delta's SQL metrics hold; every declared key is there
     assert set(result.metrics) == set(m.METRIC_DESCRIPTIONS)
     assert {k for k, v in result.metrics.items() if v is None} == SQL_METRICS_ONLY
 
 
-def test_files_before_skipping_are_the_snapshot_delta_read(delta, spark, tmp_path, source):
-    # Given: another writer appends a file between Delta's read (version 1) and Delta's commit
-    before_bytes = data_file_bytes(tmp_path / "target")
-    delta.other_writers_during = 1
-    # When
-    result = backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
-    # Then: the commit's readVersion (1) is counted, not the version before the commit (2)
-    assert result.version == 3
-    assert result.metrics[m.NUM_TARGET_FILES_BEFORE_SKIPPING] == 3
-    assert result.metrics[m.NUM_TARGET_BYTES_BEFORE_SKIPPING] == before_bytes
-
-
-def test_a_file_kept_under_a_new_deletion_vector_is_not_a_partition_change(delta, spark, tmp_path, source):
-    # Given: Delta's DV merge removes the us file and adds it back under its vector, and adds a file in eu
-    delta.deletion_vectors = True
-    # When
-    result = backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (update_all(), insert_all())))
-    # Then: as Delta counts: no partition lost a file, one (eu) gained one
+def test_a_file_kept_under_a_new_deletion_vector_is_not_a_partition_change(spark, tmp_path, source):
+    # Given: a table with deletion vectors whose eu file holds ids 3 and 6
+    target = tmp_path / "target"
+    rows = pa.concat_tables([target_rows([1, 2], "us"), target_rows([3, 6], "eu")])
+    dv = {"delta.enableDeletionVectors": "true"}
+    write_deltalake(str(target), rows, partition_by=["region"], configuration=dv)
+    # When: Delta's merge deletes id 3, marking it deleted in the eu file's new vector
+    result = backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (delete(),)))
+    # Then: the file stays, under a vector; as Delta counts, no partition lost or gained a file
+    added = [a["add"] for a in delta_log_actions(target, result.version) if "add" in a]
+    assert [a["deletionVector"]["cardinality"] for a in added] == [1]
     assert result.metrics[m.NUM_TARGET_PARTITIONS_REMOVED_FROM] == 0
-    assert result.metrics[m.NUM_TARGET_PARTITIONS_ADDED_TO] == 1
+    assert result.metrics[m.NUM_TARGET_PARTITIONS_ADDED_TO] == 0
+    assert result.metrics[m.NUM_TARGET_ROWS_DELETED] == 1
 
 
-def test_an_unpartitioned_table_has_no_partitions_as_delta_counts(spark, mocker, tmp_path, source):
+def test_an_unpartitioned_table_has_no_partitions_as_delta_counts(spark, tmp_path, source):
     # Given: the same merge into an unpartitioned table of 2 files
     target = tmp_path / "target"
-    use_runtime(mocker, FakeDeltaRuntime(spark, Path(three_file_target(target, partitioned=False))))
+    three_file_target(target, partitioned=False)
     before_bytes = data_file_bytes(target)
     # When
     result = backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (update_all(), insert_all())))
@@ -800,8 +701,20 @@ def test_our_commit_is_found_behind_a_concurrent_one(delta, spark, tmp_path, sou
     delta.other_writers_after = 2  # versions 3 and 4 are someone else's
     result = backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
     assert (result.version, result.committed) == (2, True)
+    assert DeltaTable(str(tmp_path / "target")).version() == 4
     assert result.metrics[m.NUM_TARGET_ROWS_INSERTED] == 1
-    assert result.metrics[m.NUM_TARGET_PARTITIONS_ADDED_TO] == 2  # our commit's files, not theirs
+    # our commit's files (id 20 into eu), not theirs
+    assert result.metrics[m.NUM_TARGET_PARTITIONS_ADDED_TO] == partitions_touched(
+        tmp_path / "target", 2, "add"
+    )
+
+
+@pytest.fixture
+def unmatched_source(tmp_path):
+    """A source none of whose ids the target holds: an update-only merge of it changes nothing."""
+    path = tmp_path / "unmatched.parquet"
+    pq.write_table(SOURCE.set_column(0, "id", pa.array([70, 80], pa.int64())), path)
+    return PathSource(str(path))
 
 
 # What only Delta's SQL metrics hold when no commit records them: its phase timings too.
@@ -813,17 +726,16 @@ NOT_MEASURED_WITHOUT_COMMIT = {
 }
 
 
-def test_no_commit_when_delta_changed_nothing(delta, spark, tmp_path, source):
-    # Given: a target of 3 files at version 1, and a merge Delta commits nothing for
+def test_no_commit_when_delta_changed_nothing(delta, spark, tmp_path, unmatched_source):
+    # Given: a target of 3 files at version 1, and a merge Delta commits nothing for (no id matches)
     before_bytes = data_file_bytes(tmp_path / "target")
-    delta.commit_metrics = None
     # When
-    result = backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
+    result = backend.run_with_delta_spark(spark, spec_of(unmatched_source, tmp_path, (update_all(),)))
     # Then: no commit, the table's version reported, every declared metric there
     assert (result.version, result.committed) == (1, False)
     assert set(result.metrics) == set(m.METRIC_DESCRIPTIONS)
     # The source is counted and the time measured, not made-up zeros
-    assert result.metrics[m.NUM_SOURCE_ROWS] == SOURCE.num_rows
+    assert result.metrics[m.NUM_SOURCE_ROWS] == 2
     assert result.metrics[m.EXECUTION_TIME_MS] > 0
     # Nothing landed since version 1, so Delta read that snapshot: its files and bytes
     assert result.metrics[m.NUM_TARGET_FILES_BEFORE_SKIPPING] == 3
@@ -841,12 +753,11 @@ def test_no_commit_when_delta_changed_nothing(delta, spark, tmp_path, source):
     assert {v for k, v in result.metrics.items() if k not in measured} == {0}
 
 
-def test_a_newer_commit_that_is_not_ours_is_not_reported_as_ours(delta, spark, tmp_path, source):
+def test_a_newer_commit_that_is_not_ours_is_not_reported_as_ours(delta, spark, tmp_path, unmatched_source):
     # Given: Delta commits nothing for the merge, and another writer commits right after it
-    delta.commit_metrics = None
     delta.other_writers_after = 1
     # When
-    result = backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
+    result = backend.run_with_delta_spark(spark, spec_of(unmatched_source, tmp_path, (update_all(),)))
     # Then: not ours: no commit, no rows
     assert (result.version, result.committed) == (1, False)
     assert result.metrics[m.NUM_OUTPUT_ROWS] == 0
@@ -946,7 +857,7 @@ def test_delta_errors_become_the_merges_own_in_delta_s_words(
     assert spark.conf.get(USER_METADATA, None) is None  # restored on failure too
 
 
-def test_the_conflict_fake_carries_only_what_delta_s_python_exception_does(spark):
+def test_a_conflict_as_delta_spark_builds_it_carries_its_text_only_in_str(spark):
     # delta-spark's conversion gives PySpark no origin: PySpark 4 then has no message and no condition
     conflict = delta_conflict(spark, f"[DELTA_CONCURRENT_APPEND.WITH_PARTITION_HINT] {CONFLICT}")
     assert (conflict.getMessage(), conflict.getCondition()) == ("", None)
@@ -972,14 +883,16 @@ def test_a_retried_run_returns_its_commit_instead_of_merging_again(delta, spark,
     first = backend.run_with_delta_spark(spark, spec, provenance={**RUN, "tryNumber": 1})
     again = backend.run_with_delta_spark(spark, spec, provenance={**RUN, "tryNumber": 2})
     assert (again.version, again.committed, again.already_committed) == (first.version, True, True)
-    assert delta.builder.execute.call_count == 1
+    assert delta.executions == 1
     # One shape, whichever try: the log-derived metrics too, and the same None metrics
     assert dict(again.metrics) == dict(first.metrics)
     derived = {
         m.NUM_TARGET_FILES_BEFORE_SKIPPING: 3,
         m.NUM_TARGET_BYTES_BEFORE_SKIPPING: before_bytes,
-        m.NUM_TARGET_PARTITIONS_REMOVED_FROM: 1,
-        m.NUM_TARGET_PARTITIONS_ADDED_TO: 2,
+        m.NUM_TARGET_PARTITIONS_REMOVED_FROM: partitions_touched(
+            tmp_path / "target", first.version, "remove"
+        ),
+        m.NUM_TARGET_PARTITIONS_ADDED_TO: partitions_touched(tmp_path / "target", first.version, "add"),
     }
     assert {k: again.metrics[k] for k in derived} == derived
     assert {k for k, v in again.metrics.items() if v is None} == SQL_METRICS_ONLY
@@ -999,10 +912,9 @@ def test_a_retry_into_a_catalog_table_returns_its_commit(delta, spark, tmp_path,
         again = backend.run_with_delta_spark(spark, spec, provenance={**RUN, "tryNumber": 2})
     finally:
         spark.sql(f"DROP DATABASE {database} CASCADE")
-    # Then: Delta's runtime opened the table at its catalog location; the retry found the first commit there
-    delta.DeltaTable.forPath.assert_called_with(spark, str(tmp_path / "target"))
+    # Then: Delta's runtime merged into the table at its catalog location; the retry found that commit there
     assert (first.version, again.version, again.already_committed) == (2, 2, True)
-    assert delta.builder.execute.call_count == 1
+    assert delta.executions == 1
     assert DeltaTable(str(tmp_path / "target")).version() == 2
 
 
@@ -1012,12 +924,14 @@ def test_rerun_merge_or_another_spec_merges_again(delta, spark, tmp_path, source
     forced = backend.run_with_delta_spark(spark, spec, provenance=RUN, rerun="merge")
     other = backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)), provenance=RUN)
     assert (forced.already_committed, other.already_committed) == (False, False)
-    assert delta.builder.execute.call_count == 3
+    assert delta.executions == 3
 
 
-def test_run_without_runtime_raises_before_touching_anything(spark, tmp_path, source):
+def test_run_without_runtime_raises_before_touching_anything(mocker, tmp_path, source):
+    without_delta_package(mocker)
+    session: Any = DeltaConfiguredSession({}, jvm=True)
     with pytest.raises(DeltaRuntimeError):
-        backend.run_with_delta_spark(spark, spec_of(source, tmp_path, (insert_all(),)))
+        backend.run_with_delta_spark(session, spec_of(source, tmp_path, (insert_all(),)))
 
 
 def test_the_xcom_value_is_the_same_for_a_fresh_merge_and_a_commit_found_from_airflow(
@@ -1040,7 +954,7 @@ def test_the_xcom_value_is_the_same_for_a_fresh_merge_and_a_commit_found_from_ai
     from_log = commit_result(found)
     # Then: the same value, key for key, log-derived metrics and None metrics included
     assert from_log == from_job
-    assert from_log[m.NUM_TARGET_PARTITIONS_ADDED_TO] == 2
+    assert from_log[m.NUM_TARGET_PARTITIONS_ADDED_TO] == partitions_touched(tmp_path / "target", 2, "add")
     assert from_log[m.NUM_TARGET_BYTES_BEFORE_SKIPPING] == before_bytes
     assert {k for k, v in from_log.items() if v is None} == SQL_METRICS_ONLY
     assert json.loads(json.dumps(from_log))[m.NUM_TARGET_FILES_AFTER_SKIPPING] is None  # JSON null in XCom

@@ -117,7 +117,7 @@ def missing_delta_runtime(spark: SparkSession) -> tuple[str, ...]:
     if _jvm_has_class(spark, DELTA_TABLE_CLASS) is False:
         missing.append(
             f"Delta's jars ({DELTA_TABLE_CLASS} is not on the JVM's classpath): "
-            f"spark-submit --packages io.delta:{_delta_artifact(spark.version)}:{_delta_version()} "
+            f"spark-submit --packages io.delta:{delta_artifact(spark.version)}:{_delta_version()} "
             "(a delta-spark release built for your Spark version), or list the jars in spark.jars"
         )
     extensions = [name.strip() for name in (spark.conf.get(EXTENSIONS_CONF, "") or "").split(",")]
@@ -169,7 +169,7 @@ def _delta_version() -> str:
         return "<version>"
 
 
-def _delta_artifact(spark_version: str) -> str:
+def delta_artifact(spark_version: str) -> str:
     """The Maven artifact of Delta's jars for this Spark, named as delta-spark's own
     ``configure_spark_with_delta_pip`` names it: one per Spark line since delta-spark 4.1
     (``delta-spark_4.2_2.13``), one for all before (``delta-spark_2.13``)."""
@@ -293,7 +293,7 @@ def run_with_delta_spark(
             f"Delta's runtime cannot open {spec.target} as a Delta table: {failure}",
             error_class=_error_class(err, failure),
         ) from err
-    with _delta_errors():
+    with _delta_errors(spark):
         earlier = _committed_run(table, info) if rerun == "skip" else None
         if earlier is not None:
             log.info("This run already committed version %d: nothing to do", earlier["version"])
@@ -465,7 +465,7 @@ def _metrics_from_counts(
 
 
 @contextmanager
-def _delta_errors() -> Iterator[None]:
+def _delta_errors(spark: SparkSession) -> Iterator[None]:
     """Turn Delta's and Spark's errors into the merge's own, keeping Delta's error class."""
     try:
         yield
@@ -475,6 +475,7 @@ def _delta_errors() -> Iterator[None]:
         # Delta's class and first sentence, read from the JVM's exception (spark_errors), never its frames.
         failure = summarize(err)
         error_class = _error_class(err, failure)
+        failure = _with_catalogued_message(spark, failure, error_class)
         if _is_conflict(err):
             raise MergeCommitError(
                 f"A concurrent commit conflicted with the merge; nothing was committed: {failure}",
@@ -488,6 +489,48 @@ def _delta_errors() -> Iterator[None]:
         raise MergeExecutionError(
             f"{failure} (Delta's merge) Nothing was committed.", error_class=error_class
         ) from err
+
+
+# Spark's text for an error class its own catalogue lacks. Delta 4.4 on Spark 4.2 has Spark render some of
+# its analysis errors (DELTA_MERGE_UNRESOLVED_EXPRESSION among them) from that catalogue, which does not hold
+# Delta's classes: the error's class survives in this text, its message and values do not.
+_LOST_MESSAGE = re.compile(r"^Cannot find main error class '([A-Z0-9_.]+)'")
+DELTA_ERROR_CATALOGUE = "error/delta-error-classes.json"
+
+
+def _with_catalogued_message(
+    spark: SparkSession, failure: SparkFailure, error_class: str | None
+) -> SparkFailure:
+    """``failure``, with Delta's own message for its class where Spark lost the text: the class's message in
+    Delta's error catalogue, read from the jar the session loaded, its ``<parameters>`` as Delta names them
+    (the values did not survive)."""
+    lost = _LOST_MESSAGE.match(failure.message)
+    if lost is None or error_class is None or not error_class.startswith("DELTA_"):
+        return failure
+    message = _delta_catalogue(spark).get(error_class, {}).get("message")
+    if not message:
+        return failure
+    text = " ".join(message)
+    return SparkFailure(
+        error_class,
+        f"{text} (Delta's message, whose values its runtime lost on this Spark)",
+        failure.classes,
+    )
+
+
+def _delta_catalogue(spark: SparkSession) -> dict[str, Any]:
+    """Delta's error catalogue from the session's class path; empty where the session cannot read it."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return {}
+    url = jvm.Thread.currentThread().getContextClassLoader().getResource(DELTA_ERROR_CATALOGUE)
+    if url is None:
+        return {}
+    try:
+        catalogue = json.loads(str(jvm.org.apache.commons.io.IOUtils.toString(url, "UTF-8")))
+    except (Py4JJavaError, ValueError):
+        return {}
+    return catalogue if isinstance(catalogue, dict) else {}
 
 
 def _is_conflict(err: BaseException) -> bool:
