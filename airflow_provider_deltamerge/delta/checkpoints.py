@@ -12,6 +12,7 @@ import logging
 
 from deltalake.exceptions import DeltaError
 
+from airflow_provider_deltamerge.delta.log_store import settle_local_modes
 from airflow_provider_deltamerge.delta.snapshot import Snapshot, open_table
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,8 @@ def write_checkpoint_if_due(snapshot: Snapshot, version: int) -> None:
     try:
         table = open_table(snapshot.table_uri, version)
         table.create_checkpoint()
+        log_folder = f"{snapshot.table_uri.rstrip('/')}/_delta_log"
+        settle_local_modes(log_folder, (f"{version:020d}.checkpoint.parquet", "_last_checkpoint"))
         if (snapshot.setting("delta.enableExpiredLogCleanup") or "true").lower() != "false":
             table.cleanup_metadata()
     except (DeltaError, OSError) as err:

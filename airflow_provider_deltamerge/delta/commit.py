@@ -166,7 +166,7 @@ def _try_commit(base: Snapshot, commit: MergeCommitActions, store: LogStore | No
     text = commit.lines(timestamp=now, in_commit_timestamp=_in_commit_timestamp(base, now))
     try:
         return store.put_if_absent(commit_file(base.version + 1), text)
-    except ObstoreError as err:
+    except (ObstoreError, OSError) as err:  # OSError: a local disk, written by put_file itself
         raise MergeCommitError(
             f"The merge commit to {base.table_uri} could not be written: {err}. Nothing was changed.",
             error_class="DELTAMERGE_COMMIT_WRITE_FAILED",

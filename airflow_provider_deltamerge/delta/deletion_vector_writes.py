@@ -28,7 +28,7 @@ from airflow_provider_deltamerge.delta.deletion_vectors import (
     z85_encode,
 )
 from airflow_provider_deltamerge.delta.live_adds import add_actions_of
-from airflow_provider_deltamerge.delta.log_store import log_store, object_store
+from airflow_provider_deltamerge.delta.log_store import log_store, object_store, put_file
 from airflow_provider_deltamerge.delta.snapshot import DELETION_VECTORS, DataFile, Snapshot
 
 ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
@@ -109,7 +109,7 @@ def write_vectors(snapshot: Snapshot, changes: Sequence[VectorChange]) -> Writte
         vectors.append(DeletionVector("u", z85_encode(name.bytes), len(data), len(change.hidden), len(body)))
         body += framed(data)
     file_name = f"deletion_vector_{name}.bin"
-    obstore.put(object_store(snapshot.table_uri), file_name, bytes(body))
+    put_file(object_store(snapshot.table_uri), file_name, bytes(body))
     adds = add_actions_of(snapshot.table_uri, snapshot.version, [c.file.log_path for c in kept])
     readded = tuple(
         _readded(adds[change.file.log_path], change.file, vector)

@@ -10,8 +10,12 @@ commits go through ``deltalake``'s own transaction instead (see ``delta/commit.p
 
 from __future__ import annotations
 
+import contextlib
 import os
+import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -21,6 +25,10 @@ from obstore.store import LocalStore, from_url
 
 # URL schemes whose stores take a conditional put through obstore (the local disk needs none).
 CONDITIONAL_PUT_SCHEMES = frozenset({"file", "s3", "s3a", "gs", "az", "abfs", "abfss", "adl", "azure"})
+# The modes of the files and folders a merge creates on a local disk, whatever the worker's umask: those
+# Spark's own files get from Hadoop's local file system (0666 and 0777 less Hadoop's default umask, 022).
+FILE_MODE = 0o644
+FOLDER_MODE = 0o755
 
 
 def commit_file(version: int) -> str:
@@ -40,11 +48,7 @@ class LogStore:
         S3 answers a conditional put that races another one on the same key with 409 (obstore's
         PreconditionError here): the version is taken or about to be, so the caller looks again.
         """
-        try:
-            obstore.put(self.store, name, data, mode="create")
-        except (AlreadyExistsError, PreconditionError):
-            return False
-        return True
+        return put_file(self.store, name, data, if_absent=True)
 
 
 def log_store(table_uri: str) -> LogStore | None:
@@ -61,3 +65,70 @@ def object_store(location: str) -> Any:
     if parsed.scheme.lower() not in CONDITIONAL_PUT_SCHEMES:
         return None
     return from_url(location)
+
+
+def put_file(store: Any, name: str, data: bytes, *, if_absent: bool = False) -> bool:
+    """Write ``data`` as ``name`` below ``store``'s root; with ``if_absent`` only where no file has that name
+    (False then).
+
+    On a local disk the file gets ``FILE_MODE`` and the folders it needs ``FOLDER_MODE``: obstore's local
+    store leaves them as the umask says, world-writable under umask 000.
+    """
+    if isinstance(store, LocalStore) and store.prefix is not None:
+        return _put_local(Path(store.prefix), name, data, if_absent=if_absent)
+    try:
+        obstore.put(store, name, data, mode="create" if if_absent else "overwrite")
+    except (AlreadyExistsError, PreconditionError):
+        if not if_absent:
+            raise
+        return False
+    return True
+
+
+def settle_local_modes(location: str, names: Iterable[str]) -> None:
+    """Give the files another library wrote as ``names`` below ``location`` ``FILE_MODE`` where it is a local
+    folder (deltalake's checkpoints); elsewhere the store decides."""
+    store = object_store(location)
+    if isinstance(store, LocalStore) and store.prefix is not None:
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(Path(store.prefix) / name, FILE_MODE)
+
+
+def _put_local(root: Path, name: str, data: bytes, *, if_absent: bool) -> bool:
+    """As obstore's local put: a fully written hidden file in the same folder, then linked (a put-if-absent:
+    the link fails where the name exists) or renamed into place; its mode is set before it has its name."""
+    path = root / name
+    make_local_folders(path.parent)
+    staged = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with os.fdopen(os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE), "wb") as out:
+            os.fchmod(out.fileno(), FILE_MODE)  # open's mode is masked by the umask; this one is not
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        if not if_absent:
+            os.replace(staged, path)
+            return True
+        try:
+            os.link(staged, path)
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staged)
+
+
+def make_local_folders(folder: Path) -> None:
+    """Create ``folder`` and its missing parents, each with ``FOLDER_MODE``."""
+    missing = []
+    while not folder.is_dir():
+        missing.append(folder)
+        folder = folder.parent
+    for created in reversed(missing):
+        try:
+            created.mkdir()
+        except FileExistsError:  # another writer made it meanwhile: its mode is its own
+            continue
+        os.chmod(created, FOLDER_MODE)

@@ -12,7 +12,7 @@ from typing import Any
 import obstore
 from obstore.store import LocalStore
 
-from airflow_provider_deltamerge.delta.log_store import object_store
+from airflow_provider_deltamerge.delta.log_store import make_local_folders, object_store, put_file
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
 
 
@@ -44,6 +44,8 @@ class StoreFiles:
                     yield entry["path"][len(prefix) + 1 :], int(entry["size"]), modified
 
     def move_into_table(self, folder: str, relative_path: str, table_path: str) -> None:
+        if isinstance(self._store, LocalStore) and self._store.prefix is not None:
+            make_local_folders((self._store.prefix / table_path).parent)  # obstore's would follow the umask
         obstore.rename(self._store, f"{self._relative(folder)}/{relative_path}", table_path)
 
     def delete(self, relative_path: str) -> None:
@@ -53,7 +55,7 @@ class StoreFiles:
             obstore.delete(self._store, paths or [relative_path])
 
     def write_text(self, relative_path: str, text: str) -> None:
-        obstore.put(self._store, relative_path, text.encode("utf-8"))
+        put_file(self._store, relative_path, text.encode("utf-8"))
 
     def _relative(self, location: str) -> str:
         return location[len(self.root) + 1 :] if location.startswith(self.root + "/") else location

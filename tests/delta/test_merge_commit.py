@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,13 @@ from airflow_provider_deltamerge.delta import commit as commit_module
 from airflow_provider_deltamerge.delta.commit import Committed, commit_merge
 from airflow_provider_deltamerge.delta.conflicts import ReadSet, Rerun, check_winning_commits
 from airflow_provider_deltamerge.delta.history import COMMIT_INFO_KEY, SUBMISSION_ID
+from airflow_provider_deltamerge.delta.log_store import (
+    FILE_MODE,
+    FOLDER_MODE,
+    commit_file,
+    object_store,
+    put_file,
+)
 from airflow_provider_deltamerge.delta.reader import read_files
 from airflow_provider_deltamerge.delta.snapshot import read_snapshot
 from airflow_provider_deltamerge.engine import run_merge
@@ -276,6 +286,47 @@ def test_what_a_store_without_conditional_put_cannot_commit_is_refused_for_good(
     assert is_final(raised.value)
     assert "Nothing was changed" in str(raised.value)
     assert DeltaTable(target).version() == before.version
+
+
+@pytest.fixture
+def umask_000() -> Iterator[None]:
+    """The worker's umask at 000, as some containers run: every file and folder made with the default mode is
+    world-writable."""
+    previous = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_files_the_commit_writes_have_modes_the_umask_does_not_decide(tmp_path, umask_000):
+    # Given: a table checkpointed at every version, and a umask of 000
+    target = table(tmp_path / "t", {"delta.checkpointInterval": "1"})
+    before = read_snapshot(target)
+    # When: the merge commits
+    assert commit(target, removed=before.files[:1]) == Committed(before.version + 1)
+    # Then: its commit file and checkpoint are Spark's 0644, not world-writable; no staged file is left
+    log = Path(target) / "_delta_log"
+    written = [
+        commit_file(before.version + 1),
+        f"{before.version + 1:020d}.checkpoint.parquet",
+        "_last_checkpoint",
+    ]
+    assert {name: oct(mode(log / name)) for name in written} == {name: oct(FILE_MODE) for name in written}
+    assert not [p.name for p in log.iterdir() if p.name.startswith(".")]
+    # And: a file our code puts into a new folder (a deletion vector, a job's report) makes it 0755
+    put_file(object_store(target), "_deltamerge/reports/r1", b"{}")
+    assert (mode(Path(target) / "_deltamerge"), mode(Path(target) / "_deltamerge/reports")) == (
+        FOLDER_MODE,
+    ) * 2
+    assert mode(Path(target) / "_deltamerge/reports/r1") == FILE_MODE
+    # And: a put-if-absent still refuses a taken name
+    assert not put_file(object_store(target), "_deltamerge/reports/r1", b"{}", if_absent=True)
+    assert (Path(target) / "_deltamerge/reports/r1").read_bytes() == b"{}"
 
 
 def test_a_concurrent_schema_change_makes_the_merge_run_again(tmp_path):
