@@ -28,6 +28,9 @@ from airflow_provider_deltamerge.hooks.submit_log import SubmitOutputLog
 DEFAULT_CONN_ID = "spark_default"
 LOCAL_MASTER = "local[*]"
 CONNECTION_EXAMPLE = '\'{"conn_type": "spark", "host": "spark://HOST:7077"}\''
+# spark-submit reads $SPARK_CONF_DIR/spark-defaults.conf only when no --properties-file is given; with this
+# flag (Spark 4) it reads both, the file's keys winning.
+LOAD_SPARK_DEFAULTS = "--load-spark-defaults"
 
 
 def spark_connection(conn_id: str) -> Connection:
@@ -106,3 +109,12 @@ class JobSubmitHook(SparkSubmitHook):
     def output_log(self) -> SubmitOutputLog | None:
         """What spark-submit's output has said so far (its UI, tracking URL, start); None before any line."""
         return self._output_log
+
+    def _build_spark_common_args(self) -> list[str]:
+        """The provider's options, plus ``--load-spark-defaults`` beside a ``--properties-file``: the hook
+        passes one for credentials and private conf, and the cluster's packages, endpoints and event log
+        settings in spark-defaults.conf must keep applying to those merges too."""
+        args: list[str] = super()._build_spark_common_args()
+        if self._properties_file:
+            args.insert(args.index("--properties-file"), LOAD_SPARK_DEFAULTS)
+        return args

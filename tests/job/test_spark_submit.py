@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
@@ -125,3 +127,41 @@ def test_the_task_log_shows_the_error_not_the_jvm_stack(tmp_path, local_spark_co
     log = "".join(capfd.readouterr())
     assert "Merge failed: [UNRESOLVED_COLUMN]" in log
     assert "at org.apache.spark" not in log
+
+
+def test_a_clusters_spark_defaults_apply_beside_the_private_properties_file(
+    tmp_path, local_spark_connection, monkeypatch
+):
+    # Given: the cluster's spark-defaults.conf sets a marker and turns Spark's event log on, and the hook has
+    # private conf, which it hands spark-submit in a --properties-file
+    conf_dir, events = tmp_path / "spark-conf", tmp_path / "events"
+    conf_dir.mkdir()
+    events.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text(
+        "spark.deltamerge.marker x\n"
+        "spark.eventLog.enabled true\n"
+        f"spark.eventLog.dir {events.as_uri()}\n"
+        "spark.eventLog.compress false\n"
+        "spark.eventLog.rolling.enabled false\n"
+    )
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
+    target = make_table(tmp_path / "orders", partition_by=["region"])
+    spec = upsert_from_extract(target, tmp_path / "extract.parquet", [(42, 8, "eu")])
+    hook = DeltaMergeHook(local_spark_connection, private_conf={"spark.deltamerge.private": "p"})
+    # When: the merge runs
+    hook.run_merge(spec)
+    # Then: the job's effective conf, as its event log records it, holds the defaults and the private key
+    properties = spark_properties(events)
+    assert properties["spark.deltamerge.marker"] == "x"
+    assert "spark.deltamerge.private" in properties  # its value redacted: it is a private key
+    assert DeltaTable(target).version() == 1
+
+
+def spark_properties(event_logs: Path) -> dict[str, str]:
+    """The Spark properties of the one application that logged its events under ``event_logs``."""
+    (log,) = list(event_logs.iterdir())
+    for line in log.read_text().splitlines():
+        event = json.loads(line)
+        if event["Event"] == "SparkListenerEnvironmentUpdate":
+            return dict(event["Spark Properties"])
+    raise AssertionError(f"no environment in {log}")
