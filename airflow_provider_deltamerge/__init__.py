@@ -96,7 +96,8 @@ def get_provider_info() -> dict[str, Any]:
                         "description": (
                             "Comma-separated lake roots (paths or URIs) that every merge's target, path "
                             "source and the files a source query reads must lie under, checked after "
-                            "templating. A task's allowed_paths argument overrides it; empty allows any path."
+                            "templating. A task's allowed_paths argument overrides it. Empty: the roots each "
+                            "DAG writes before its first template value; * lets run conf choose any path."
                         ),
                         "version_added": "0.1.0",
                         "type": "string",

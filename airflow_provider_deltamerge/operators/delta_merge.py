@@ -39,18 +39,20 @@ from airflow_provider_deltamerge.operators.lineage import (
 )
 from airflow_provider_deltamerge.operators.links import MergeHistoryLink, SparkApplicationLink
 from airflow_provider_deltamerge.operators.rerun import RerunPolicy, TrySeries, replays, rerun_policy
-from airflow_provider_deltamerge.operators.sql_templates import render_sql, with_sql_filters
+from airflow_provider_deltamerge.operators.sql_templates import render_sql, render_written, with_sql_filters
 from airflow_provider_deltamerge.operators.templated_conf import check_templated_conf, templated_keys
 from airflow_provider_deltamerge.spec import (
     MergeClause,
     MergeSource,
     MergeSpec,
     PathSource,
+    QuerySource,
+    TableSource,
     parse_merge_sql,
     to_merge_sql,
 )
 from airflow_provider_deltamerge.spec.json_form import spec_from_dict, spec_to_dict
-from airflow_provider_deltamerge.spec.locations import check_spec_locations
+from airflow_provider_deltamerge.spec.locations import ANY_PATH, AnyPath, WrittenPlaces, check_spec_locations
 from airflow_provider_deltamerge.spec.preflight import run_preflight
 from airflow_provider_deltamerge.spec.sql_parse import is_path_like
 from airflow_provider_deltamerge.spec.validation import check_clauses
@@ -122,8 +124,14 @@ class DeltaMergeOperator(BaseOperator):
         ``google_cloud_platform``, this provider's ``deltamerge_storage``, or any type with an ``env``
         extra); they reach the job as environment variables, never the spec or the log.
     :param allowed_paths: Lake roots (paths or URIs) that the target, a path source and the files a source
-        query reads must lie under, checked after templating. Defaults to the ``[deltamerge] allowed_paths``
-        setting of Airflow's configuration (comma-separated); empty allows any path.
+        query reads must lie under, checked after templating (``..`` resolved, a local path's symbolic links
+        followed). Defaults to the ``[deltamerge] allowed_paths`` setting of Airflow's configuration
+        (comma-separated); when neither is set, the roots the DAG writes: a value printed into a path
+        (``/lake/{{ params.table }}/orders``) may only choose a place below the folder written before it
+        (``/lake/``), a path that starts with a value is refused, and a merge into a remote table reads no
+        worker-local system path (``/etc``, ``/proc``, the worker's home, ...). ``ANY_PATH`` (or ``*`` in the
+        setting) lets run conf and params choose any path and any table. Unless it is ``ANY_PATH``, a table
+        name must keep the name parts the DAG writes before its first value (``shop.{{ params.table }}``).
     :param conf: Spark configuration of the merge job. (templated: only keys that tune the merge, such as
         ``spark.sql.shuffle.partitions``, may take a templated value; see ``templated_conf.py``)
     :param spark_submit_kwargs: Further SparkSubmitHook arguments (executor_memory, packages, ...).
@@ -147,7 +155,7 @@ class DeltaMergeOperator(BaseOperator):
     Template values are data, never SQL: in ``condition``, ``merge_sql``, clause conditions and expressions
     and a source query, a value printed inside quotes (``'{{ params.region }}'``) or backticks is escaped
     for them, one printed elsewhere must be a number or go through ``| sql_literal`` or
-    ``| sql_identifier``. Paths and names are checked after rendering (``allowed_paths``).
+    ``| sql_identifier``. Paths and names are checked after rendering: see ``allowed_paths``.
     """
 
     template_fields: Sequence[str] = (
@@ -195,7 +203,7 @@ class DeltaMergeOperator(BaseOperator):
         dry_run: bool | str = False,
         spark_conn_id: str = DeltaMergeHook.default_conn_name,
         storage_conn_id: str | None = None,
-        allowed_paths: Sequence[str] | None = None,
+        allowed_paths: Sequence[str] | AnyPath | None = None,
         conf: Mapping[str, Any] | None = None,
         spark_submit_kwargs: Mapping[str, Any] | None = None,
         asset_alias: str | None = None,
@@ -228,7 +236,9 @@ class DeltaMergeOperator(BaseOperator):
             if openlineage_inject_transport_info is not None
             else injects_by_default("spark_inject_transport_info")
         )
-        self.allowed_paths = None if allowed_paths is None else tuple(allowed_paths)
+        self.allowed_paths = _allowed_paths(allowed_paths, task_id=self.task_id)
+        # The lake roots and table namespaces the DAG writes, read just before its fields are rendered.
+        self._written: WrittenPlaces | None = None
         self._templated_conf_keys = templated_keys(self.conf)
         self._hook: DeltaMergeHook | None = None
         self._spec: MergeSpec | None = None
@@ -327,14 +337,44 @@ class DeltaMergeOperator(BaseOperator):
             return self.conf
         return {**self.conf, MATERIALIZE_SOURCE_CONF: self.materialize_source}
 
-    def lake_roots(self) -> tuple[str, ...]:
-        """The roots every path of the merge must lie under: ``allowed_paths``, else Airflow's setting."""
+    def lake_roots(self) -> tuple[str, ...] | AnyPath | None:
+        """The roots every path of the merge must lie under: ``allowed_paths``, else Airflow's setting (``*``
+        for ``ANY_PATH``); None when neither names any: then the roots the DAG writes."""
         if self.allowed_paths is not None:
             return self.allowed_paths
         from airflow.configuration import conf
 
         setting = conf.get("deltamerge", "allowed_paths", fallback="") or ""
-        return tuple(root.strip() for root in setting.split(",") if root.strip())
+        roots = tuple(root.strip() for root in setting.split(",") if root.strip())
+        return ANY_PATH if roots == ("*",) else roots or None
+
+    def _written_places(self, context: Context) -> WrittenPlaces:
+        """The places the DAG writes, from its target and source templates with every printed value marked.
+
+        Read before the fields are rendered (they hold the templates then). A ``merge_sql`` whose marked text
+        does not parse writes no place.
+        """
+        env = self.get_template_env()
+
+        def written(text: str) -> str:
+            return render_written(text, context, env)
+
+        if self.merge_sql is not None:
+            try:
+                spec = parse_merge_sql(written(self.merge_sql))
+            except MergeSpecError:
+                return WrittenPlaces()
+            return WrittenPlaces.of(spec.target, spec.source)
+        match self.source:
+            case str(path) | PathSource(path=path):
+                source: MergeSource | None = PathSource(written(path))
+            case TableSource(name=name):
+                source = TableSource(written(name))
+            case QuerySource(sql=sql):
+                source = QuerySource(written(sql))
+            case _:
+                source = None
+        return WrittenPlaces.of(None if self.target is None else written(self.target), source)
 
     def execute(self, context: Context) -> dict[str, Any]:
         try:
@@ -345,11 +385,12 @@ class DeltaMergeOperator(BaseOperator):
     def _merge(self, context: Context) -> dict[str, Any]:
         check_templated_conf(self._templated_conf_keys)
         if self._spec is None:  # executed without Airflow rendering the fields first
+            self._written = self._written_places(context)
             self._spec = self._rendered(self.build_spec(), context)
             self.merge_statement = _statement(self._spec)
         spec = self._spec
         self.log.info("The merge, rendered:\n%s", self.merge_statement)
-        check_spec_locations(spec, allowed_roots=self.lake_roots())
+        check_spec_locations(spec, allowed_paths=self.lake_roots(), written=self._written)
         conf, private_conf = openlineage_spark_conf(
             self.job_conf(),
             context,
@@ -505,6 +546,10 @@ class DeltaMergeOperator(BaseOperator):
         """
         fields = list(template_fields)
         if parent is self:
+            try:
+                self._written = self._written_places(context)
+            except DeltaMergeError as err:
+                raise _for_airflow(err) from err
             for name in (f for f in fields if f in SQL_TEMPLATE_FIELDS):
                 value = getattr(self, name)
                 if isinstance(value, str) and value:
@@ -585,6 +630,20 @@ class _TargetFields:
     """The target's top-level fields as read from its log after the merge; None where it could not be."""
 
     fields: list[dict[str, Any]] | None
+
+
+def _allowed_paths(
+    value: Sequence[str] | AnyPath | None, *, task_id: str
+) -> tuple[str, ...] | AnyPath | None:
+    """``allowed_paths`` as given, refused when it could be read two ways (a string, an empty list)."""
+    if value is None or value is ANY_PATH:
+        return value
+    if isinstance(value, str) or not value:
+        raise AirflowException(
+            f"{task_id}: allowed_paths is {value!r}; give a list of lake roots (['s3://lake/']), ANY_PATH to "
+            "let run conf and params choose any path, or leave it out for the roots the DAG writes."
+        )
+    return tuple(value)
 
 
 def _dry_run(value: Any, *, task_id: str) -> bool:

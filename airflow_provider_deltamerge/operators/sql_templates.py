@@ -22,6 +22,7 @@ from airflow_provider_deltamerge.spec.bound_values import (
     sql_identifier,
     sql_literal,
 )
+from airflow_provider_deltamerge.spec.locations import VALUE_MARK
 
 SQL_FILTERS = {"sql_literal": sql_literal, "sql_identifier": sql_identifier}
 
@@ -48,10 +49,7 @@ def render_sql(text: str, context: Mapping[str, Any], env: jinja2.Environment, *
         values.append(str(value))
         return f"__deltamerge_value_{nonce}_{len(values) - 1}__"
 
-    overlay = with_sql_filters(env).overlay(finalize=mark, cache_size=0)
-    template = overlay.get_template(text) if text.endswith(".sql") else overlay.from_string(text)
-    # Joined by hand: a native environment's render would literal_eval the SQL text into a Python value.
-    marked = "".join(str(part) for part in template.root_render_func(template.new_context(dict(context))))
+    marked = _render(text, context, with_sql_filters(env).overlay(finalize=mark, cache_size=0))
     bound = bind_values(marked, values, re.compile(rf"__deltamerge_value_{nonce}_(\d+)__"), where=where)
     if f"__deltamerge_value_{nonce}_" in bound.lower():
         raise MergeSpecError(
@@ -60,3 +58,16 @@ def render_sql(text: str, context: Mapping[str, Any], env: jinja2.Environment, *
             error_class=UNSAFE_TEMPLATE_VALUE,
         )
     return bound
+
+
+def render_written(text: str, context: Mapping[str, Any], env: jinja2.Environment) -> str:
+    """``text`` (a template, or a ``.sql`` file name) as the DAG wrote it: every printed value, from run conf,
+    params or anywhere else, replaced by ``VALUE_MARK`` (``| sql_identifier`` output too), the rest as it
+    renders. ``spec.locations.WrittenPlaces`` reads the lake roots the DAG wrote from it."""
+    return _render(text, context, with_sql_filters(env).overlay(finalize=lambda _: VALUE_MARK, cache_size=0))
+
+
+def _render(text: str, context: Mapping[str, Any], env: jinja2.Environment) -> str:
+    template = env.get_template(text) if text.endswith(".sql") else env.from_string(text)
+    # Joined by hand: a native environment's render would literal_eval the SQL text into a Python value.
+    return "".join(str(part) for part in template.root_render_func(template.new_context(dict(context))))

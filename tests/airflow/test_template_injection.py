@@ -16,17 +16,18 @@ from typing import Any
 import pytest
 import sqlglot
 from airflow.models.taskinstancekey import TaskInstanceKey
-from airflow.providers.common.compat.sdk import AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 from airflow.sdk import DAG
 from airflow.sdk.execution_time.context import OutletEventAccessors
 from sqlglot import exp
 
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
-from airflow_provider_deltamerge.operators.delta_merge import DeltaMergeOperator
+from airflow_provider_deltamerge.operators.delta_merge import ANY_PATH, DeltaMergeOperator
 from airflow_provider_deltamerge.spec import (
     MergeSpec,
     PathSource,
     QuerySource,
+    TableSource,
     delete,
     insert,
     insert_all,
@@ -118,7 +119,9 @@ def test_the_shipped_sql_example_keeps_a_backtick_in_the_lake_path_a_path(mocker
 
 
 def test_the_shipped_sql_example_still_merges_a_plain_lake(mocker):
-    spec = submitted_spec(mocker, {"lake": "/data/my lake"}, merge_sql="sql/merge_orders.sql")
+    # As dags_examples/merge_sql.py runs it: the lake is a param, its roots are allowed_paths.
+    arguments = {"merge_sql": "sql/merge_orders.sql", "allowed_paths": ["/data/my lake"]}
+    spec = submitted_spec(mocker, {"lake": "/data/my lake"}, **arguments)
     assert spec.target == "/data/my lake/orders"
     assert spec.source == PathSource("/data/my lake/staging/orders/2024-01-02.parquet")
 
@@ -185,14 +188,16 @@ def test_reflection_written_in_the_dag_is_refused_too(mocker):
 
 
 def test_a_source_query_binds_values_and_checks_the_files_it_reads(mocker):
-    query = "SELECT * FROM parquet.`{{ params.lake }}/x` WHERE day = '{{ params.day }}'"
+    query = "SELECT * FROM parquet.`/lake/{{ params.area }}/x` WHERE day = '{{ params.day }}'"
     spec = submitted_spec(
-        mocker, {"lake": "/lake", "day": WIDENING}, **python_merge(source=QuerySource(query))
+        mocker, {"area": "staging", "day": WIDENING}, **python_merge(source=QuerySource(query))
     )
-    assert spec.source == QuerySource("SELECT * FROM parquet.`/lake/x` WHERE day = 'eu\\' OR \\'1\\'=\\'1'")
+    assert spec.source == QuerySource(
+        "SELECT * FROM parquet.`/lake/staging/x` WHERE day = 'eu\\' OR \\'1\\'=\\'1'"
+    )
     with pytest.raises(AirflowFailException, match="DELTAMERGE_UNSAFE_PATH"):
         submitted_spec(
-            mocker, {"lake": BACKTICK_ATTACK, "day": "d"}, **python_merge(source=QuerySource(query))
+            mocker, {"area": BACKTICK_ATTACK, "day": "d"}, **python_merge(source=QuerySource(query))
         )
 
 
@@ -216,6 +221,96 @@ def test_the_lake_roots_come_from_airflows_configuration(mocker, monkeypatch):
     assert (
         submitted_spec(mocker, {"t": "/lake/t"}, **python_merge(target="{{ params.t }}")).target == "/lake/t"
     )
+
+
+def test_by_default_run_conf_cannot_make_a_source_of_etc_passwd(mocker):
+    # The source is all template: the DAG writes no root for it, so no run conf value may choose it.
+    arguments = python_merge(source=PathSource("{{ params.path }}", format="csv"))
+    with pytest.raises(AirflowFailException, match=r"DELTAMERGE_PATH_NOT_ALLOWED.*'/etc/passwd'.*ANY_PATH"):
+        submitted_spec(mocker, {"path": "/etc/passwd"}, **arguments)
+
+
+def test_by_default_the_shipped_sql_cannot_be_pointed_at_another_teams_lake(mocker):
+    # merge_orders.sql starts both paths with {{ params.lake }}: without allowed_paths nothing holds the lake.
+    with pytest.raises(AirflowFailException, match=r"DELTAMERGE_PATH_NOT_ALLOWED.*starts with a value"):
+        submitted_spec(mocker, {"lake": "/lake/team-b"}, merge_sql="sql/merge_orders.sql")
+
+
+def test_by_default_a_value_may_choose_only_below_the_root_the_dag_writes(mocker):
+    # The lake is /lake/team-a/; a table param that climbs out of it reaches team b's table.
+    merge_sql = (
+        "MERGE INTO delta.`/lake/team-a/{{ params.table }}` AS t "
+        "USING parquet.`/lake/team-a/staging/{{ ds }}.parquet` AS s ON t.id = s.id "
+        "WHEN NOT MATCHED THEN INSERT *"
+    )
+    climbing = r"DELTAMERGE_PATH_NOT_ALLOWED.*'/lake/team-a/\.\./team-b/"
+    with pytest.raises(AirflowFailException, match=climbing):
+        submitted_spec(mocker, {"table": "../team-b/orders"}, merge_sql=merge_sql)
+    assert submitted_spec(mocker, {"table": "orders"}, merge_sql=merge_sql).target == "/lake/team-a/orders"
+    python_form = python_merge(target="/lake/team-a/{{ params.table }}", source="/lake/team-a/in.parquet")
+    with pytest.raises(AirflowFailException, match="DELTAMERGE_PATH_NOT_ALLOWED"):
+        submitted_spec(mocker, {"table": "../team-b/orders"}, **python_form)
+    assert submitted_spec(mocker, {"table": "orders"}, **python_form).target == "/lake/team-a/orders"
+
+
+@pytest.mark.parametrize("value", ["../../etc/passwd", "x/../../../etc/passwd", "..", "./../other"])
+def test_by_default_parent_folders_cannot_leave_the_written_root(mocker, value):
+    arguments = python_merge(source=PathSource("/lake/staging/{{ params.file }}", format="csv"))
+    with pytest.raises(AirflowFailException, match="DELTAMERGE_PATH_NOT_ALLOWED"):
+        submitted_spec(mocker, {"file": value}, **arguments)
+
+
+def test_by_default_a_link_inside_the_root_cannot_lead_out_of_it(mocker, tmp_path):
+    lake, outside = tmp_path / "lake", tmp_path / "other-team"
+    (lake / "staging").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "orders.csv").write_text("id\n1\n")
+    (lake / "staging" / "link").symlink_to(outside)
+    (lake / "staging" / "day.csv").write_text("id\n2\n")
+    templated = PathSource(f"{lake}/staging/{{{{ params.file }}}}", format="csv")
+    for allowed in ({}, {"allowed_paths": [str(lake)]}):
+        arguments = python_merge(target=f"{lake}/orders", source=templated, **allowed)
+        with pytest.raises(AirflowFailException, match=r"DELTAMERGE_PATH_NOT_ALLOWED.*symbolic links"):
+            submitted_spec(mocker, {"file": "link/orders.csv"}, **arguments)
+        assert submitted_spec(mocker, {"file": "day.csv"}, **arguments).source.path.endswith("day.csv")
+
+
+def test_by_default_a_merge_into_a_remote_table_reads_nothing_in_the_workers_home(
+    mocker, tmp_path, monkeypatch
+):
+    home = tmp_path / "home" / "airflow"
+    (home / ".aws").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    arguments = python_merge(target="s3://lake/orders", source=PathSource(f"{tmp_path}/{{{{ params.p }}}}"))
+    with pytest.raises(AirflowFailException, match=r"DELTAMERGE_PATH_NOT_ALLOWED.*worker's .*remote table"):
+        submitted_spec(mocker, {"p": "home/airflow/.aws/credentials"}, **arguments)
+    assert submitted_spec(mocker, {"p": "extracts/x.parquet"}, **arguments).source.path.endswith("x.parquet")
+
+
+def test_by_default_a_table_name_keeps_the_namespace_the_dag_writes(mocker):
+    with pytest.raises(AirflowFailException, match=r"DELTAMERGE_TABLE_NOT_ALLOWED.*'team_b\.orders'"):
+        submitted_spec(mocker, {"t": "team_b.orders"}, **python_merge(target="{{ params.t }}"))
+    assert submitted_spec(mocker, {"t": "orders"}, **python_merge(target="team_a.{{ params.t }}")).target == (
+        "team_a.orders"
+    )
+    # A name that Spark reads as files is a path, and holds to the paths' rules.
+    source = TableSource("{{ params.t }}")
+    with pytest.raises(AirflowFailException, match=r"DELTAMERGE_PATH_NOT_ALLOWED.*'/etc/passwd'"):
+        submitted_spec(mocker, {"t": "csv.`/etc/passwd`"}, **python_merge(source=source))
+
+
+def test_any_path_is_the_explicit_way_to_let_run_conf_choose(mocker, monkeypatch):
+    arguments = python_merge(source=PathSource("{{ params.path }}", format="csv"), allowed_paths=ANY_PATH)
+    assert submitted_spec(mocker, {"path": "/etc/passwd"}, **arguments).source.path == "/etc/passwd"
+    monkeypatch.setenv("AIRFLOW__DELTAMERGE__ALLOWED_PATHS", "*")
+    anywhere = python_merge(target="{{ params.t }}")
+    assert submitted_spec(mocker, {"t": "team_b.orders"}, **anywhere).target == "team_b.orders"
+
+
+@pytest.mark.parametrize("allowed", [[], "/lake"])
+def test_an_allowed_paths_that_reads_two_ways_fails_when_the_dag_is_parsed(allowed):
+    with pytest.raises(AirflowException, match=r"allowed_paths is .*ANY_PATH"):
+        DeltaMergeOperator(task_id="merge", allowed_paths=allowed, **python_merge())
 
 
 def test_only_harmless_spark_conf_keys_take_templated_values(mocker):

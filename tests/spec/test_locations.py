@@ -6,7 +6,13 @@ import pytest
 
 from airflow_provider_deltamerge.exceptions import MergeSpecError
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, QuerySource, TableSource, insert_all
-from airflow_provider_deltamerge.spec.locations import check_path, check_spec_locations, file_paths_in_query
+from airflow_provider_deltamerge.spec.locations import (
+    VALUE_MARK,
+    WrittenPlaces,
+    check_path,
+    check_spec_locations,
+    file_paths_in_query,
+)
 
 ROOTS = ("/lake", "s3://bucket/lake")
 
@@ -61,10 +67,10 @@ def test_paths_outside_every_allowed_root_are_refused(path):
 
 
 def test_a_spec_is_checked_as_a_whole():
-    check_spec_locations(spec(), allowed_roots=ROOTS)
-    check_spec_locations(spec(target="shop.orders", source=TableSource("`my db`.t")), allowed_roots=ROOTS)
+    check_spec_locations(spec(), allowed_paths=ROOTS)
+    check_spec_locations(spec(target="shop.orders", source=TableSource("`my db`.t")), allowed_paths=ROOTS)
     with pytest.raises(MergeSpecError, match="DELTAMERGE_PATH_NOT_ALLOWED"):
-        check_spec_locations(spec(source=PathSource("/etc/passwd", format="csv")), allowed_roots=ROOTS)
+        check_spec_locations(spec(source=PathSource("/etc/passwd", format="csv")), allowed_paths=ROOTS)
     with pytest.raises(MergeSpecError, match="DELTAMERGE_INVALID_TABLE_NAME"):
         check_spec_locations(spec(target="orders; DROP TABLE x"))
     with pytest.raises(MergeSpecError, match="DELTAMERGE_INVALID_TABLE_NAME"):
@@ -75,5 +81,45 @@ def test_a_source_query_may_read_files_only_under_the_roots():
     query = "SELECT * FROM parquet.`/lake/x` JOIN csv.`/etc/passwd` USING (id) JOIN shop.t USING (id)"
     assert list(file_paths_in_query(query)) == ["/lake/x", "/etc/passwd"]
     with pytest.raises(MergeSpecError, match="'/etc/passwd' lies outside"):
-        check_spec_locations(spec(source=QuerySource(query)), allowed_roots=ROOTS)
-    check_spec_locations(spec(source=QuerySource("SELECT * FROM delta.`/lake/x`")), allowed_roots=ROOTS)
+        check_spec_locations(spec(source=QuerySource(query)), allowed_paths=ROOTS)
+    check_spec_locations(spec(source=QuerySource("SELECT * FROM delta.`/lake/x`")), allowed_paths=ROOTS)
+
+
+@pytest.mark.parametrize(
+    ("written", "roots"),
+    [
+        (f"/lake/{VALUE_MARK}/orders", ("/lake/",)),
+        (f"/lake/staging/{VALUE_MARK}.parquet", ("/lake/staging/",)),
+        (f"/lake/orders_{VALUE_MARK}", ("/lake/",)),
+        (f"s3://bucket/{VALUE_MARK}", ("s3://bucket/",)),
+        ("/lake/orders", ("/lake/orders",)),
+        (f"{VALUE_MARK}/orders", ()),
+        (f"/{VALUE_MARK}/orders", ()),
+        (f"/lake/../{VALUE_MARK}", ()),
+        (f"s3://{VALUE_MARK}/lake", ()),
+        (f"file:///{VALUE_MARK}", ()),
+    ],
+)
+def test_the_roots_a_dag_writes_are_the_folders_before_its_first_value(written, roots):
+    assert WrittenPlaces.of(written, None).roots == roots
+
+
+def test_table_namespaces_are_the_name_parts_before_the_first_value():
+    places = WrittenPlaces.of(f"Shop.{VALUE_MARK}", TableSource(f"`{VALUE_MARK}`.t"))
+    assert places.namespaces == (("shop",),)
+    query = QuerySource(f"SELECT * FROM crm.customers JOIN {VALUE_MARK} USING (id)")
+    assert WrittenPlaces.of(None, query).namespaces == (("crm", "customers"),)
+
+
+def test_a_table_name_that_reads_files_is_checked_as_a_path():
+    written = WrittenPlaces.of("/lake/orders", TableSource(f"shop.{VALUE_MARK}"))
+    with pytest.raises(MergeSpecError, match=r"DELTAMERGE_PATH_NOT_ALLOWED.*source path '/etc/passwd'"):
+        check_spec_locations(spec(source=TableSource("csv.`/etc/passwd`")), written=written)
+    with pytest.raises(MergeSpecError, match="DELTAMERGE_PATH_NOT_ALLOWED"):
+        check_spec_locations(spec(source=TableSource("csv.`/etc/passwd`")), allowed_paths=ROOTS)
+
+
+@pytest.mark.parametrize("path", ["file:///lake/%2e%2e/etc/passwd", "file:/lake/%2E%2E/etc/passwd"])
+def test_a_percent_encoded_parent_folder_is_resolved_too(path):
+    with pytest.raises(MergeSpecError, match="DELTAMERGE_PATH_NOT_ALLOWED"):
+        check_path(path, where="source", allowed_roots=ROOTS)
