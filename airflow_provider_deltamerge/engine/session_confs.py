@@ -12,10 +12,11 @@ import logging
 from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge.session_kind import conf_keys
+from airflow_provider_deltamerge.spec.preflight import AUTO_MERGE_CONF
 
 log = logging.getLogger(__name__)
 
-AUTO_MERGE = "spark.databricks.delta.schema.autoMerge.enabled"
+AUTO_MERGE = AUTO_MERGE_CONF
 SKIP_EMPTY_COMMITS = "spark.databricks.delta.skipRecordingEmptyCommits"
 OPTIMIZE_INSERT_ONLY = "spark.databricks.delta.merge.optimizeInsertOnlyMerge.enabled"
 CASTING_FOLLOWS_ANSI = "spark.databricks.delta.updateAndMergeCastingFollowsAnsiEnabledFlag"

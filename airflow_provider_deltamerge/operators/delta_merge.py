@@ -418,6 +418,7 @@ class DeltaMergeOperator(BaseOperator):
                 spec,
                 read_target_schema=partial(read_table_schema, storage_options=options),
                 read_source_schema=partial(read_path_schema, storage_options=options),
+                conf=conf,
             )
             self.log.info("Pre-flight checks passed for the merge into %s", spec.target)
         policy = rerun_policy(self.rerun, task_id=self.task_id)

@@ -13,6 +13,7 @@ the target; names compare case-insensitively (Spark's default). A check that nee
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -39,6 +40,9 @@ from airflow_provider_deltamerge.spec.names import (
 from airflow_provider_deltamerge.spec.references import ExpressionSyntaxError, column_references
 from airflow_provider_deltamerge.spec.source import PathSource
 from airflow_provider_deltamerge.spec.validation import Problem, problem, raise_problems
+
+# Delta's session conf that turns schema evolution on for every MERGE, as WITH SCHEMA EVOLUTION does.
+AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
 
 Role = Literal["target", "source"]
 _ROLES: tuple[Role, ...] = ("target", "source")
@@ -434,6 +438,7 @@ def run_preflight(
     *,
     read_target_schema: Callable[[str], Mapping[str, Any]],
     read_source_schema: Callable[[str, str], Mapping[str, Any] | None] | None = None,
+    conf: Mapping[str, Any] | None = None,
 ) -> None:
     """Check ``spec`` against the real schemas before any Spark job runs.
 
@@ -443,10 +448,14 @@ def run_preflight(
             when the target is not a Delta table.
         read_source_schema: ``(path, format) -> schema or None`` for a path source; ``None`` when the schema
             is not cheaply known. Table and query sources are never read.
+        conf: the Spark conf the job runs with: Delta's ``autoMerge`` there evolves the schema as
+            ``WITH SCHEMA EVOLUTION`` does (Delta's canEvolveSchema), so the checks allow what it adds.
 
     Raises:
         ClauseResolutionError: listing every reference that does not resolve.
     """
+    if str((conf or {}).get(AUTO_MERGE_CONF, "")).strip().lower() == "true":
+        spec = dataclasses.replace(spec, schema_evolution=True)
     target = TableColumns.from_delta_schema(read_target_schema(spec.target))
     source_schema = None
     if read_source_schema is not None and isinstance(spec.source, PathSource):

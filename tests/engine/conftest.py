@@ -58,3 +58,10 @@ def python_udf_plans(spark: SparkSession, *, since: int) -> list[str]:
         if executions.apply(i).executionId() > since
     ]
     return [plan for plan in plans if any(op in plan for op in PYTHON_UDF_OPERATORS)]
+
+
+# The differential suite against Delta's runtime (tests/engine/test_differential_delta.py): a case costs about
+# three seconds (Delta's MERGE and ours on fresh tables), so CI runs 150 and a developer's machine 2,000.
+settings.register_profile("differential-ci", max_examples=150, **_SLOW_EXAMPLES)
+settings.register_profile("differential-dev", max_examples=2000, **_SLOW_EXAMPLES)
+DIFFERENTIAL_SETTINGS = settings.get_profile("differential-" + os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -8,16 +8,23 @@ that the tests do not check our error parsing against itself.
 
 from __future__ import annotations
 
+import functools
+import json
+import re
+import zipfile
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import Any
 
 from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
+from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine.backends.delta_spark import (
+    DELTA_ERROR_CATALOGUE,
     run_with_delta_spark,
 )
 from airflow_provider_deltamerge.engine.merge import MergeResult
@@ -26,12 +33,26 @@ from airflow_provider_deltamerge.engine.session_confs import AUTO_MERGE
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.session_kind import session_confs_set
 from airflow_provider_deltamerge.spec import MergeSpec, to_merge_sql
+from tests.delta_runtime import delta_jars
 
 ENGINE = "engine"
 BACKEND = "delta-spark"
 SQL = "sql"  # Delta's own MERGE INTO
 RUNNERS = (ENGINE, BACKEND, SQL)
-RETRY = "retry"  # the backend again, with the run identity of its first run
+RETRY = "retry"
+# The row counts Delta records in a MERGE commit (DeltaOperationMetrics.MERGE).
+ROW_COUNTS = (
+    m.NUM_SOURCE_ROWS,
+    m.NUM_TARGET_ROWS_INSERTED,
+    m.NUM_TARGET_ROWS_UPDATED,
+    m.NUM_TARGET_ROWS_MATCHED_UPDATED,
+    m.NUM_TARGET_ROWS_NOT_MATCHED_BY_SOURCE_UPDATED,
+    m.NUM_TARGET_ROWS_DELETED,
+    m.NUM_TARGET_ROWS_MATCHED_DELETED,
+    m.NUM_TARGET_ROWS_NOT_MATCHED_BY_SOURCE_DELETED,
+    m.NUM_TARGET_ROWS_COPIED,
+    m.NUM_OUTPUT_ROWS,
+)  # the backend again, with the run identity of its first run
 
 # Exceptions and causes read from the JVM, at the most (a cause chain can loop back on itself).
 _MAX_CHAIN = 20
@@ -84,7 +105,7 @@ def _sql_outcome(spark: SparkSession, spec: MergeSpec) -> dict[str, Any]:
         with evolution:
             spark.sql(to_merge_sql(spec)).collect()
     except (PySparkException, Py4JJavaError) as err:
-        return {"error": type(err).__name__, "jvmErrors": _jvm_errors(err)}
+        return {"error": type(err).__name__, "jvmErrors": jvm_errors(err)}
     return {"commit": _latest_commit(spark, spec.target)}
 
 
@@ -98,7 +119,7 @@ def _latest_commit(spark: SparkSession, target: str) -> dict[str, Any]:
     return {"version": row["version"], "operation": row["operation"], "operationMetrics": dict(metrics)}
 
 
-def _jvm_errors(err: PySparkException | Py4JJavaError) -> list[dict[str, str | None]]:
+def jvm_errors(err: PySparkException | Py4JJavaError) -> list[dict[str, str | None]]:
     """The JVM's exception and its causes, outermost first: each one's error class and message as the JVM
     holds them, read directly, so that the test does not check our error parsing against itself."""
     throwable = err.java_exception if isinstance(err, Py4JJavaError) else getattr(err, "_origin", None)
@@ -107,6 +128,16 @@ def _jvm_errors(err: PySparkException | Py4JJavaError) -> list[dict[str, str | N
         chain.append({"errorClass": _error_class(throwable), "message": str(throwable.getMessage())})
         throwable = throwable.getCause()
     return chain
+
+
+def delta_error_classes(errors: list[dict[str, str | None]]) -> list[str]:
+    """The error classes of ``jvm_errors``, also where Spark could only name one: Delta 4.4 on Spark 4.2 has
+    Spark render some analysis errors, whose text is then ``Cannot find main error class 'X'``."""
+    lost = re.compile(r"Cannot find main error class '([A-Z0-9_.]+)'")
+    named = (lost.search(e["message"] or "") for e in errors)
+    return [c for c in (e["errorClass"] for e in errors) if c and c != "INTERNAL_ERROR"] + [
+        found.group(1) for found in named if found
+    ]
 
 
 def _error_class(throwable: Any) -> str | None:
@@ -119,3 +150,27 @@ def _error_class(throwable: Any) -> str | None:
         if error_class is not None:
             return str(error_class)
     return None
+
+
+def first_sentence(jvm_message: str) -> str:
+    """A JVM error message's first sentence (of its first line, where Delta's catalogue breaks a long one),
+    without the ``[CLASS]`` it starts with, its SQLSTATE or the ``; line 1 pos 2`` of an analysis error."""
+    line = (jvm_message.strip().splitlines() or [""])[0]
+    line = re.sub(r"\s*SQLSTATE:.*$", "", re.sub(r"^\[[A-Z0-9_.]+\]\s*", "", line))
+    sentence = re.match(r".*?\.(?=[\s;]|$)", line)  # a period inside a name (t.id) ends no sentence
+    return sentence.group(0) if sentence else line
+
+
+@functools.cache
+def _delta_catalogue() -> dict[str, Any]:
+    jar = next(jar for jar in delta_jars() if "delta-spark_" in Path(jar).name)
+    with zipfile.ZipFile(jar) as archive:
+        return json.loads(archive.read(DELTA_ERROR_CATALOGUE))  # type: ignore[no-any-return]
+
+
+def catalogued_sentence(error_class: str) -> re.Pattern[str]:
+    """The first sentence of Delta's message for ``error_class``, from the error catalogue in Delta's jar
+    (read here from the jar, not through the JVM the backend reads it with), its ``<parameters>`` matching
+    any text."""
+    sentence = first_sentence(" ".join(_delta_catalogue()[error_class]["message"]))
+    return re.compile(".+?".join(re.escape(part) for part in re.split(r"<\w+>", sentence)))

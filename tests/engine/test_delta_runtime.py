@@ -7,13 +7,9 @@ runners.
 from __future__ import annotations
 
 import importlib.metadata
-import json
-import re
-import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -44,8 +40,17 @@ from airflow_provider_deltamerge.spec import (
     update_by_source,
 )
 from tests.conftest import make_table
-from tests.delta_runtime import delta_jars
-from tests.engine.delta_outcomes import BACKEND, ENGINE, RETRY, RUNNERS, SQL, run_case
+from tests.engine.delta_outcomes import (
+    BACKEND,
+    ENGINE,
+    RETRY,
+    ROW_COUNTS,
+    RUNNERS,
+    SQL,
+    catalogued_sentence,
+    delta_error_classes,
+    run_case,
+)
 from tests.engine.test_bad_input import MAX_MESSAGE_LINES
 from tests.engine.test_delta_spark_backend import (
     DELTA_CONFS,
@@ -75,21 +80,8 @@ RETRIED_TARGET = pa.table({"id": pa.array([1, 2], pa.int64()), "qty": pa.array([
 RETRIED_SOURCE = pa.table({"id": pa.array([1, 3], pa.int64()), "qty": pa.array([-1, 30], pa.int32())})
 RUN = {"dagId": "orders", "taskId": "merge", "runId": "manual__1", "mapIndex": -1}
 
-# The counts Delta defines by the clauses alone. Copied and output rows are among them here because each
-# runner rewrites exactly the files with a matched row (one file, or one per partition), so which rows are
-# copied does not depend on how each runner prunes files.
-ROW_COUNTS = (
-    m.NUM_SOURCE_ROWS,
-    m.NUM_TARGET_ROWS_INSERTED,
-    m.NUM_TARGET_ROWS_UPDATED,
-    m.NUM_TARGET_ROWS_MATCHED_UPDATED,
-    m.NUM_TARGET_ROWS_NOT_MATCHED_BY_SOURCE_UPDATED,
-    m.NUM_TARGET_ROWS_DELETED,
-    m.NUM_TARGET_ROWS_MATCHED_DELETED,
-    m.NUM_TARGET_ROWS_NOT_MATCHED_BY_SOURCE_DELETED,
-    m.NUM_TARGET_ROWS_COPIED,
-    m.NUM_OUTPUT_ROWS,
-)
+# ROW_COUNTS (Delta's row counts of a MERGE commit) are compared as they are here, copied and output rows
+# too, because each runner rewrites exactly the files with a matched row (one file, or one per partition).
 
 
 def changed(*, inserted: int = 0, updated: int = 0, deleted: int = 0) -> dict[str, int]:
@@ -264,15 +256,6 @@ def rows_by_id(table: str) -> list[tuple[Any, ...]]:
     return sorted((tuple(row.values()) for row in sorted_rows(table)), key=itemgetter(0))
 
 
-def first_sentence(jvm_message: str) -> str:
-    """A JVM error message's first sentence (of its first line, where Delta's catalogue breaks a long one),
-    without the ``[CLASS]`` it starts with, its SQLSTATE or the ``; line 1 pos 2`` of an analysis error."""
-    line = (jvm_message.strip().splitlines() or [""])[0]
-    line = re.sub(r"\s*SQLSTATE:.*$", "", re.sub(r"^\[[A-Z0-9_.]+\]\s*", "", line))
-    sentence = re.match(r".*?\.(?=[\s;]|$)", line)  # a period inside a name (t.id) ends no sentence
-    return sentence.group(0) if sentence else line
-
-
 # --- the runtime check ------------------------------------------------------------------------------------
 
 
@@ -386,26 +369,6 @@ def test_a_merge_without_commit_reports_what_was_measured_and_none_for_the_rest(
 
 
 # --- merges that fail -----------------------------------------------------------------------------------
-
-
-def delta_error_classes(jvm_errors: list[dict[str, str | None]]) -> list[str]:
-    """The error classes Delta's JVM errors carry, also where Spark could only name one: Delta 4.4 on Spark
-    4.2 has Spark render some analysis errors, whose text is then ``Cannot find main error class 'X'``."""
-    named = (
-        re.search(r"Cannot find main error class '([A-Z0-9_.]+)'", e["message"] or "") for e in jvm_errors
-    )
-    return [e["errorClass"] or "" for e in jvm_errors] + [found.group(1) for found in named if found]
-
-
-def catalogued_sentence(error_class: str) -> re.Pattern[str]:
-    """The first sentence of Delta's message for ``error_class``, from the error catalogue in Delta's jar
-    (read here from the jar, not through the JVM the backend reads it with), its ``<parameters>`` matching
-    any text."""
-    jar = next(jar for jar in delta_jars() if "delta-spark_" in Path(jar).name)
-    with zipfile.ZipFile(jar) as archive:
-        catalogue = json.loads(archive.read(backend.DELTA_ERROR_CATALOGUE))
-    sentence = first_sentence(" ".join(catalogue[error_class]["message"]))
-    return re.compile(".+?".join(re.escape(part) for part in re.split(r"<\w+>", sentence)))
 
 
 @pytest.mark.parametrize("name", FAILING)

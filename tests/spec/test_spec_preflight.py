@@ -32,6 +32,7 @@ from airflow_provider_deltamerge.spec import (
     update_all,
     update_by_source,
 )
+from airflow_provider_deltamerge.spec.preflight import AUTO_MERGE_CONF
 
 TARGET = TableColumns.from_paths("id", "name", "qty", "addr.city", "addr.zip", "active")
 SOURCE = TableColumns.from_paths("id", "name", "qty", "city", "op", "ts")
@@ -147,6 +148,52 @@ def test_star_needs_every_target_column_in_the_source_without_evolution() -> Non
     )
     assert messages(merge(update_all(except_columns=["addr", "active"]))) == []
     assert messages(merge(insert_all(), schema_evolution=True)) == []
+
+
+@pytest.mark.parametrize(
+    ("conf", "refused"),
+    [
+        ({}, True),
+        ({AUTO_MERGE_CONF: "true"}, False),
+        ({AUTO_MERGE_CONF: "TRUE "}, False),
+        ({AUTO_MERGE_CONF: "false"}, True),
+    ],
+)
+def test_the_job_s_auto_merge_conf_evolves_as_with_schema_evolution(
+    conf: dict[str, str], refused: bool
+) -> None:
+    # Given: an UPDATE SET * whose source lacks target columns, and a new source column assigned by name,
+    # run with Delta's autoMerge in the job's conf (Delta's canEvolveSchema: WITH SCHEMA EVOLUTION or it)
+    spec = merge(update_all(condition="s.qty > 0"), update({"op": "s.op"}))
+    schemas = {
+        "target": {
+            "type": "struct",
+            "fields": [
+                {"name": n, "type": "long", "nullable": True, "metadata": {}} for n in ("id", "qty", "total")
+            ],
+        },
+        "source": {
+            "type": "struct",
+            "fields": [
+                {"name": n, "type": "long", "nullable": True, "metadata": {}} for n in ("id", "qty", "op")
+            ],
+        },
+    }
+
+    # When / Then: refused without it, as Delta refuses; checked as an evolving merge with it
+    def check() -> None:
+        run_preflight(
+            spec,
+            read_target_schema=lambda _: schemas["target"],
+            read_source_schema=lambda *_: schemas["source"],
+            conf=conf,
+        )
+
+    if refused:
+        with pytest.raises(ClauseResolutionError, match="DELTA_MERGE_UNRESOLVED_EXPRESSION"):
+            check()
+    else:
+        check()
 
 
 def test_star_does_not_need_generated_columns_in_the_source() -> None:

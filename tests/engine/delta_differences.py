@@ -1,0 +1,65 @@
+"""Every deliberate difference between our engine and Delta Lake's own MERGE, in one list, each with its
+reason and the exact shape it may take: the differential suite (tests/engine/test_differential_delta.py)
+accepts a case whose outcomes differ only as one of these says, and tests/engine/test_delta_differences.py
+shows each on a case where it does differ. README "Semantics and known differences" says the same for users.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from airflow_provider_deltamerge.engine import metrics as m
+from tests.engine.delta_differential import Outcome
+
+CHANGES = (m.NUM_TARGET_ROWS_INSERTED, m.NUM_TARGET_ROWS_UPDATED, m.NUM_TARGET_ROWS_DELETED)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One deliberate difference: why, and whether Delta's and our outcome differ exactly so."""
+
+    name: str
+    reason: str
+    differs_so: Callable[[Outcome, Outcome], bool]
+
+
+def _only_files_a_clause_acts_on(delta: Outcome, ours: Outcome) -> bool:
+    """Same rows and schema; every count but the copied and output rows the same; we copy fewer rows (those
+    of the files Delta rewrote and we left alone), and write the same rows besides; where nothing changed,
+    Delta commits a rewrite of its candidate files and we commit no version."""
+    if delta.error_class or ours.error_class or (delta.rows, delta.schema) != (ours.rows, ours.schema):
+        return False
+    if delta.version == ours.version:
+        kept = {m.NUM_TARGET_ROWS_COPIED, m.NUM_OUTPUT_ROWS}
+        same = all(delta.counts.get(k) == ours.counts.get(k) for k in delta.counts.keys() - kept)
+        copied_less = ours.counts.get(m.NUM_TARGET_ROWS_COPIED, 0) < delta.counts.get(
+            m.NUM_TARGET_ROWS_COPIED, 0
+        )
+        written = [
+            o.counts.get(m.NUM_OUTPUT_ROWS, 0) - o.counts.get(m.NUM_TARGET_ROWS_COPIED, 0)
+            for o in (delta, ours)
+        ]
+        return same and copied_less and written[0] == written[1]
+    nothing_changed = all(delta.counts.get(k) == 0 for k in CHANGES)
+    return delta.version == (ours.version or 0) + 1 and nothing_changed and not ours.counts
+
+
+DIFFERENCES = (
+    Difference(
+        "only-files-a-clause-acts-on",
+        "Delta's classic executor rewrites every candidate file that holds a matched row (every file its "
+        "pruning keeps when a NOT MATCHED BY SOURCE clause is there), copying rows no clause acts on; the "
+        "engine rewrites only the files holding a row some clause acts on. The rows are the same; "
+        "numTargetRowsCopied and numOutputRows are smaller and true for what was written, and a merge that "
+        "changes no row commits no version, where Delta commits a rewrite.",
+        _only_files_a_clause_acts_on,
+    ),
+)
+
+
+def explained_by(delta: Outcome, ours: Outcome) -> Difference | None:
+    """The deliberate difference ``ours`` shows against ``delta``; None if they agree or differ otherwise."""
+    if delta.observed() == ours.observed():
+        return None
+    return next((d for d in DIFFERENCES if d.differs_so(delta, ours)), None)

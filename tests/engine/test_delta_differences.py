@@ -1,0 +1,74 @@
+"""Each deliberate difference from Delta (tests/engine/delta_differences.py), shown on a statement where it
+does differ: Delta's runtime and our engine run it on identical copies, and the outcomes differ exactly as
+the difference says, and in no other way."""
+
+from __future__ import annotations
+
+import datetime
+
+from airflow_provider_deltamerge.engine import metrics as m
+from tests.engine.delta_differences import DIFFERENCES, explained_by
+from tests.engine.delta_differential import Case, run_case
+
+ONLY_ACTED_ON = next(d for d in DIFFERENCES if d.name == "only-files-a-clause-acts-on")
+DAY = datetime.date(2026, 1, 2)
+NEXT_DAY = datetime.date(2026, 1, 3)
+SYNC = (
+    "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id\n"
+    "WHEN MATCHED THEN UPDATE SET *\n"
+    "WHEN NOT MATCHED BY SOURCE AND t.day > DATE'2026-01-02' THEN UPDATE SET t.v = t.v * 2"
+)
+
+
+def test_delta_rewrites_a_file_no_clause_acts_on_and_the_engine_does_not(spark, tmp_path):
+    # Given: a table partitioned by day, two rows on the 2nd, one on the 3rd; the source matches the 3rd's
+    # row, and the NOT MATCHED BY SOURCE clause holds for no row of the 2nd: no clause acts on the 2nd's file
+    case = Case(
+        target_columns=("id", "v", "day"),
+        source_columns=("id", "v", "day"),
+        target_rows=(
+            {"id": 1, "v": 1, "day": DAY},
+            {"id": 2, "v": 2, "day": DAY},
+            {"id": 3, "v": 3, "day": NEXT_DAY},
+        ),
+        source_rows=({"id": 3, "v": 5, "day": NEXT_DAY},),
+        statement=SYNC,
+        partition_by="day",
+    )
+    # When
+    delta, ours = run_case(spark, case, tmp_path)
+    # Then: the same rows; Delta also rewrote the 2nd's file, copying its two rows the engine left in place
+    assert delta.rows == ours.rows and delta.version == ours.version == 1
+    copied = [outcome.counts[m.NUM_TARGET_ROWS_COPIED] for outcome in (delta, ours)]
+    assert copied == [2, 0]
+    assert delta.counts[m.NUM_TARGET_ROWS_UPDATED] == ours.counts[m.NUM_TARGET_ROWS_UPDATED] == 1
+    assert explained_by(delta, ours) is ONLY_ACTED_ON
+
+
+def test_delta_commits_a_rewrite_that_changes_nothing_and_the_engine_commits_no_version(spark, tmp_path):
+    # Given: an empty source, and a NOT MATCHED BY SOURCE clause whose condition holds for no row
+    case = Case(
+        target_columns=("id", "v", "day"),
+        source_columns=("id", "v", "day"),
+        target_rows=({"id": 1, "v": 1, "day": DAY},),
+        source_rows=(),
+        statement=SYNC,
+    )
+    # When
+    delta, ours = run_case(spark, case, tmp_path)
+    # Then: Delta committed version 1 (its candidate file rewritten, every change count 0); we committed none
+    assert (delta.version, ours.version) == (1, 0)
+    assert [delta.counts[k] for k in (m.NUM_TARGET_ROWS_UPDATED, m.NUM_TARGET_ROWS_COPIED)] == [0, 1]
+    assert delta.rows == ours.rows
+    assert explained_by(delta, ours) is ONLY_ACTED_ON
+
+
+def test_a_difference_in_rows_is_no_deliberate_difference(spark, tmp_path):
+    # The list explains no other difference: the same outcomes with one row changed are not accepted
+    case = Case(
+        ("id", "v"), ("id", "v"), ({"id": 1, "v": 1},), ({"id": 1, "v": 2},), SYNC.split("\nWHEN NOT")[0]
+    )
+    delta, ours = run_case(spark, case, tmp_path)
+    assert delta.observed() == ours.observed()
+    ours.rows = [{"id": 1, "v": 3}]
+    assert explained_by(delta, ours) is None
