@@ -13,7 +13,12 @@ import matplotlib.pyplot as plt
 
 from bench.summary import BASELINES, CaseSummary
 
-COLOURS = {"floor": "#4c72b0", "deltalake-streamed": "#dd8452", "deltalake-non-streamed": "#55a868"}
+COLOURS = {
+    "floor": "#4c72b0",
+    "deltalake-streamed": "#dd8452",
+    "deltalake-non-streamed": "#55a868",
+    "delta-spark": "#c44e52",
+}
 TARGET_OVER_FLOOR = 1.5
 
 

@@ -19,6 +19,7 @@ from bench.contenders import CONTENDERS, ContenderName
 from bench.report import write_results
 from bench.runner import run_benchmark
 from bench.store_sales import SCALES
+from tests.delta_runtime import with_delta
 
 HERE = Path(__file__).parent
 
@@ -37,10 +38,11 @@ SESSION_CONF: dict[str, bool | float | int | str | None] = {
 
 
 def bench_session() -> tuple[SparkSession, float]:
-    """A local SparkSession on every core, and the seconds it took to start (reported on its own)."""
+    """A local SparkSession on every core, with Delta's runtime for its contender, and the seconds it took
+    to start (reported on its own)."""
     start = time.perf_counter()
     spark = SparkSession.builder.master("local[*]").appName("deltamerge-bench").config(map=SESSION_CONF)
-    session = spark.getOrCreate()
+    session = with_delta(spark).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     session.range(1).collect()
     return session, time.perf_counter() - start

@@ -5,6 +5,8 @@
   rows to insert, in files sized as the engine sizes them; no join, no commit. No Spark merge beats it.
 * ``deltalake-streamed`` / ``deltalake-non-streamed``: ``deltalake``'s own merge (``streamed_exec`` on, its
   default, or off) in a separate worker process, the source read into Arrow with pyarrow.
+* ``delta-spark``: Delta Lake's own ``MERGE INTO`` of the same statement in the same warm SparkSession,
+  which has Delta's jars, extension and catalog (tests/delta_runtime.py).
 """
 
 from __future__ import annotations
@@ -25,13 +27,25 @@ from airflow_provider_deltamerge.delta.snapshot import read_snapshot
 from airflow_provider_deltamerge.delta.writer import max_records_per_file
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.spec import to_merge_sql
 from bench.cases import Case, CaseData, Counts
 from bench.jvm_calls import counting
 from tests.oracle import merge_with_deltalake
 
-ContenderName = Literal["engine", "floor", "deltalake-streamed", "deltalake-non-streamed"]
-CONTENDERS: tuple[ContenderName, ...] = ("engine", "floor", "deltalake-streamed", "deltalake-non-streamed")
-MERGING_CONTENDERS: tuple[ContenderName, ...] = ("engine", "deltalake-streamed", "deltalake-non-streamed")
+ContenderName = Literal["engine", "floor", "deltalake-streamed", "deltalake-non-streamed", "delta-spark"]
+CONTENDERS: tuple[ContenderName, ...] = (
+    "engine",
+    "floor",
+    "deltalake-streamed",
+    "deltalake-non-streamed",
+    "delta-spark",
+)
+MERGING_CONTENDERS: tuple[ContenderName, ...] = (
+    "engine",
+    "deltalake-streamed",
+    "deltalake-non-streamed",
+    "delta-spark",
+)
 
 
 @dataclass(frozen=True)
@@ -107,6 +121,25 @@ def run_floor(
         writer = writer.option("maxRecordsPerFile", max_rows)
     writer.partitionBy(*snapshot.partition_columns).parquet(str(output))
     return Run(time.perf_counter() - start, None)
+
+
+def run_delta_spark(spark: SparkSession, case: Case, data: CaseData, target: str) -> Run:
+    """Delta's own ``MERGE INTO`` of ``case`` in the session; its counts from its commit's metrics."""
+    from delta.tables import DeltaTable
+
+    statement = to_merge_sql(case.spec(target, data.source))
+    start = time.perf_counter()
+    spark.sql(statement).collect()
+    seconds = time.perf_counter() - start
+    recorded = DeltaTable.forPath(spark, target).history(1).collect()[0]["operationMetrics"] or {}
+    metrics = {name: int(value) for name, value in recorded.items()}
+    counts = Counts(
+        inserted=metrics.get(m.NUM_TARGET_ROWS_INSERTED, 0),
+        updated=metrics.get(m.NUM_TARGET_ROWS_UPDATED, 0),
+        deleted=metrics.get(m.NUM_TARGET_ROWS_DELETED, 0),
+        rows_after=rows_in_table(target),
+    )
+    return Run(seconds, counts, metrics)
 
 
 def run_deltalake(case: Case, data: CaseData, target: str, *, streamed: bool) -> Run:

@@ -93,8 +93,8 @@ def markdown(
         "## Times",
         "",
         "| case | engine s | floor s | deltalake streamed s | deltalake non-streamed s "
-        "| ÷ floor | ÷ dl streamed | ÷ dl non-streamed |",
-        "|---|---|---|---|---|---|---|---|",
+        "| Delta (delta-spark) s | ÷ floor | ÷ dl streamed | ÷ dl non-streamed | ÷ Delta |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summaries:
         lines.append(
@@ -106,7 +106,7 @@ def markdown(
         )
     sums: dict[str, float | None] = {b: summed_ratio(summaries, b) for b in BASELINES}
     lines += [
-        "| **sum of Delta's 16 cases** | | | | | "
+        "| **sum of Delta's 16 cases** | | | | | | "
         + " | ".join(f"**{_ratio(sums[b])}**" for b in BASELINES)
         + " |",
         "",

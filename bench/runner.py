@@ -26,7 +26,15 @@ from pyspark.sql import SparkSession
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from bench.cases import Case, CaseData, Counts, prepare_source
 from bench.checks import announce, disagreements
-from bench.contenders import ContenderName, Run, fresh_copy, run_deltalake, run_engine, run_floor
+from bench.contenders import (
+    ContenderName,
+    Run,
+    fresh_copy,
+    run_delta_spark,
+    run_deltalake,
+    run_engine,
+    run_floor,
+)
 from bench.memory import DriverMemory, driver_memory, python_rss, reset_jvm_peaks
 from bench.store_sales import Scale, TargetTables, write_tables
 
@@ -189,6 +197,8 @@ def _run_once(
             reset_jvm_peaks(spark)
             run = run_engine(spark, case, data, target)
             memory = driver_memory(spark)
+        elif contender == "delta-spark":
+            run = run_delta_spark(spark, case, data, target)
         elif contender == "floor":
             run = run_floor(spark, data, target, run_dir / "floor", changed_rows_only=case.deletion_vectors)
         else:

@@ -11,7 +11,12 @@ from bench.contenders import ContenderName
 from bench.runner import BenchResult, RunRecord
 
 # Ratios the report and the chart show: the engine's median over each baseline's.
-BASELINES: tuple[ContenderName, ...] = ("floor", "deltalake-streamed", "deltalake-non-streamed")
+BASELINES: tuple[ContenderName, ...] = (
+    "floor",
+    "deltalake-streamed",
+    "deltalake-non-streamed",
+    "delta-spark",
+)
 PHASES = ("materialize", "scan", "rewrite", "other", "commit")
 
 
