@@ -219,6 +219,7 @@ def _cast_values(
                 where=describe_clause(clause.position, written),
                 deterministic=value.deterministic,
                 keep=current if keeps else None,
+                expression=expression,
             )
     return values
 

@@ -114,11 +114,13 @@ class StoreAssignment:
         where: str,
         deterministic: bool = True,
         keep: Column | None = None,
+        expression: str | None = None,
     ) -> Column:
         """``value`` (of ``from_type``) as a value of column ``column`` (of ``to_type``).
 
         Args:
             where: the clause, for errors ("clause 2, WHEN MATCHED UPDATE").
+            expression: the value's SQL as the clause writes it, which errors name as Spark's do.
             deterministic: whether ``value`` gives the same result each time it is evaluated; a value
                 checked for overflow is then evaluated once.
             keep: the target's current value of the column: struct fields the value lacks keep theirs
@@ -129,7 +131,8 @@ class StoreAssignment:
         """
 
         def leaf(v: Column, source: DataType, target: DataType, path: str) -> Column:
-            return self._leaf(v, source, target, path, where=where, deterministic=deterministic)
+            shown = expression if expression is not None and path == column else path
+            return self._leaf(v, source, target, shown, where=where, deterministic=deterministic)
 
         def mismatch(source: DataType, target: DataType, path: str) -> ClauseResolutionError:
             return ClauseResolutionError(
@@ -172,11 +175,13 @@ class StoreAssignment:
         rules = _cast_rules(self.spark)
         if self.policy == "STRICT":
             if not rules.can_up_cast(source, target):
+                # Delta's MERGE casts with Spark's up-cast check under STRICT (castIfNeeded), and says so in
+                # Spark's words: the value as the clause gives it, then the types.
                 raise ClauseResolutionError(
-                    f"{where}: Cannot write incompatible data: Cannot safely cast `{column}` "
-                    f'"{sql_type(source)}" to "{sql_type(target)}" under {POLICY_KEY}=STRICT. '
-                    "Cast the value explicitly in the clause, or use the ANSI policy.",
-                    error_class="INCOMPATIBLE_DATA_FOR_TABLE.CANNOT_SAFELY_CAST",
+                    f'Cannot up cast {column} from "{sql_type(source)}" to "{sql_type(target)}". ({where}) '
+                    f"{POLICY_KEY}=STRICT allows no narrowing: cast the value explicitly in the clause, "
+                    "choose a wider type for the column, or use the ANSI policy.",
+                    error_class="CANNOT_UP_CAST_DATATYPE",
                 )
             return value.cast(target)
         allowed = rules.can_ansi_cast if self.policy == "ANSI" else rules.can_cast
