@@ -6,11 +6,13 @@ shows each on a case where it does differ. README "Semantics and known differenc
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from airflow_provider_deltamerge.engine import metrics as m
 from tests.engine.delta_differential import Outcome
+from tests.engine.delta_outcomes import error_catalogue, first_sentence
 
 CHANGES = (m.NUM_TARGET_ROWS_INSERTED, m.NUM_TARGET_ROWS_UPDATED, m.NUM_TARGET_ROWS_DELETED)
 
@@ -58,8 +60,54 @@ DIFFERENCES = (
 )
 
 
+# The parameters of Spark's and Delta's error messages that hold an expression of the statement.
+EXPRESSION_PARAMETERS = frozenset({"expression", "sqlExpr", "cond", "condition", "expr"})
+
+
+def expressions_as_written(delta: Outcome, ours: Outcome) -> bool:
+    """Whether our error's first sentence is Delta's but for the expressions in it: Delta prints Spark's
+    normalized form of an expression (``(t.amount * CAST(2 AS DECIMAL(1,0)))``), the engine the clause's
+    text (``t.amount * 2``); every other value (types, columns) must be Delta's."""
+    if delta.error_class is None or delta.message is None or delta.error_class not in error_catalogue():
+        return False
+    template = first_sentence(" ".join(error_catalogue()[delta.error_class]["message"]))
+    parts = re.split(r"<(\w+)>", template)
+    names = parts[1::2]
+    if not set(names) & EXPRESSION_PARAMETERS:
+        return False
+    reading = "".join(re.escape(part) if i % 2 == 0 else f"(?P<p{i}>.+?)" for i, part in enumerate(parts))
+    values = re.fullmatch(reading, first_sentence(delta.message))
+    if values is None:
+        return False
+    expected = "".join(
+        re.escape(part)
+        if i % 2 == 0
+        else ".+?"
+        if part in EXPRESSION_PARAMETERS
+        else re.escape(values.group(f"p{i}"))
+        for i, part in enumerate(parts)
+    )
+    return re.search(expected, ours.message or "") is not None
+
+
+MESSAGE_DIFFERENCES = (
+    Difference(
+        "expressions-as-written",
+        "An error that quotes an expression of the statement quotes it as the clause writes it, where Delta "
+        "prints Spark's normalized form (casts and parentheses added); the class, the sentence and every "
+        "other value in it are Delta's.",
+        expressions_as_written,
+    ),
+)
+
+
 def explained_by(delta: Outcome, ours: Outcome) -> Difference | None:
     """The deliberate difference ``ours`` shows against ``delta``; None if they agree or differ otherwise."""
     if delta.observed() == ours.observed():
         return None
     return next((d for d in DIFFERENCES if d.differs_so(delta, ours)), None)
+
+
+def message_explained_by(delta: Outcome, ours: Outcome) -> Difference | None:
+    """The deliberate difference our error's message shows against Delta's, if any."""
+    return next((d for d in MESSAGE_DIFFERENCES if d.differs_so(delta, ours)), None)

@@ -162,15 +162,24 @@ def first_sentence(jvm_message: str) -> str:
 
 
 @functools.cache
-def _delta_catalogue() -> dict[str, Any]:
-    jar = next(jar for jar in delta_jars() if "delta-spark_" in Path(jar).name)
-    with zipfile.ZipFile(jar) as archive:
-        return json.loads(archive.read(DELTA_ERROR_CATALOGUE))  # type: ignore[no-any-return]
+def error_catalogue() -> dict[str, Any]:
+    """Spark's error catalogue (from its jars) with Delta's (from Delta's jar) over it: every class's message
+    template, read from the jars, not through the JVM."""
+    import pyspark
+
+    spark_jars = Path(pyspark.__file__).parent / "jars"
+    spark = next(spark_jars.glob("spark-common-utils_*.jar"))
+    delta = next(jar for jar in delta_jars() if "delta-spark_" in Path(jar).name)
+    catalogue: dict[str, Any] = {}
+    for jar, entry in ((spark, "error/error-conditions.json"), (delta, DELTA_ERROR_CATALOGUE)):
+        with zipfile.ZipFile(jar) as archive:
+            catalogue.update(json.loads(archive.read(entry)))
+    return catalogue
 
 
 def catalogued_sentence(error_class: str) -> re.Pattern[str]:
     """The first sentence of Delta's message for ``error_class``, from the error catalogue in Delta's jar
     (read here from the jar, not through the JVM the backend reads it with), its ``<parameters>`` matching
     any text."""
-    sentence = first_sentence(" ".join(_delta_catalogue()[error_class]["message"]))
+    sentence = first_sentence(" ".join(error_catalogue()[error_class]["message"]))
     return re.compile(".+?".join(re.escape(part) for part in re.split(r"<\w+>", sentence)))

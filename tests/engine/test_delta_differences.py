@@ -5,12 +5,19 @@ the difference says, and in no other way."""
 from __future__ import annotations
 
 import datetime
+import decimal
 
 from airflow_provider_deltamerge.engine import metrics as m
-from tests.engine.delta_differences import DIFFERENCES, explained_by
-from tests.engine.delta_differential import Case, run_case
+from tests.engine.delta_differences import (
+    DIFFERENCES,
+    MESSAGE_DIFFERENCES,
+    explained_by,
+    message_explained_by,
+)
+from tests.engine.delta_differential import Case, message_agrees, run_case
 
 ONLY_ACTED_ON = next(d for d in DIFFERENCES if d.name == "only-files-a-clause-acts-on")
+AS_WRITTEN = next(d for d in MESSAGE_DIFFERENCES if d.name == "expressions-as-written")
 DAY = datetime.date(2026, 1, 2)
 NEXT_DAY = datetime.date(2026, 1, 3)
 SYNC = (
@@ -72,3 +79,29 @@ def test_a_difference_in_rows_is_no_deliberate_difference(spark, tmp_path):
     assert delta.observed() == ours.observed()
     ours.rows = [{"id": 1, "v": 3}]
     assert explained_by(delta, ours) is None
+
+
+def test_an_error_quotes_the_expression_as_written_where_delta_normalizes_it(spark, tmp_path):
+    # Given: a narrowing assignment under STRICT, whose expression Spark normalizes (a cast of the literal)
+    case = Case(
+        target_columns=("id", "amount"),
+        source_columns=("id", "amount"),
+        target_rows=({"id": 1, "amount": decimal.Decimal("2.50")},),
+        source_rows=({"id": 1, "amount": decimal.Decimal("1.00")},),
+        statement=(
+            "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id\n"
+            "WHEN MATCHED THEN UPDATE SET t.amount = t.amount * 2"
+        ),
+        confs={"spark.sql.storeAssignmentPolicy": "STRICT"},
+    )
+    # When
+    delta, ours = run_case(spark, case, tmp_path)
+    # Then: the same class; Delta quotes Spark's form of the expression, we the clause's, the types alike
+    assert delta.error_class == ours.error_class == "CANNOT_UP_CAST_DATATYPE"
+    assert "(t.amount * CAST(2 AS DECIMAL(1,0)))" in (delta.message or "")
+    assert 'Cannot up cast t.amount * 2 from "DECIMAL(12,2)" to "DECIMAL(10,2)".' in (ours.message or "")
+    assert not message_agrees(delta, ours)
+    assert message_explained_by(delta, ours) is AS_WRITTEN
+    # And: a message with another type is not explained by it
+    ours.message = (ours.message or "").replace("DECIMAL(12,2)", "DECIMAL(11,2)")
+    assert message_explained_by(delta, ours) is None
