@@ -84,6 +84,11 @@ def _chain(err: PySparkException | Py4JJavaError) -> list[tuple[str | None, str]
     return [(error_class, line)]
 
 
+def first_sentence(text: str) -> str:
+    """The first sentence of a Spark or Delta message, without its class and SQLSTATE."""
+    return _first_line(text)[1]
+
+
 def _first_line(text: str) -> tuple[str | None, str]:
     """The class a Spark message starts with, and the message's first sentence without class and SQLSTATE.
 

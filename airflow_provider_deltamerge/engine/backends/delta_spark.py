@@ -41,7 +41,7 @@ from airflow_provider_deltamerge.engine.metrics import MetricsRecorder, MetricVa
 from airflow_provider_deltamerge.engine.resolve.resolution import quote
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
 from airflow_provider_deltamerge.engine.source.load import merge_source
-from airflow_provider_deltamerge.engine.spark_errors import SparkFailure, summarize
+from airflow_provider_deltamerge.engine.spark_errors import SparkFailure, first_sentence, summarize
 from airflow_provider_deltamerge.exceptions import (
     ClauseResolutionError,
     DeltaMergeError,
@@ -504,16 +504,19 @@ def _with_catalogued_message(
     """``failure``, with Delta's own message for its class where Spark lost the text: the class's message in
     Delta's error catalogue, read from the jar the session loaded, its ``<parameters>`` as Delta names them
     (the values did not survive)."""
-    lost = _LOST_MESSAGE.match(failure.message)
-    if lost is None or error_class is None or not error_class.startswith("DELTA_"):
+    if (
+        error_class is None
+        or not error_class.startswith("DELTA_")
+        or not _LOST_MESSAGE.match(failure.message)
+    ):
         return failure
     message = _delta_catalogue(spark).get(error_class, {}).get("message")
     if not message:
         return failure
-    text = " ".join(message)
+    sentence = first_sentence("\n".join(message))
     return SparkFailure(
         error_class,
-        f"{text} (Delta's message, whose values its runtime lost on this Spark)",
+        f"{sentence} (Delta's message, whose values its runtime lost on this Spark)",
         failure.classes,
     )
 
