@@ -130,14 +130,18 @@ def jvm_errors(err: PySparkException | Py4JJavaError) -> list[dict[str, str | No
     return chain
 
 
+WRAPPER_CLASSES = frozenset({"TASK_WRITE_FAILED"})
+
+
 def delta_error_classes(errors: list[dict[str, str | None]]) -> list[str]:
     """The error classes of ``jvm_errors``, also where Spark could only name one: Delta 4.4 on Spark 4.2 has
     Spark render some analysis errors, whose text is then ``Cannot find main error class 'X'``."""
     lost = re.compile(r"Cannot find main error class '([A-Z0-9_.]+)'")
     named = (lost.search(e["message"] or "") for e in errors)
-    return [c for c in (e["errorClass"] for e in errors) if c and c != "INTERNAL_ERROR"] + [
-        found.group(1) for found in named if found
-    ]
+    classes = [c for c in (e["errorClass"] for e in errors) if c and c != "INTERNAL_ERROR"]
+    # Spark's wrapper of a failed write task comes before the class of what failed in it
+    ordered = [c for c in classes if c not in WRAPPER_CLASSES] + [c for c in classes if c in WRAPPER_CLASSES]
+    return ordered + [found.group(1) for found in named if found]
 
 
 def _error_class(throwable: Any) -> str | None:

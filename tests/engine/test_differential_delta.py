@@ -7,11 +7,18 @@ from __future__ import annotations
 
 import shutil
 
-from hypothesis import given
+from hypothesis import assume, given
 
 from tests.engine.conftest import DIFFERENTIAL_SETTINGS
 from tests.engine.delta_differences import explained_by, message_explained_by
-from tests.engine.delta_differential import Case, Outcome, cases, message_agrees, run_case
+from tests.engine.delta_differential import (
+    Case,
+    Outcome,
+    cases,
+    delta_failed_internally,
+    message_agrees,
+    run_case,
+)
 
 
 def report(case: Case, delta: Outcome, ours: Outcome) -> str:
@@ -36,5 +43,8 @@ def test_delta_and_the_engine_agree_on_generated_statements(spark, tmp_path_fact
         delta, ours = run_case(spark, case, folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    # Delta's own internal errors (an analyzer bug such as "Found the unresolved Cast") say nothing of what
+    # a MERGE means: such a statement is no case
+    assume(not delta_failed_internally(delta))
     assert delta.observed() == ours.observed() or explained_by(delta, ours), report(case, delta, ours)
     assert message_agrees(delta, ours) or message_explained_by(delta, ours), report(case, delta, ours)

@@ -132,7 +132,7 @@ class StoreAssignment:
 
         def leaf(v: Column, source: DataType, target: DataType, path: str) -> Column:
             shown = expression if expression is not None and path == column else path
-            return self._leaf(v, source, target, shown, where=where, deterministic=deterministic)
+            return self._leaf(v, source, target, path, where=where, deterministic=deterministic, shown=shown)
 
         def mismatch(source: DataType, target: DataType, path: str) -> ClauseResolutionError:
             return ClauseResolutionError(
@@ -167,7 +167,10 @@ class StoreAssignment:
         *,
         where: str,
         deterministic: bool,
+        shown: str,
     ) -> Column:
+        """``value`` cast for the column (or struct field) ``column``; ``shown`` is the value as errors quote
+        it (the clause's expression for a whole column)."""
         if source == target:
             return value
         if isinstance(source, NullType):
@@ -178,7 +181,7 @@ class StoreAssignment:
                 # Delta's MERGE casts with Spark's up-cast check under STRICT (castIfNeeded), and says so in
                 # Spark's words: the value as the clause gives it, then the types.
                 raise ClauseResolutionError(
-                    f'Cannot up cast {column} from "{sql_type(source)}" to "{sql_type(target)}". ({where}) '
+                    f'Cannot up cast {shown} from "{sql_type(source)}" to "{sql_type(target)}". ({where}) '
                     f"{POLICY_KEY}=STRICT allows no narrowing: cast the value explicitly in the clause, "
                     "choose a wider type for the column, or use the ANSI policy.",
                     error_class="CANNOT_UP_CAST_DATATYPE",
