@@ -1,4 +1,4 @@
-"""docker-compose.yaml: valid for Compose, wired as README's "Try it with docker compose" says, and every
+"""docker-compose.yaml: valid for Compose, wired as docs/docker-compose.md says, and every
 file or folder it names is in the repository.
 
 ``docker-compose config`` (Debian's docker-compose, installed by ``make``) checks the file against the

@@ -36,7 +36,7 @@ ENGINE_SESSION_CONF: dict[str, bool | float | int | str | None] = {
     "spark.python.sql.dataFrameDebugging.enabled": "false"
 }
 
-# The spark.databricks.delta.* confs the engine honours (listed in the README's "Session confs").
+# The spark.databricks.delta.* confs the engine honours (listed in docs/semantics.md, "Session confs").
 HONOURED_DELTA_CONFS = frozenset(
     {
         AUTO_MERGE,
@@ -95,8 +95,8 @@ def warn_ignored_delta_confs(spark: SparkSession) -> list[str]:
     )
     for key in ignored:
         log.warning(
-            "%s is set but this engine does not honour it; the merge runs as without it (see the README's "
-            "Session confs for those it honours)",
+            "%s is set but this engine does not honour it; the merge runs as without it (the confs it "
+            "honours: docs/semantics.md, Session confs)",
             key,
         )
     return ignored

@@ -1,7 +1,7 @@
 """Every deliberate difference between our engine and Delta Lake's own MERGE, in one list, each with its
 reason and the exact shape it may take: the differential suite (tests/engine/test_differential_delta.py)
 accepts a case whose outcomes differ only as one of these says, and tests/engine/test_delta_differences.py
-shows each on a case where it does differ. README "Semantics and known differences" says the same for users.
+shows each on a case where it does differ. docs/semantics.md says the same for users.
 """
 
 from __future__ import annotations
