@@ -79,6 +79,64 @@ def test_airflow_side_imports_without_pyspark():
     assert result.stdout.strip() == "ok"
 
 
+# What a DAG file imports and builds: the operators and the sensor, a merge given as Python clauses and one as
+# MERGE INTO text (parsed when the DAG is), bounds (checked then too).
+DAG_PARSE_CODE = """
+import json, sys
+from airflow_provider_deltamerge.operators.delta_merge import DeltaMergeOperator
+from airflow_provider_deltamerge.operators.delta_merge_check import DeltaMergeCheckOperator
+from airflow_provider_deltamerge.sensors.delta_table import DeltaTableSensor
+from airflow_provider_deltamerge.spec import insert_all, update_all
+
+DeltaMergeOperator(task_id="python_form", target="/lake/orders", source="/staging/orders",
+                   condition="t.id = s.id", clauses=[update_all(), insert_all()],
+                   bounds={"numTargetRowsDeleted": {"max": 0}})
+DeltaMergeOperator(task_id="sql_form", merge_sql="MERGE INTO delta.`/lake/orders` AS t "
+                   "USING parquet.`/staging/orders` AS s ON t.id = s.id "
+                   "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+DeltaMergeCheckOperator(task_id="check", merge_task_id="sql_form", bounds={"numSourceRows": {"min": 1}})
+DeltaTableSensor(task_id="wait", table="/lake/orders", metrics={"numTargetRowsInserted": {"min": 1}})
+print(json.dumps(sorted(sys.modules)))
+"""
+# Imported only when a task runs: seconds of imports that every parse of a DAG file would pay otherwise. The
+# hook too: it brings the Spark provider's hooks (and requests with them).
+RUN_TIME_ONLY = (
+    "pyarrow",
+    "pandas",
+    "numpy",
+    "deltalake",
+    "pyspark",
+    "airflow_provider_deltamerge.hooks.delta_merge",
+)
+# sqlglot parses the merge's SQL when the DAG is, with its tokenizer, parser and Spark dialect (which loads
+# the dialects it builds on, and its scope and type annotation helpers); its optimizer, executor, planner,
+# lineage and other dialects are not needed then.
+SQLGLOT_HEAVY = (
+    "sqlglot.optimizer.",
+    "sqlglot.executor",
+    "sqlglot.planner",
+    "sqlglot.lineage",
+    "sqlglot.dialects.",
+)
+SQLGLOT_AT_PARSE = {
+    "sqlglot.optimizer.scope",
+    "sqlglot.optimizer.annotate_types",
+    *(f"sqlglot.dialects.{name}" for name in ("dialect", "hive", "spark2", "spark")),
+}
+
+
+def test_a_dag_parse_imports_no_library_the_merge_needs_only_when_it_runs():
+    result = subprocess.run(
+        [sys.executable, "-c", DAG_PARSE_CODE], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    loaded = json.loads(result.stdout.splitlines()[-1])
+    assert [m for m in loaded if any(m == name or m.startswith(f"{name}.") for name in RUN_TIME_ONLY)] == []
+    assert "sqlglot.parser" in loaded  # the MERGE INTO text was parsed
+    heavy_sqlglot = [m for m in loaded if m.startswith(SQLGLOT_HEAVY) and m not in SQLGLOT_AT_PARSE]
+    assert heavy_sqlglot == []
+
+
 def provider_distribution(module: str, declared: set[str]) -> str:
     """The distribution of provider module ``module``: its package root holds ``get_provider_info.py``; for a
     provider not installed here (the Google one, kept out of the dev venv), the declared one its name fits."""
