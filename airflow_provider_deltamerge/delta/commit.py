@@ -29,10 +29,10 @@ from airflow_provider_deltamerge.delta.conflicts import (
     Rerun,
     check_winning_commits,
 )
-from airflow_provider_deltamerge.delta.history import COMMIT_INFO_KEY
 from airflow_provider_deltamerge.delta.log_reader import LogReader
 from airflow_provider_deltamerge.delta.log_store import LogStore, commit_file, log_store
 from airflow_provider_deltamerge.delta.protocol import MESSAGES
+from airflow_provider_deltamerge.delta.provenance import COMMIT_INFO_KEY
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot, open_table
 from airflow_provider_deltamerge.delta.writer import ChangeFile, WrittenFile
 from airflow_provider_deltamerge.exceptions import MergeCommitError, TargetTableError

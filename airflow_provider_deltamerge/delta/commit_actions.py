@@ -20,7 +20,7 @@ from airflow_provider_deltamerge.delta.column_mapping import (
     maps_columns,
     stored_name,
 )
-from airflow_provider_deltamerge.delta.history import COMMIT_INFO_KEY
+from airflow_provider_deltamerge.delta.provenance import COMMIT_INFO_KEY
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
 from airflow_provider_deltamerge.delta.writer import ChangeFile, WrittenFile
 

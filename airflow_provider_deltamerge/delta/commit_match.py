@@ -1,7 +1,9 @@
 """What a check or sensor accepts: bounds on merge metrics, and criteria for a commit in the Delta log.
 
-Pure Python over ``deltalake``'s history (no Spark), shared by ``DeltaMergeCheckOperator``,
-``DeltaTableSensor`` and ``DeltaTableTrigger``: one evaluation of bounds, one matching of commits.
+Pure Python (no ``deltalake``, no Spark), shared by ``DeltaMergeCheckOperator``, ``DeltaTableSensor``,
+``DeltaTableTrigger`` and the merge job's guards: one evaluation of bounds, one matching of commits. The
+operators and the sensor validate their bounds with it when a DAG is parsed; the log is read by
+``history.find_commit``.
 
 Bounds are a dict from a metric, or a ratio of two metrics written ``"a / b"``, to ``{"min": x, "max": y}``
 (either or both, inclusive)::
@@ -23,10 +25,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_deltamerge.delta.history import COMMIT_INFO_KEY, DEFAULT_HISTORY_DEPTH, provenance_of
-from airflow_provider_deltamerge.delta.log_reader import LogReader
+from airflow_provider_deltamerge.delta.provenance import COMMIT_INFO_KEY, provenance_of
 from airflow_provider_deltamerge.engine.metrics import METRIC_DESCRIPTIONS, TABLE_VERSION
-from airflow_provider_deltamerge.exceptions import MetricBoundsError, TargetTableError
+from airflow_provider_deltamerge.exceptions import MetricBoundsError
 
 # Every name a bound may use: Delta's merge metrics, plus the version the merge committed.
 KNOWN_METRICS: tuple[str, ...] = (*METRIC_DESCRIPTIONS, TABLE_VERSION)
@@ -312,31 +313,3 @@ class CommitCriteria:
                 or not self.metrics.broken({**commit.metrics, TABLE_VERSION: commit.version})
             )
         )
-
-
-def find_commit(
-    table_uri: str,
-    criteria: CommitCriteria,
-    *,
-    depth: int = DEFAULT_HISTORY_DEPTH,
-    storage_options: dict[str, str] | None = None,
-) -> Commit | None:
-    """The newest of the newest ``depth`` commits of ``table_uri`` that meets ``criteria``; with
-    ``after_version``, the oldest after it (the next commit, so that none is passed over).
-
-    Returns None, too, when there is no Delta table at ``table_uri`` yet: a sensor may wait for one.
-    """
-    try:
-        history = list(LogReader(table_uri, storage_options).recent_commits(depth))
-    except TargetTableError:
-        return None
-    found = None
-    for entry in history:  # newest first
-        commit = Commit.from_history(entry)
-        if criteria.after_version is not None and commit.version <= criteria.after_version:
-            break
-        if criteria.matches(commit):
-            found = commit
-            if criteria.after_version is None:
-                break
-    return found

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_deltamerge.delta.commit_match import Commit, CommitCriteria
 from airflow_provider_deltamerge.delta.log_reader import LogReader
 from airflow_provider_deltamerge.delta.operation_metrics import DELTA_SPARK_EXECUTOR, delta_merge_metrics
+from airflow_provider_deltamerge.delta.provenance import DEFAULT_HISTORY_DEPTH, provenance_of
+from airflow_provider_deltamerge.exceptions import TargetTableError
 
-# The commitInfo key under which every merge commit of this provider records who made it and how.
-COMMIT_INFO_KEY = "deltamerge"
 SUBMISSION_ID = "submissionId"
-# How far back to look for a commit of ours: concurrent writers may have committed after it.
-DEFAULT_HISTORY_DEPTH = 100
 
 
 @dataclass(frozen=True)
@@ -24,22 +22,6 @@ class MergeCommit:
     version: int
     metrics: Mapping[str, int | None]  # None: not measured by the backend that made the commit
     info: Mapping[str, Any]
-
-
-def provenance_of(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """Who made a history entry, as this provider records it; {} for commits of other writers.
-
-    Our engine's commits carry the record under ``COMMIT_INFO_KEY``; Delta's own MERGE (the delta-spark
-    backend) cannot add keys to commitInfo, so that backend writes the same record as ``userMetadata`` JSON.
-    """
-    own = entry.get(COMMIT_INFO_KEY)
-    if isinstance(own, dict):
-        return own
-    try:
-        parsed = json.loads(entry.get("userMetadata") or "")
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
 
 
 def find_merge_commit_where(
@@ -78,3 +60,31 @@ def find_merge_commit(
         depth=depth,
         storage_options=storage_options,
     )
+
+
+def find_commit(
+    table_uri: str,
+    criteria: CommitCriteria,
+    *,
+    depth: int = DEFAULT_HISTORY_DEPTH,
+    storage_options: dict[str, str] | None = None,
+) -> Commit | None:
+    """The newest of the newest ``depth`` commits of ``table_uri`` that meets ``criteria``; with
+    ``after_version``, the oldest after it (the next commit, so that none is passed over).
+
+    Returns None, too, when there is no Delta table at ``table_uri`` yet: a sensor may wait for one.
+    """
+    try:
+        history = list(LogReader(table_uri, storage_options).recent_commits(depth))
+    except TargetTableError:
+        return None
+    found = None
+    for entry in history:  # newest first
+        commit = Commit.from_history(entry)
+        if criteria.after_version is not None and commit.version <= criteria.after_version:
+            break
+        if criteria.matches(commit):
+            found = commit
+            if criteria.after_version is None:
+                break
+    return found

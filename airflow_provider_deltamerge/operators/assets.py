@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset
 
-from airflow_provider_deltamerge.delta.commit_partitions import Partition
 from airflow_provider_deltamerge.spec import MergeSource, PathSource, TableSource
 from airflow_provider_deltamerge.spec.sql_parse import is_path_like
+
+if TYPE_CHECKING:
+    from airflow_provider_deltamerge.delta.commit_partitions import Partition
 
 _TEMPLATE_MARKERS = ("{{", "{%")
 # Keys the asset event's extra adds to the merge's metrics (tableVersion is among the metrics).

@@ -1,4 +1,9 @@
-"""``DeltaMergeOperator``: a Delta Lake MERGE declared in a DAG, run by a Spark job, metrics to XCom."""
+"""``DeltaMergeOperator``: a Delta Lake MERGE declared in a DAG, run by a Spark job, metrics to XCom.
+
+Every DAG parse imports this module, so at its top it imports only what declaring and checking a merge needs
+(the spec, sqlglot to parse its SQL). The hook, Spark's provider, ``deltalake`` and ``pyarrow`` (seconds of
+imports) are imported by the methods that run the task: ``_merge`` and the log reads after it.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseOperator
 from airflow.sdk import Asset, AssetAlias
-from deltalake.exceptions import DeltaError
 
 from airflow_provider_deltamerge.delta.commit_match import MetricBounds
-from airflow_provider_deltamerge.delta.commit_partitions import Partition, touched_partitions
-from airflow_provider_deltamerge.delta.log_schema import read_path_schema, read_table_schema
 from airflow_provider_deltamerge.engine.metrics import (
     DRY_RUN,
     NUM_TARGET_FILES_ADDED,
@@ -23,7 +25,6 @@ from airflow_provider_deltamerge.engine.metrics import (
     readable,
 )
 from airflow_provider_deltamerge.exceptions import DeltaMergeError, MergeSpecError, is_final
-from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook, commit_result
 from airflow_provider_deltamerge.operators.assets import (
     default_alias_name,
     event_extra,
@@ -61,6 +62,9 @@ if TYPE_CHECKING:
     import jinja2
     from airflow.providers.common.compat.sdk import Context
     from airflow.providers.openlineage.extractors import OperatorLineage
+
+    from airflow_provider_deltamerge.delta.commit_partitions import Partition
+    from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
 
 BACKENDS = ("auto", "engine", "delta-spark")
 MATERIALIZE_SOURCE_MODES = ("auto", "all", "none")
@@ -201,7 +205,7 @@ class DeltaMergeOperator(BaseOperator):
         preflight: bool = True,
         bounds: Mapping[str, Mapping[str, float]] | None = None,
         dry_run: bool | str = False,
-        spark_conn_id: str = DeltaMergeHook.default_conn_name,
+        spark_conn_id: str = "spark_default",
         storage_conn_id: str | None = None,
         allowed_paths: Sequence[str] | AnyPath | None = None,
         conf: Mapping[str, Any] | None = None,
@@ -383,6 +387,9 @@ class DeltaMergeOperator(BaseOperator):
             raise _for_airflow(err) from err
 
     def _merge(self, context: Context) -> dict[str, Any]:
+        from airflow_provider_deltamerge.delta.log_schema import read_path_schema, read_table_schema
+        from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook, commit_result
+
         check_templated_conf(self._templated_conf_keys)
         if self._spec is None:  # executed without Airflow rendering the fields first
             self._written = self._written_places(context)
@@ -524,6 +531,10 @@ class DeltaMergeOperator(BaseOperator):
             return None
         if not (metrics.get(NUM_TARGET_FILES_ADDED) or metrics.get(NUM_TARGET_FILES_REMOVED)):
             return []  # no commit of data files (perhaps none at all): no partition changed
+        from deltalake.exceptions import DeltaError
+
+        from airflow_provider_deltamerge.delta.commit_partitions import touched_partitions
+
         assert self._hook is not None
         try:
             return touched_partitions(target, metrics[TABLE_VERSION], self._hook.storage_options() or None)
@@ -614,6 +625,10 @@ class DeltaMergeOperator(BaseOperator):
         effort: it never fails the task)."""
         if not is_path_like(target):
             return None
+        from deltalake.exceptions import DeltaError
+
+        from airflow_provider_deltamerge.delta.log_schema import read_table_schema
+
         options = self._hook.storage_options() if self._hook is not None else None
         try:
             return list(read_table_schema(target, storage_options=options or None).get("fields", []))

@@ -1,4 +1,8 @@
-"""``DeltaTableSensor``: wait until a Delta table's log has a commit meeting criteria (no Spark)."""
+"""``DeltaTableSensor``: wait until a Delta table's log has a commit meeting criteria (no Spark).
+
+Every DAG parse imports this module: the log is read with ``deltalake`` (and ``pyarrow``), imported by
+``poke`` when the sensor runs, not at the top.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +16,9 @@ from airflow.providers.common.compat.sdk import (
     PokeReturnValue,
     conf,
 )
-from deltalake.exceptions import DeltaError
 
-from airflow_provider_deltamerge.delta.commit_match import CommitCriteria, MetricBounds, find_commit
-from airflow_provider_deltamerge.delta.history import DEFAULT_HISTORY_DEPTH
+from airflow_provider_deltamerge.delta.commit_match import CommitCriteria, MetricBounds
+from airflow_provider_deltamerge.delta.provenance import DEFAULT_HISTORY_DEPTH
 from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
 from airflow_provider_deltamerge.operators.assets import target_asset
 from airflow_provider_deltamerge.triggers.delta_table import DeltaTableTrigger
@@ -131,6 +134,10 @@ class DeltaTableSensor(BaseSensorOperator):
         return max(events, key=lambda event: event.timestamp, default=None)
 
     def poke(self, context: Context) -> PokeReturnValue:
+        from deltalake.exceptions import DeltaError
+
+        from airflow_provider_deltamerge.delta.history import find_commit
+
         criteria = self.criteria(context)
         options = connection_storage_options(self.storage_conn_id) or None
         try:

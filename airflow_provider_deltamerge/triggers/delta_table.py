@@ -1,4 +1,8 @@
-"""``DeltaTableTrigger``: the deferrable half of ``DeltaTableSensor``, polling the log in the triggerer."""
+"""``DeltaTableTrigger``: the deferrable half of ``DeltaTableSensor``, polling the log in the triggerer.
+
+The sensor's module imports this one, so every parse of the sensor's DAG does: ``deltalake`` (and
+``pyarrow``), which the polls need, are imported when it polls, in the triggerer, not at the top.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,9 @@ from typing import Any
 
 from airflow.providers.common.compat.sdk import AirflowNotFoundException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
-from deltalake.exceptions import DeltaError
 
-from airflow_provider_deltamerge.delta.commit_match import Commit, CommitCriteria, find_commit
-from airflow_provider_deltamerge.delta.history import DEFAULT_HISTORY_DEPTH
+from airflow_provider_deltamerge.delta.commit_match import Commit, CommitCriteria
+from airflow_provider_deltamerge.delta.provenance import DEFAULT_HISTORY_DEPTH
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
 
@@ -53,6 +56,8 @@ class DeltaTableTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        from deltalake.exceptions import DeltaError
+
         criteria = CommitCriteria.from_values(**self.criteria)
         while True:
             try:
@@ -68,5 +73,7 @@ class DeltaTableTrigger(BaseTrigger):
             await asyncio.sleep(self.poke_interval)
 
     def _find(self, criteria: CommitCriteria) -> Commit | None:
+        from airflow_provider_deltamerge.delta.history import find_commit
+
         options = connection_storage_options(self.storage_conn_id) or None
         return find_commit(self.table, criteria, depth=self.depth, storage_options=options)

@@ -11,7 +11,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties
 
-from airflow_provider_deltamerge.delta.history import COMMIT_INFO_KEY
+from airflow_provider_deltamerge.delta.provenance import COMMIT_INFO_KEY
 from tests.e2e.conftest import airflow_env, run_airflow, xcom_value
 
 __all__ = ["DAGS", "airflow_env", "make_table", "merge_commit", "run_airflow", "task_states", "xcom_value"]

@@ -3,8 +3,8 @@ commit lands while the log is being read (``DeltaTable.history()`` would shift e
 
 from __future__ import annotations
 
-from airflow_provider_deltamerge.delta.commit_match import CommitCriteria, find_commit
-from airflow_provider_deltamerge.delta.history import find_merge_commit_where
+from airflow_provider_deltamerge.delta.commit_match import CommitCriteria
+from airflow_provider_deltamerge.delta.history import find_commit, find_merge_commit_where
 from airflow_provider_deltamerge.delta.log_reader import LogReader
 from tests.airflow.conftest import make_table, merge_commit
 

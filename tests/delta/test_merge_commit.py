@@ -20,7 +20,7 @@ from deltalake import DeltaTable, Field, write_deltalake
 from airflow_provider_deltamerge.delta import commit as commit_module
 from airflow_provider_deltamerge.delta.commit import Committed, commit_merge
 from airflow_provider_deltamerge.delta.conflicts import ReadSet, Rerun, check_winning_commits
-from airflow_provider_deltamerge.delta.history import COMMIT_INFO_KEY, SUBMISSION_ID
+from airflow_provider_deltamerge.delta.history import SUBMISSION_ID
 from airflow_provider_deltamerge.delta.log_store import (
     FILE_MODE,
     FOLDER_MODE,
@@ -28,6 +28,7 @@ from airflow_provider_deltamerge.delta.log_store import (
     object_store,
     put_file,
 )
+from airflow_provider_deltamerge.delta.provenance import COMMIT_INFO_KEY
 from airflow_provider_deltamerge.delta.reader import read_files
 from airflow_provider_deltamerge.delta.snapshot import read_snapshot
 from airflow_provider_deltamerge.engine import run_merge
