@@ -135,7 +135,8 @@ class DeltaMergeHook(BaseHook):
         if connect:
             return self._run_on_connect(spec, request, connection)
         if is_local_default(connection):
-            self.log.warning(
+            # The documented first run (README "Your first DAG"): information, not a problem.
+            self.log.info(
                 "No Spark connection %r is defined: the merge runs on this worker's Spark (%s). Define it "
                 "(e.g. AIRFLOW_CONN_SPARK_DEFAULT) to submit to a cluster",
                 self.spark_conn_id,
