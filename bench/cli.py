@@ -1,5 +1,6 @@
 """``python -m bench``: start a SparkSession, run the benchmark at one scale, write the report;
-``python -m bench overhead``: the fixed cost per merge (bench/overhead.py)."""
+``python -m bench overhead``: the fixed cost per merge (bench/overhead.py);
+``python -m bench dag-parse``: what the provider adds to a DAG file's parse (bench/dag_parse.py)."""
 
 from __future__ import annotations
 
@@ -67,8 +68,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmark (or, as ``overhead``, bench/overhead.py); exit status 1 when any run disagreed or
-    failed."""
+    """Run the benchmark (or, as ``overhead``, bench/overhead.py; as ``dag-parse``, bench/dag_parse.py); exit
+    status 1 when any run disagreed or failed."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["overhead"]:
         # Imported here: it loads Airflow (the hook), whose logging set-up would put the engine's INFO lines
@@ -76,6 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench.overhead import overhead_main
 
         return overhead_main(argv[1:], work=HERE / "work" / "overhead", results_dir=HERE / "results")
+    if argv[:1] == ["dag-parse"]:
+        from bench.dag_parse import dag_parse_main
+
+        return dag_parse_main(argv[1:], work=HERE / "work" / "dag-parse", results_dir=HERE / "results")
     args = parse_args(argv)
     contenders = [c for c in args.contenders.split(",") if c]
     unknown = sorted(set(contenders) - set(CONTENDERS))
