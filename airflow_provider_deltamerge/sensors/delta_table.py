@@ -1,7 +1,7 @@
 """``DeltaTableSensor``: wait until a Delta table's log has a commit meeting criteria (no Spark).
 
-Every DAG parse imports this module: the log is read with ``deltalake`` (and ``pyarrow``), imported by
-``poke`` when the sensor runs, not at the top.
+Every DAG parse imports this module: the log read (``deltalake``, ``pyarrow``) and the storage connection's
+credentials are imported by ``poke`` when the sensor runs, not at the top.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from airflow.providers.common.compat.sdk import (
 
 from airflow_provider_deltamerge.delta.commit_match import CommitCriteria, MetricBounds
 from airflow_provider_deltamerge.delta.provenance import DEFAULT_HISTORY_DEPTH
-from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
 from airflow_provider_deltamerge.operators.assets import target_asset
 from airflow_provider_deltamerge.triggers.delta_table import DeltaTableTrigger
 
@@ -137,6 +136,7 @@ class DeltaTableSensor(BaseSensorOperator):
         from deltalake.exceptions import DeltaError
 
         from airflow_provider_deltamerge.delta.history import find_commit
+        from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
 
         criteria = self.criteria(context)
         options = connection_storage_options(self.storage_conn_id) or None

@@ -1,7 +1,7 @@
 """``DeltaTableTrigger``: the deferrable half of ``DeltaTableSensor``, polling the log in the triggerer.
 
-The sensor's module imports this one, so every parse of the sensor's DAG does: ``deltalake`` (and
-``pyarrow``), which the polls need, are imported when it polls, in the triggerer, not at the top.
+The sensor's module imports this one, so every parse of the sensor's DAG does: the log read (``deltalake``,
+``pyarrow``) and the storage connection's credentials are imported when it polls, in the triggerer.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_provider_deltamerge.delta.commit_match import Commit, CommitCriteria
 from airflow_provider_deltamerge.delta.provenance import DEFAULT_HISTORY_DEPTH
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
-from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
 
 
 class DeltaTableTrigger(BaseTrigger):
@@ -74,6 +73,7 @@ class DeltaTableTrigger(BaseTrigger):
 
     def _find(self, criteria: CommitCriteria) -> Commit | None:
         from airflow_provider_deltamerge.delta.history import find_commit
+        from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
 
         options = connection_storage_options(self.storage_conn_id) or None
         return find_commit(self.table, criteria, depth=self.depth, storage_options=options)
