@@ -92,6 +92,7 @@ class ParseResult:
     runs: int
     codes: list[str]
     records: list[ParseRun] = dataclasses.field(default_factory=list)
+    tree: str = ""  # the commit this tree's package is at, and whether it has changes of its own
 
 
 def measure_dag_parse(
@@ -104,7 +105,7 @@ def measure_dag_parse(
     if against:
         sources[against] = _checkout(against, work / "against")
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    result = ParseResult(started, runs, list(sources))
+    result = ParseResult(started, runs, list(sources), tree=_tree_revision())
     settings = [(code, bytecode) for bytecode in (True, False)[: 2 if from_source else 1] for code in sources]
     for code, bytecode in settings:
         if bytecode:  # the warm-up compiles the bytecode the counted runs read
@@ -129,6 +130,20 @@ def _checkout(revision: str, folder: Path) -> Path:
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
     return folder
+
+
+def _tree_revision() -> str:
+    """This tree's commit, and whether its package differs from it."""
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    changed = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--", PACKAGE],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return f"{commit} with uncommitted changes to {PACKAGE}" if changed else commit
 
 
 def _slug(code: str) -> str:
@@ -169,7 +184,8 @@ def dag_parse_markdown(result: ParseResult) -> str:
         "# DAG parse: what the provider adds to a DAG file's imports",
         "",
         f"Started {result.started}; engine {__version__}; Python {sys.version.split()[0]}; "
-        f"{result.runs} fresh interpreter(s) per row, alternating; {os.cpu_count()} cores. Each imports "
+        f"{result.runs} fresh interpreter(s) per row, alternating; {os.cpu_count()} cores; this tree at "
+        f"{result.tree or 'an unrecorded commit'}. Each imports "
         "`airflow.sdk`, then sqlglot with its Spark dialect, then the operator, check operator and sensor "
         "modules, then builds a merge from Python clauses, one from `MERGE INTO` text, a check and a sensor, "
         "as a DAG parse does.",

@@ -22,7 +22,7 @@ def test_runs_default_to_nine_and_must_be_positive() -> None:
 def test_report_gives_medians_ranges_the_ratio_and_what_was_imported(tmp_path: Path) -> None:
     # Given: three runs of this tree (airflow.sdk 1, 2, 4 s; sqlglot 0.1 s, the modules 0.1 s) and of an
     # older revision that imported pyarrow (the modules 1.9 s)
-    result = ParseResult("2026-11-27T01:00:00Z", 3, ["this tree", "abc123"])
+    result = ParseResult("2026-11-27T01:00:00Z", 3, ["this tree", "abc123"], tree="def456")
     for run, sdk in enumerate([1.0, 2.0, 4.0]):
         result.records += [
             ParseRun("this tree", True, run, sdk, 0.1, 0.1, 0.01, []),
@@ -34,6 +34,7 @@ def test_report_gives_medians_ranges_the_ratio_and_what_was_imported(tmp_path: P
     assert report.name == "dag-parse-20261127T010000Z.md"
     assert json.loads(report.with_suffix(".json").read_text())["codes"] == ["this tree", "abc123"]
     text = report.read_text()
+    assert "this tree at def456." in text
     assert (
         "| this tree | bytecode | 2.000 (1.000-4.000) | **0.200 (0.200-0.200)** | 0.100 (0.100-0.100) |"
         in text
