@@ -53,7 +53,7 @@ def test_airflow_loads_the_history_plugin_from_the_provider_info(tmp_path):
     )
     (plugin,) = [p for p in json.loads(result.stdout) if p["name"] == "deltamerge_history"]
     assert PACKAGE_NAME in str(plugin["source"])
-    assert {view["destination"] for view in plugin["external_views"]} == {"dag", "task"}
+    assert {view["destination"] for view in plugin["external_views"]} == {"nav"}  # no tab on every DAG
     assert "/deltamerge" in str(plugin["fastapi_apps"])
 
 

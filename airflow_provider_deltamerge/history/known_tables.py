@@ -10,7 +10,7 @@ authors.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +70,20 @@ def known_table(session: Session, asset_id: int) -> KnownTable | None:
     pairs = dict.fromkeys([*session.execute(declared).tuples(), *session.execute(emitted).tuples()])
     tasks = [task for dag_id, task_id in pairs if (task := merge_task(session, dag_id, task_id)) is not None]
     return KnownTable(asset.id, asset.uri, tasks) if tasks else None
+
+
+def tables_of_dags(session: Session, dag_ids: Collection[str]) -> list[KnownTable]:
+    """The tables the merge tasks of the DAGs ``dag_ids`` write, once each, by Asset URI."""
+    declared = select(TaskOutletAssetReference.dag_id).where(TaskOutletAssetReference.dag_id.in_(dag_ids))
+    emitted = select(AssetEvent.source_dag_id).where(AssetEvent.source_dag_id.in_(dag_ids))
+    writers = sorted({*session.scalars(declared.distinct()), *session.scalars(emitted.distinct())})
+    tables = {table.asset_id: table for dag_id in writers for table in dag_tables(session, dag_id)}
+    return sorted(tables.values(), key=lambda table: table.uri)
+
+
+def dag_is_known(session: Session, dag_id: str) -> bool:
+    """Whether Airflow has a serialized DAG ``dag_id``."""
+    return SerializedDagModel.get_dag(dag_id, session=session) is not None
 
 
 def dag_tables(session: Session, dag_id: str) -> list[KnownTable]:

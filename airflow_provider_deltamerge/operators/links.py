@@ -16,13 +16,20 @@ from airflow_provider_deltamerge.spec.sql_parse import is_path_like
 
 
 class SparkApplicationLink(BaseOperatorLink):
-    """The Spark UI of the job that ran the merge, as its driver reported it."""
+    """Where the Spark application that ran the merge can still be seen: YARN's tracking URL (the
+    ResourceManager's page, then its history server's) or the Kubernetes driver pod's console page.
+
+    Never the driver's own Spark UI that the job reports: Airflow makes the link when the task ends, and that
+    UI ended with its driver, spark-submit's own process in client mode (``local[*]`` among them).
+    """
 
     name = "Spark application"
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
         hook = getattr(operator, "_hook", None)
-        return (hook.spark_application_url() if hook is not None else None) or ""
+        url = hook.spark_application_url() if hook is not None else None
+        output = getattr(getattr(hook, "_submit", None), "output_log", None)
+        return "" if url is None or url == getattr(output, "spark_ui", None) else url
 
 
 class MergeHistoryLink(BaseOperatorLink):

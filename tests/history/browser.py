@@ -66,6 +66,10 @@ class Browser:
         self._last_id = 0
         target = self._command("Target.createTarget", url="about:blank")["targetId"]
         self._session = self._command("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        self.resize(width=width, height=height)
+
+    def resize(self, *, width: int, height: int) -> None:
+        """Make the page ``width`` by ``height`` CSS pixels, as a window of that size shows it."""
         self._command(
             "Emulation.setDeviceMetricsOverride",
             width=width,
@@ -89,11 +93,17 @@ class Browser:
         failed = self._command("Page.navigate", url=url, session=True).get("errorText")
         if failed:
             raise BrowserError(f"Chromium could not load {url}: {failed}")
+        self.wait_until(until=until, what=what, timeout=timeout)
+
+    def wait_until(self, *, until: str, what: str, timeout: float) -> None:
+        """Wait until the JavaScript expression ``until`` is true in the page (``what`` names it)."""
         deadline = time.monotonic() + timeout
         while not self.evaluate(until):
             if time.monotonic() > deadline:
-                shown = self.evaluate("document.body ? document.body.innerText.slice(0, 500) : ''")
-                raise BrowserError(f"{url} did not show {what} within {timeout:.0f} s; it shows {shown!r}")
+                shown = self.evaluate(
+                    "location.href + ': ' + (document.body ? document.body.innerText.slice(0, 500) : '')"
+                )
+                raise BrowserError(f"The page did not show {what} within {timeout:.0f} s; it shows {shown!r}")
             time.sleep(0.25)
 
     def evaluate(self, expression: str) -> Any:

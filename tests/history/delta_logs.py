@@ -8,6 +8,7 @@ tests open it with deltalake, which fail on a log deltalake cannot read.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,17 +17,31 @@ from deltalake import DeltaTable, write_deltalake
 
 from tests.airflow.conftest import merge_commit
 
+# The logical date of the first daily run; run n's is n - 1 days later.
+FIRST_LOGICAL_DATE = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def logical_date(n: int) -> datetime:
+    return FIRST_LOGICAL_DATE + timedelta(days=n - 1)
+
 
 def provenance(n: int, *, dag_id: str = "orders_daily") -> dict[str, Any]:
-    """A provenance record as DeltaMergeOperator writes it, for the ``n``-th run."""
-    return {"dagId": dag_id, "taskId": "merge", "runId": f"scheduled__{n:04d}", "executor": "classic"}
+    """A provenance record as DeltaMergeOperator writes it, for the ``n``-th daily run."""
+    return {
+        "dagId": dag_id,
+        "taskId": "merge",
+        "runId": f"scheduled__{n:04d}",
+        "executor": "classic",
+        "logicalDate": logical_date(n).isoformat(),
+    }
 
 
 def merge_metrics(n: int) -> dict[str, int]:
+    """A small daily merge's metrics: 1 to 4 rows inserted, 1 to 2 updated, 0 or 1 deleted."""
     return {
-        "numTargetRowsInserted": 10 * n,
-        "numTargetRowsUpdated": n,
-        "numTargetRowsDeleted": n % 3,
+        "numTargetRowsInserted": 1 + n % 4,
+        "numTargetRowsUpdated": 1 + n % 2,
+        "numTargetRowsDeleted": n % 2,
         "numTargetRowsCopied": 100,
         "numTargetFilesAdded": 2,
         "numTargetFilesRemoved": 1,

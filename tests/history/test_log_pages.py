@@ -33,8 +33,8 @@ def test_pages_list_commits_newest_first_and_tell_our_merges_from_other_writers(
     newest, merge_5 = pages[0].entries[0], pages[0].entries[1]
     assert not newest.ours and newest.numbers[NUM_TARGET_ROWS_INSERTED] == 1  # delta-rs' num_added_rows
     assert merge_5.ours and merge_5.provenance["runId"] == "scheduled__0005"
-    assert merge_5.numbers[NUM_TARGET_ROWS_INSERTED] == 50 and merge_5.numbers[EXECUTION_TIME_MS] == 1005
-    assert merge_5.rows_changed == 50 + 5 + 2 and merge_5.time is not None
+    assert merge_5.numbers[NUM_TARGET_ROWS_INSERTED] == 2 and merge_5.numbers[EXECUTION_TIME_MS] == 1005
+    assert merge_5.rows_changed == 2 + 2 + 1 and merge_5.time is not None
     assert [e.ours for e in pages[2].entries] == [False]
 
 
