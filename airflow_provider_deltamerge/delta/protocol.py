@@ -70,6 +70,10 @@ HONOURED_FEATURES = frozenset(
         "changeDataFeed",
         # Files are read and written under physical names and field ids (delta/column_mapping.py).
         "columnMapping",
+        # Liquid clustering: a merge writes its files unclustered, as Delta's MERGE does without
+        # auto-clustering, and leaves the delta.clustering domain (the clustering columns) as it is; Delta's
+        # OPTIMIZE clusters them later. Stats cover the clustering columns (the first indexed columns).
+        "clustering",
     }
 )
 # Highest protocol versions whose implied features are understood (3/7 list their features by name).

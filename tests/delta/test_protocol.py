@@ -77,6 +77,8 @@ def test_honoured_features_are_accepted(tmp_path):
             "generatedColumns",
             "changeDataFeed",
             "columnMapping",
+            "domainMetadata",
+            "clustering",
         ],
     )
     assert refused_features(read_snapshot(target)) == []

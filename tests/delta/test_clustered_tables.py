@@ -1,0 +1,106 @@
+"""Our merges into liquid-clustered tables (writer feature ``clustering``, issue 39 item 2).
+
+Delta made each table with ``CLUSTER BY``; our merge (one statement per executor) writes its files as
+Delta's MERGE does without auto-clustering, leaves the clustering columns (domain metadata
+``delta.clustering``) as they were, gives the rows Delta's own MERGE gives on an identical copy, and Delta's
+OPTIMIZE then clusters the table and its next MERGE works.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from airflow_provider_deltamerge.delta.log_reader import LogReader
+from tests.delta.test_delta_reads_our_merges import (
+    CHANGES,
+    NEXT,
+    TARGET_ROWS,
+    UPSERT,
+    copy_of,
+    delta_merge,
+    delta_rows,
+    last_history,
+    log_actions,
+    ours,
+    source,
+)
+from tests.oracle import sorted_rows
+
+# One statement per executor, each with the executor that must run it.
+STATEMENTS = {
+    "classic": UPSERT,
+    "insert_only": (
+        "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id "
+        "WHEN NOT MATCHED THEN INSERT *"
+    ),
+    "matched_only": (
+        "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET *"
+    ),
+}
+
+
+def clustered_table(spark: SparkSession, path: Path) -> str:
+    """A table Delta creates at ``path`` clustered by (region, id): rows 1-6 (id, qty, region) in two
+    files, version 0."""
+    values = ", ".join(f"({i}L, {q}, '{r}')" for i, q, r in TARGET_ROWS)
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` USING delta CLUSTER BY (region, id) "
+        f"AS SELECT /*+ REPARTITION(2) */ id, CAST(qty AS INT) AS qty, region "
+        f"FROM VALUES {values} AS v(id, qty, region)"
+    ).collect()
+    return str(path)
+
+
+def clustering_domain(table: str) -> dict[str, Any] | None:
+    """The ``delta.clustering`` domain's configuration as of the table's latest version (the newest
+    domainMetadata action of the domain)."""
+    reader = LogReader(table)
+    for version in range(reader.latest_version(), -1, -1):
+        for action in log_actions(table, version, "domainMetadata"):
+            if action["domain"] == "delta.clustering":
+                return dict(json.loads(action["configuration"]))
+    return None
+
+
+@pytest.mark.parametrize("executor", sorted(STATEMENTS))
+def test_merge_into_clustered_table_gives_deltas_rows_and_delta_clusters_it_after(spark, tmp_path, executor):
+    # Given: a table Delta clustered by (region, id), and an identical copy
+    target = clustered_table(spark, tmp_path / "ours")
+    theirs = copy_of(target, "theirs")
+    domain = clustering_domain(target)
+    assert domain is not None and domain["clusteringColumns"] == [["region"], ["id"]]
+    statement, src = STATEMENTS[executor], source(tmp_path)
+    # When: our engine merges, and Delta runs the same statement on the copy
+    result = ours(spark, statement, target, src)
+    delta_merge(spark, statement, theirs, src)
+    # Then: the executor the statement calls for ran, Delta reads Delta's rows and counts from our table
+    assert (result.executor, result.version) == (executor, 1)
+    assert delta_rows(spark, target) == delta_rows(spark, theirs) == sorted_rows(target)
+    delta_metrics = last_history(spark, theirs)["operationMetrics"]
+    assert {k: result.metrics[k] for k in CHANGES} == {k: int(delta_metrics[k]) for k in CHANGES}
+    # The clustering columns are untouched (no domainMetadata action of ours), the new files unclustered as
+    # Delta's MERGE leaves them, and Delta still sees the table clustered by them
+    assert log_actions(target, 1, "domainMetadata") == []
+    assert clustering_domain(target) == domain
+    assert all("clusteringProvider" not in add for add in log_actions(target, 1, "add"))
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{target}`").collect()[0]
+    assert list(detail["clusteringColumns"]) == ["region", "id"]
+    # When: Delta clusters the table
+    spark.sql(f"OPTIMIZE delta.`{target}`").collect()
+    # Then: its OPTIMIZE rewrote our files as liquid-clustered ones, with the same rows
+    optimize = last_history(spark, target)
+    assert optimize["operation"] == "OPTIMIZE"
+    added = log_actions(target, optimize["version"], "add")
+    assert added and all(add.get("clusteringProvider") == "liquid" for add in added)
+    assert delta_rows(spark, target) == delta_rows(spark, theirs)
+    # When/Then: Delta's own next merge works on our table and gives what it gives on its own copy
+    delta_merge(spark, NEXT, target)
+    delta_merge(spark, NEXT, theirs)
+    assert delta_rows(spark, target) == delta_rows(spark, theirs) == sorted_rows(target)
+    assert clustering_domain(target) == domain
