@@ -70,14 +70,12 @@ class ColumnSchema:
         fields: the fields of a struct, or of the structs in an array (Spark's ``arr.f`` reads them).
         any_field: a map: ``m.key`` reads a key, so any name below it resolves.
         type_name: Delta's name of its type (``struct``, ``array``, ``integer``, ...); empty if unknown.
-        generated: a generated column (``delta.generationExpression``): ``*`` need not find it in a source.
     """
 
     name: str
     fields: tuple[ColumnSchema, ...] = ()
     any_field: bool = False
     type_name: str = ""
-    generated: bool = False
 
     def field(self, name: str) -> ColumnSchema | None:
         """The field called ``name`` (case-insensitively), if there is one."""
@@ -166,7 +164,6 @@ def _struct_fields(struct: Mapping[str, Any]) -> tuple[ColumnSchema, ...]:
             f["name"],
             *_nested(f["type"]),
             type_name=_type_name(f["type"]),
-            generated="delta.generationExpression" in (f.get("metadata") or {}),
         )
         for f in struct.get("fields", ())
     )
@@ -382,9 +379,7 @@ class _Checker:
         if source is None or self.spec.schema_evolution:
             return problems
         missing = [
-            c.name
-            for c in target.columns
-            if (c.name.lower(),) not in excepted and not source.column(c.name) and not c.generated
+            c.name for c in target.columns if (c.name.lower(),) not in excepted and not source.column(c.name)
         ]
         if missing:
             star = "UPDATE SET *" if isinstance(clause, MatchedUpdate) else "INSERT *"

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge.engine import run_merge
-from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all
+from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert
 from tests.delta.helpers import craft_table
 
 
@@ -26,11 +26,15 @@ def parquet_source(tmp_path: Path, name: str, **columns: pa.Array) -> str:
 def feature_table(
     spark: SparkSession, tmp_path: Path, feature: str, fields: Sequence[Mapping[str, Any]], **rows: pa.Array
 ) -> str:
-    """A table whose protocol lists writer ``feature`` (writer version 7), holding ``rows``."""
+    """A table whose protocol lists writer ``feature`` (writer version 7), holding ``rows`` (inserted into
+    their columns only: the others get their defaults or generated values)."""
     target = craft_table(tmp_path / "t", writer=7, writer_features=[feature], fields=fields)
     first = parquet_source(tmp_path, "first", **rows)
     spec = MergeSpec(
-        target=target, source=PathSource(first), condition="t.id = s.id", clauses=(insert_all(),)
+        target=target,
+        source=PathSource(first),
+        condition="t.id = s.id",
+        clauses=(insert({name: f"s.{name}" for name in rows}),),
     )
     run_merge(spark, spec)
     return target

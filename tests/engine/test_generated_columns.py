@@ -11,13 +11,16 @@ nothing is committed.
 from __future__ import annotations
 
 import datetime
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
 
 from airflow_provider_deltamerge.engine import run_merge
-from airflow_provider_deltamerge.exceptions import MergeExecutionError
+from airflow_provider_deltamerge.exceptions import DeltaMergeError, MergeExecutionError
 from airflow_provider_deltamerge.spec import (
     MergeSpec,
     PathSource,
@@ -28,6 +31,7 @@ from airflow_provider_deltamerge.spec import (
     update_all,
 )
 from tests.conftest import table_state
+from tests.engine.delta_outcomes import delta_error_classes, jvm_errors
 from tests.engine.feature_tables import feature_table, parquet_source
 from tests.oracle import sorted_rows
 
@@ -88,7 +92,34 @@ def test_columns_a_merge_leaves_out_are_generated_on_insert_and_update(spark, tm
     ]
 
 
-def test_star_clauses_generate_what_the_source_lacks_and_deletes_need_nothing(spark, tmp_path):
+def delta_refuses(spark, target: str, statement: str) -> list[str]:
+    """The error classes Delta's own runtime gives ``statement`` on a copy of ``target``."""
+    copy = f"{target}-delta"
+    shutil.copytree(target, copy)
+    try:
+        spark.sql(statement.format(target=copy)).collect()
+    except (PySparkException, Py4JJavaError) as err:
+        return delta_error_classes(jvm_errors(err))
+    return []
+
+
+def test_star_clauses_need_the_generated_columns_in_the_source_as_delta_does(spark, tmp_path):
+    # Delta 4.4 expands * over every target column, generated ones too: a source that lacks one is refused
+    target = generated_table(spark, tmp_path)
+    before = table_state(target)
+    new = parquet_source(tmp_path, "s", id=ids(1, 2, 4), qty=qtys(9, -1, 4), ts=pa.array([T2, T2, T2]))
+    star = f"MERGE INTO delta.`{{target}}` AS t USING parquet.`{new}` AS s ON t.id = s.id WHEN NOT MATCHED "
+    assert delta_refuses(spark, target, star + "THEN INSERT *")[0] == "DELTA_MERGE_UNRESOLVED_EXPRESSION"
+    for clause in (update_all(), insert_all()):
+        spec = MergeSpec(target=target, source=PathSource(new), condition="t.id = s.id", clauses=(clause,))
+        with pytest.raises(DeltaMergeError) as refused:
+            run_merge(spark, spec)
+        assert refused.value.error_class == "DELTA_MERGE_UNRESOLVED_EXPRESSION"
+        assert "Cannot resolve total in " in str(refused.value)
+    assert table_state(target) == before
+
+
+def test_star_clauses_with_schema_evolution_generate_what_the_source_lacks(spark, tmp_path):
     target = generated_table(spark, tmp_path)
     new = parquet_source(tmp_path, "s", id=ids(1, 2, 4), qty=qtys(9, -1, 4), ts=pa.array([T2, T2, T2]))
     spec = MergeSpec(
@@ -96,6 +127,7 @@ def test_star_clauses_generate_what_the_source_lacks_and_deletes_need_nothing(sp
         source=PathSource(new),
         condition="t.id = s.id",
         clauses=(delete(condition="s.qty < 0"), update_all(), insert_all()),
+        schema_evolution=True,
     )
     run_merge(spark, spec)
     assert sorted_rows(target) == [
@@ -107,7 +139,9 @@ def test_star_clauses_generate_what_the_source_lacks_and_deletes_need_nothing(sp
 def test_a_provided_value_that_agrees_with_the_expression_is_written(spark, tmp_path):
     target = generated_table(spark, tmp_path)
     no_time = pa.array([None], pa.timestamp("us", tz="UTC"))
-    new = parquet_source(tmp_path, "s", id=ids(5), qty=qtys(3), ts=no_time, total=qtys(30))
+    new = parquet_source(
+        tmp_path, "s", id=ids(5), qty=qtys(3), ts=no_time, total=qtys(30), day=pa.array([None], pa.date32())
+    )
     spec = MergeSpec(target=target, source=PathSource(new), condition="t.id = s.id", clauses=(insert_all(),))
     run_merge(spark, spec)
     assert {"id": 5, "qty": 3, "ts": None, "total": 30, "day": None} in sorted_rows(target)

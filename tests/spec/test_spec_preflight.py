@@ -196,8 +196,8 @@ def test_the_job_s_auto_merge_conf_evolves_as_with_schema_evolution(
         check()
 
 
-def test_star_does_not_need_generated_columns_in_the_source() -> None:
-    # Given: a target whose "total" is generated from qty (Delta computes it where the source lacks it)
+def test_star_needs_generated_columns_in_the_source_too() -> None:
+    # Given: a target whose "total" is generated from qty; Delta 4.4's * still takes it from the source
     field = {"type": "integer", "nullable": True}
     target = TableColumns.from_delta_schema(
         {
@@ -208,11 +208,15 @@ def test_star_does_not_need_generated_columns_in_the_source() -> None:
             ]
         }
     )
-    source = TableColumns.from_paths("id", "qty")
-    assert preflight_problems(merge(update_all(), insert_all()), target, source) == []
-    # ... but every other target column is still needed
-    [problem] = preflight_problems(merge(insert_all()), target, TableColumns.from_paths("id"))
-    assert "lacks qty." in problem.message
+    [problem] = preflight_problems(merge(insert_all()), target, TableColumns.from_paths("id", "qty"))
+    assert "lacks total." in problem.message
+    # ... and * EXCEPT leaves it out
+    assert (
+        preflight_problems(
+            merge(insert_all(except_columns=["total"])), target, TableColumns.from_paths("id", "qty")
+        )
+        == []
+    )
 
 
 def test_except_names_a_target_column() -> None:

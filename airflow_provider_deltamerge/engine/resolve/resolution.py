@@ -213,12 +213,11 @@ def _star(
         source_column = by_key.get(names.key(column))
         if source_column is not None:
             out[column] = f"{spec.source_alias}.{quote(source_column)}"
-        elif column in names.generated:
-            continue  # computed from its expression
         elif spec.schema_evolution:
-            # Over the source's columns (Delta's resolveStar): an identity column the source lacks gets a
-            # new value, as an INSERT that leaves it out.
-            if column not in names.identity:
+            # Over the source's columns (Delta's resolveStar): a generated column the source lacks is
+            # computed from its expression and an identity column gets a new value, as an INSERT that leaves
+            # them out. Without schema evolution Delta 4.4 refuses both, as any other column the source lacks.
+            if column not in names.identity and column not in names.generated:
                 out[column] = names.inserted(column)
         else:
             raise _unresolved(
