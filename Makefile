@@ -11,12 +11,12 @@ STAMP := $(VENV)/.installed
 SCALE ?= S
 RUNS ?= 5
 
-.PHONY: demo test bench bench-overhead venv java docker-compose chromium clean
+.PHONY: demo test bench bench-overhead venv java docker-compose chromium postgresql clean
 
 demo: $(STAMP) java
 	$(BIN)/python scripts/demo.py
 
-test: $(STAMP) java docker-compose chromium
+test: $(STAMP) java docker-compose chromium postgresql
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -60,6 +60,14 @@ chromium:
 	  echo "Installing Debian's chromium, which the tests use to open the merge history page"; \
 	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; \
 	} || { echo "chromium is missing: install Debian's package ('apt-get install chromium')"; exit 1; }
+
+# The real-scheduler tests (tests/e2e/postgres.py) run Airflow on a private server of Debian's PostgreSQL, which
+# they start and stop themselves; the package's own cluster is not used.
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null 2>&1 || { \
+	  echo "Installing Debian's postgresql, which the real-scheduler tests run Airflow's database on"; \
+	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null; \
+	} || { echo "PostgreSQL is missing: install Debian's package ('apt-get install postgresql')"; exit 1; }
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache bench/work

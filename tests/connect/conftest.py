@@ -1,28 +1,20 @@
-"""A real Spark Connect server, started from the installed pyspark once per test session; it demands a token,
-as a shared server should, so a merge that lost it on the way fails."""
+"""A real Spark Connect server, started from the installed pyspark once per test session (the e2e depth's,
+shared); it demands a token, as a shared server should, so a merge that lost it on the way fails."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-
 import pytest
 
-from bench.connect_server import ConnectServer, ConnectServerError, connect_server
-from tests.e2e.conftest import airflow_env, run_airflow
+from bench.connect_server import ConnectServer
+from tests.e2e.conftest import airflow_env, run_airflow, spark_connect_server
 
-__all__ = ["airflow_env", "run_airflow"]  # fixtures of the Airflow depth, shared here
+__all__ = ["airflow_env", "run_airflow", "spark_connect_server"]  # fixtures of the Airflow depth, shared here
 
 
 @pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+def server(spark_connect_server: ConnectServer) -> ConnectServer:
     """The session's server, up until the session's end."""
-    log = tmp_path_factory.mktemp("connect") / "server.log"
-    try:
-        with connect_server(log, token=f"connect-token-{uuid.uuid4().hex}") as running:
-            yield running
-    except ConnectServerError as err:
-        pytest.fail(str(err))
+    return spark_connect_server
 
 
 @pytest.fixture(scope="session")

@@ -8,8 +8,6 @@ triggered it (``triggering_asset_events``), not poll the table: each run's metri
 from __future__ import annotations
 
 import datetime as dt
-import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +16,16 @@ import pytest
 
 from dags_examples.sample_lake import MARKER, extract_path, orders, prepare
 from tests.e2e.airflow_services import Airflow, airflow_services
-from tests.e2e.conftest import ROOT
+from tests.e2e.conftest import ROOT, json_value
 
 pytestmark = pytest.mark.slow
 
 PRODUCER, CONSUMER = "deltamerge_upsert", "deltamerge_consumer"
 DAYS = (dt.date(2024, 1, 2), dt.date(2024, 1, 3))
-RUN_TIMEOUT = 180
+RUN_TIMEOUT = 600  # a guard against a run that never ends on a loaded 2-core machine, not a speed check
 
 
-def test_each_asset_triggered_consumer_run_uses_the_metrics_of_its_event(airflow_env, tmp_path):
+def test_each_asset_triggered_consumer_run_uses_the_metrics_of_its_event(airflow_env, postgres, tmp_path):
     lake, home = tmp_path / "lake", tmp_path / "airflow"
     prepare(lake, DAYS[0])  # day 1: 100 orders updated, 100 new
     # day 2: orders 1050-1099 updated, 1100-1149 new
@@ -36,7 +34,7 @@ def test_each_asset_triggered_consumer_run_uses_the_metrics_of_its_event(airflow
     # before merging, instead of merging a sample extract of its own and triggering a third consumer run.
     (lake / MARKER).unlink()
     env = {"DELTAMERGE_LAKE": str(lake), "AIRFLOW__CORE__DAGS_FOLDER": str(example_dags(tmp_path / "dags"))}
-    with airflow_services(airflow_env, home, env) as airflow:
+    with airflow_services(airflow_env, home, env, postgres) as airflow:
         for dag_id in (PRODUCER, CONSUMER):
             airflow.wait_for(
                 f"{dag_id} to be parsed", lambda d=dag_id: airflow.call("GET", f"dags/{d}"), timeout=120
@@ -54,7 +52,7 @@ def test_each_asset_triggered_consumer_run_uses_the_metrics_of_its_event(airflow
         triggered_by = {run: upstream_events(airflow, run) for run in runs}
 
     assert list(runs.values()) == ["success", "success"], runs
-    used = consumer_metrics(home)
+    used = consumer_metrics(airflow)
     for run, events in triggered_by.items():
         assert [e["source_dag_id"] for e in events] == [PRODUCER], (run, events)
         assert used[run] == events[-1]["extra"], run
@@ -99,11 +97,12 @@ def upstream_events(airflow: Airflow, run_id: str) -> list[dict[str, Any]]:
     return sorted(events, key=lambda e: e["timestamp"])
 
 
-def consumer_metrics(home: Path) -> dict[str, Any]:
+def consumer_metrics(airflow: Airflow) -> dict[str, Any]:
     """The metrics the consumer's ``merge_metrics`` task returned in each run, from the metadata database."""
-    with sqlite3.connect(home / "airflow.db") as db:
-        rows = db.execute(
-            "SELECT run_id, value FROM xcom WHERE dag_id = ? AND task_id = ? AND key = 'return_value'",
-            (CONSUMER, "merge_metrics"),
-        ).fetchall()
-    return {run_id: json.loads(value) for run_id, value in rows}
+    rows = airflow.query(
+        "SELECT run_id, value FROM xcom "
+        "WHERE dag_id = :dag_id AND task_id = :task_id AND key = 'return_value'",
+        dag_id=CONSUMER,
+        task_id="merge_metrics",
+    )
+    return {run_id: json_value(value) for run_id, value in rows}

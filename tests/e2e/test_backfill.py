@@ -3,6 +3,7 @@
 Each date runs as its own ``airflow dags test`` process, all started together. They use copies of one
 migrated metadata database: SQLite takes one writer at a time, and a scheduler-driven backfill on SQLite
 fails with "database is locked" before any merge runs; what is under test is the table, shared by all.
+test_scheduler_backfill.py runs a backfill under a real scheduler, on PostgreSQL.
 """
 
 from __future__ import annotations

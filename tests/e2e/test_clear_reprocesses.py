@@ -23,24 +23,24 @@ from deltalake import DeltaTable
 from airflow_provider_deltamerge.delta.history import provenance_of
 from dags_examples.sample_lake import extract_path, orders, prepare
 from tests.e2e.airflow_services import Airflow, airflow_services
-from tests.e2e.conftest import asset_event_extras
+from tests.e2e.conftest import asset_event_extras, metadata_env
 from tests.faults import CRASH_ENV
 
 pytestmark = pytest.mark.slow
 
 DAG_ID, TASK_ID = "deltamerge_reprocess", "merge"  # tests/e2e/dags/orders_merges.py
 DAY = dt.date(2024, 1, 2)
-RUN_TIMEOUT = 180
+RUN_TIMEOUT = 600  # a guard against a run that never ends on a loaded 2-core machine, not a speed check
 
 
 def test_a_clear_or_a_reprocessing_backfill_merges_again_while_an_automatic_retry_skips(
-    airflow_env, tmp_path
+    airflow_env, postgres, tmp_path
 ):
     lake, home = tmp_path / "lake", tmp_path / "airflow"
     prepare(lake, DAY)  # orders 0-999; the extract updates 900-999 and adds 1000-1099
     dags = str(Path(__file__).parent / "dags")
     env = {"DELTAMERGE_LAKE": str(lake), "AIRFLOW__CORE__DAGS_FOLDER": dags, CRASH_ENV: "after_commit"}
-    with airflow_services(airflow_env, home, env) as airflow:
+    with airflow_services(airflow_env, home, env, postgres) as airflow:
         airflow.wait_for("the DAG to be parsed", lambda: airflow.call("GET", f"dags/{DAG_ID}"), timeout=120)
         airflow.call("PATCH", f"dags/{DAG_ID}", {"is_paused": False})
 
@@ -66,7 +66,7 @@ def test_a_clear_or_a_reprocessing_backfill_merges_again_while_an_automatic_retr
     made_by = [provenance_of(entry) for entry in table.history(3)]  # newest first
     assert [(p["tryNumber"], p["clearNumber"]) for p in made_by] == [(5, 2), (3, 1), (1, 0)]
     # Each commit announced once, by the retry that returned it (the try that made it died first).
-    events = asset_event_extras({"AIRFLOW_HOME": str(home)}, (lake / "orders").as_uri())
+    events = asset_event_extras(metadata_env(airflow), (lake / "orders").as_uri())
     assert [event["tableVersion"] for event in events] == [1, 2, 3]
 
 

@@ -1,7 +1,8 @@
-"""The history depth reuses the e2e depth's migrated Airflow home (one ``airflow db migrate`` per session)."""
+"""The history depth reuses the e2e depth's migrated Airflow home and PostgreSQL server (one ``airflow db
+migrate`` of each per session)."""
 
 from __future__ import annotations
 
-from tests.e2e.conftest import airflow_env
+from tests.e2e.conftest import airflow_env, postgres
 
-__all__ = ["airflow_env"]
+__all__ = ["airflow_env", "postgres"]

@@ -88,7 +88,9 @@ RUN_LINK_TEXT = (
 BROWSER_TIMEOUT = 300
 
 
-def test_the_merge_history_page_shows_the_tables_merges_in_a_browser(airflow_env, tmp_path, monkeypatch):
+def test_the_merge_history_page_shows_the_tables_merges_in_a_browser(
+    airflow_env, postgres, tmp_path, monkeypatch
+):
     chromium = shutil.which("chromium")
     assert chromium, "Debian's chromium is missing: `make test` installs it (apt-get install chromium)"
     # Screenshots go to HISTORY_SCREENSHOTS when it is set, else to the test's tmp dir; the path is printed.
@@ -114,7 +116,7 @@ def test_the_merge_history_page_shows_the_tables_merges_in_a_browser(airflow_env
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         "AIRFLOW__API_AUTH__JWT_SECRET": JWT_SECRET,
     }
-    with airflow_services(airflow_env, tmp_path / "airflow", env) as airflow:
+    with airflow_services(airflow_env, tmp_path / "airflow", env, postgres) as airflow:
         airflow.wait_for(f"{DAG_ID} to be parsed", lambda: airflow.call("GET", f"dags/{DAG_ID}"), timeout=180)
         asset_id = airflow.wait_for("the target's Asset", lambda: _asset_id(airflow, table), timeout=60)
         long_id = airflow.wait_for(

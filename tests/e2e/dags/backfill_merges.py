@@ -1,0 +1,59 @@
+"""A daily merge into two tables at once, for backfills of many dates under a real scheduler.
+
+``deltamerge_backfill`` merges each day's extract of accounts into ``accounts`` (one unpartitioned table:
+every run rewrites the same file) and into ``accounts_by_shard`` (partitioned by ``shard``, 4 shards: the runs
+of days 4 apart rewrite the same partition). January 1-8 2024 only, so that a scheduler creates no run of its
+own. The merges run on the test session's Spark Connect server (connection ``spark_connect``).
+
+Faults: on the days listed in ``DELTAMERGE_TEST_CRASH_DAYS`` the first try of each merge is killed right after
+its commit (a worker lost at the worst moment, tests/faults.py); its automatic retry must return that commit.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow.sdk import DAG
+
+from airflow_provider_deltamerge.operators.delta_merge import DeltaMergeOperator
+from airflow_provider_deltamerge.spec import insert_all, update_all
+
+LAKE = os.environ["DELTAMERGE_LAKE"]
+CRASH_DAYS_ENV = "DELTAMERGE_TEST_CRASH_DAYS"
+CRASH_ENV = "DELTAMERGE_TEST_CRASH_AT"  # tests/faults.py: the merge's process dies at this stage
+
+
+def crash_first_try_on_listed_days(context: Any) -> None:
+    """Switch the commit-then-die fault on for this task's process and its merge job, on try 1 of the days
+    listed (the task's process is its own: the switch goes nowhere else)."""
+    if context["ds"] in os.environ.get(CRASH_DAYS_ENV, "").split(",") and context["ti"].try_number == 1:
+        os.environ[CRASH_ENV] = "after_commit"
+
+
+with DAG(
+    dag_id="deltamerge_backfill",
+    schedule="@daily",
+    start_date=datetime(2024, 1, 1),
+    end_date=datetime(2024, 1, 8),
+    catchup=False,
+    max_active_runs=4,
+):
+    for task_id, table, condition in (
+        ("merge_one_table", "accounts", "t.id = s.id"),
+        ("merge_partitions", "accounts_by_shard", "t.shard = s.shard AND t.id = s.id"),
+    ):
+        DeltaMergeOperator(
+            task_id=task_id,
+            target=f"{LAKE}/{table}",
+            source=LAKE + "/staging/accounts/{{ ds }}.parquet",
+            condition=condition,
+            clauses=[update_all(), insert_all()],
+            spark_conn_id="spark_connect",
+            # A merge that keeps meeting concurrent commits gives up (DELTA_CONCURRENT_MODIFICATION) and the
+            # task is tried again, as in production; two retries leave room for that besides the crash.
+            retries=2,
+            retry_delay=timedelta(seconds=1),
+            pre_execute=crash_first_try_on_listed_days,
+        )
