@@ -2,10 +2,12 @@
 of one table, in the tests' session, and every observable outcome compared.
 
 A case is a table (columns drawn from scalar, decimal, date, timestamp, struct, array and map types, with
-NULLs; partitioned or not; with or without deletion vectors and the change data feed), a parquet source
-(the target's key, some of its columns, perhaps a column the target lacks) and a statement of one to five
-WHEN clauses of every kind, with conditions, ``*`` and explicit assignments, nested ones included, run under
-session confs Delta honours. Delta runs the statement text; our engine runs it as a user's task does: the
+NULLs; partitioned or not; with or without deletion vectors and the change data feed; some created by Delta
+itself with column mapping, a generated column or a column default), a parquet source (the target's key,
+some of its columns, perhaps a column the target lacks) and a statement of one to five WHEN clauses of every
+kind, with conditions, ``*`` and explicit assignments, nested ones included, run under session confs Delta
+honours (schema evolution, store assignment, ANSI off, case sensitivity with columns named in upper case,
+empty commits recorded). Delta runs the statement text; our engine runs it as a user's task does: the
 text parsed into a spec, the pre-flight checks against the log, then the merge.
 
 What is compared: the error's class, or else whether a version was committed, the rows, the schema and every
@@ -16,6 +18,8 @@ what may differ, each with its reason.
 from __future__ import annotations
 
 import datetime
+import json
+import re
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +51,18 @@ from tests.oracle import sorted_rows
 
 AUTO_MERGE = "spark.databricks.delta.schema.autoMerge.enabled"
 STORE_ASSIGNMENT = "spark.sql.storeAssignmentPolicy"
+CASE_SENSITIVE = "spark.sql.caseSensitive"
+ANSI = "spark.sql.ansi.enabled"
+SKIP_EMPTY_COMMITS = "spark.databricks.delta.skipRecordingEmptyCommits"
+
+# Table features Delta itself creates the table with (CREATE TABLE, then INSERT of the drawn rows): each
+# adds table properties, and the generated and default ones a column the statements never name, so Delta
+# and the engine fill it themselves.
+FEATURES: dict[str, tuple[Mapping[str, str], str | None]] = {
+    "columnMapping": ({"delta.columnMapping.mode": "name"}, None),
+    "generated": ({}, "g BIGINT GENERATED ALWAYS AS (id * 2)"),
+    "default": ({"delta.feature.allowColumnDefaults": "supported"}, "d STRING DEFAULT 'dflt'"),
+}
 
 
 @dataclass(frozen=True)
@@ -184,6 +200,7 @@ class Case:
     partition_by: str | None = None
     confs: Mapping[str, str] = field(default_factory=dict)
     properties: Mapping[str, str] = field(default_factory=dict)
+    features: tuple[str, ...] = ()
 
 
 def column(name: str) -> Column:
@@ -219,11 +236,22 @@ def cases(draw: st.DrawFn) -> Case:
         confs[AUTO_MERGE] = "true"
     if draw(st.integers(0, 4)) == 0:
         confs[STORE_ASSIGNMENT] = draw(st.sampled_from(["LEGACY", "STRICT"]))
+    if draw(st.integers(0, 5)) == 0:
+        confs[ANSI] = "false"
+    if draw(st.integers(0, 5)) == 0:
+        confs[SKIP_EMPTY_COMMITS] = "false"
+    if draw(st.integers(0, 4)) == 0:
+        # a column named in another case than the table's: resolved unless the session is case-sensitive
+        statement = in_upper_case(statement, draw(st.sampled_from(target_columns)))
+        confs[CASE_SENSITIVE] = draw(st.sampled_from(["true", "false"]))
     properties = {}
     if draw(st.integers(0, 3)) == 0:
         properties["delta.enableDeletionVectors"] = "true"
     if draw(st.integers(0, 3)) == 0:
         properties["delta.enableChangeDataFeed"] = "true"
+    features = ()
+    if draw(st.integers(0, 3)) == 0:
+        features = tuple(draw(st.lists(st.sampled_from(sorted(FEATURES)), min_size=1, unique=True)))
     return Case(
         target_columns,
         source_columns,
@@ -233,7 +261,13 @@ def cases(draw: st.DrawFn) -> Case:
         partition_by,
         confs,
         properties,
+        features,
     )
+
+
+def in_upper_case(statement: str, name: str) -> str:
+    """``statement`` with every reference to ``name`` through an alias written in upper case."""
+    return re.sub(rf"\b([ts])\.{name}\b", lambda ref: f"{ref[1]}.{name.upper()}", statement)
 
 
 @st.composite
@@ -363,23 +397,48 @@ class Outcome:
         return {"version": self.version, "rows": self.rows, "schema": self.schema, "counts": self.counts}
 
 
-def write_case(case: Case, folder: Path) -> tuple[str, str, str]:
+def write_case(spark: SparkSession, case: Case, folder: Path) -> tuple[str, str, str]:
     """The case's target, twice (Delta's copy and ours), and its source; their paths."""
     target, copy, source = folder / "delta", folder / "engine", folder / "source.parquet"
-    write_deltalake(
-        str(target),
-        arrow_table(case.target_columns, case.target_rows),
-        partition_by=[case.partition_by] if case.partition_by else None,
-        configuration=dict(case.properties) or None,
-    )
+    rows = arrow_table(case.target_columns, case.target_rows)
+    if case.features:
+        create_with_delta(spark, case, rows, target, folder / "target-rows.parquet")
+    else:
+        write_deltalake(
+            str(target),
+            rows,
+            partition_by=[case.partition_by] if case.partition_by else None,
+            configuration=dict(case.properties) or None,
+        )
     shutil.copytree(target, copy)
     pq.write_table(arrow_table(case.source_columns, case.source_rows), source)
     return str(target), str(copy), str(source)
 
 
+def create_with_delta(spark: SparkSession, case: Case, rows: pa.Table, target: Path, staged: Path) -> None:
+    """The case's target as Delta's runtime creates it with the case's features, then its rows inserted by
+    Delta (which computes the generated column and fills the default)."""
+    properties = dict(case.properties)
+    columns = [f"`{name}` {column(name).sql}" for name in case.target_columns]
+    for feature in case.features:
+        feature_properties, added = FEATURES[feature]
+        properties.update(feature_properties)
+        columns += [added] if added else []
+    listed = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
+    spark.sql(
+        f"CREATE TABLE delta.`{target}` ({', '.join(columns)}) USING delta"
+        + (f" PARTITIONED BY (`{case.partition_by}`)" if case.partition_by else "")
+        + (f" TBLPROPERTIES ({listed})" if listed else "")
+    )
+    if rows.num_rows:
+        pq.write_table(rows, staged)
+        names = ", ".join(f"`{name}`" for name in case.target_columns)
+        spark.sql(f"INSERT INTO delta.`{target}` ({names}) SELECT {names} FROM parquet.`{staged}`")
+
+
 def run_case(spark: SparkSession, case: Case, folder: Path) -> tuple[Outcome, Outcome]:
     """Delta's and our engine's outcome of ``case``, each on its own copy of the target."""
-    delta_target, engine_target, source = write_case(case, folder)
+    delta_target, engine_target, source = write_case(spark, case, folder)
     with session_confs_set(spark, dict(case.confs)):
         delta = _delta_outcome(spark, case.statement.format(target=delta_target, source=source), delta_target)
         statement = case.statement.format(target=engine_target, source=source)
@@ -393,9 +452,12 @@ def _delta_outcome(spark: SparkSession, statement: str, target: str) -> Outcome:
     except (PySparkException, Py4JJavaError) as err:
         errors = jvm_errors(err)
         delta_class = next(iter(delta_error_classes(errors)), None)
+        # the message of the error that has the class (under a wrapper such as TASK_WRITE_FAILED), else the
+        # outermost one, which names the class where Spark lost its text
+        raised = [e for e in errors if e["errorClass"] == delta_class] or errors
         return Outcome(
             error_class=delta_class or type(err).__name__,
-            message=errors[0]["message"] if errors else str(err),
+            message=raised[0]["message"] if raised else str(err),
         )
     return _table_outcome(spark, target)
 
@@ -421,8 +483,24 @@ def _table_outcome(spark: SparkSession, target: str) -> Outcome:
     return Outcome(
         version=table.version(),
         rows=sorted_rows(target),
-        schema=table.schema().to_json(),
+        schema=comparable_schema(target),
         counts={k: int(metrics[k]) for k in ROW_COUNTS if k in metrics} if merged else {},
+    )
+
+
+PHYSICAL_NAME = re.compile(r'"delta\.columnMapping\.physicalName": "([^"]*)"')
+
+
+def comparable_schema(target: str) -> str:
+    """The table's schema as JSON with its keys sorted (their order is no part of it), and the physical
+    name of a column the merge added under column mapping as ``<new>``: Delta and the engine alike make it
+    of a random UUID. Every other column must keep the physical name it had."""
+    known = set(
+        PHYSICAL_NAME.findall(json.dumps(json.loads(DeltaTable(target, version=0).schema().to_json())))
+    )
+    schema = json.dumps(json.loads(DeltaTable(target).schema().to_json()), sort_keys=True)
+    return PHYSICAL_NAME.sub(
+        lambda name: name[0] if name[1] in known else name[0].replace(name[1], "<new>"), schema
     )
 
 

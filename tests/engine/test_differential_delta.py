@@ -28,8 +28,9 @@ def report(case: Case, delta: Outcome, ours: Outcome) -> str:
         if ours.observed().get(key) != value
     }
     return (
-        f"\n{case.statement}\nconfs {dict(case.confs)}, properties {dict(case.properties)}, partitioned by "
-        f"{case.partition_by}\ntarget {case.target_columns}: {case.target_rows}\n"
+        f"\n{case.statement}\nconfs {dict(case.confs)}, properties {dict(case.properties)}, features "
+        f"{case.features}, partitioned by {case.partition_by}\n"
+        f"target {case.target_columns}: {case.target_rows}\n"
         f"source {case.source_columns}: {case.source_rows}\ndiffers: {differing}\n"
         f"Delta's error: {delta.message}\nours: {ours.message}"
     )
