@@ -25,9 +25,14 @@ def checkpoint_due(snapshot: Snapshot, version: int) -> bool:
     """Whether Delta checkpoints after committing ``version`` to the table ``snapshot`` read.
 
     Never on a table with v2 checkpoints, whose checkpoints need a checkpointMetadata action deltalake does
-    not write: without a new checkpoint the table stays valid, its readers replay a few more commit files.
+    not write, nor on one with row tracking: without a new checkpoint the table stays valid, its readers
+    replay a few more commit files.
     """
     if "v2Checkpoint" in snapshot.protocol.writer_features:
+        return False
+    # Nor with row tracking: deltalake's checkpoint is not known to keep the files' row ids and the
+    # delta.rowTracking domain, which Delta's readers need. Delta checkpoints such tables itself.
+    if "rowTracking" in snapshot.protocol.writer_features:
         return False
     interval = int(snapshot.setting("delta.checkpointInterval") or DEFAULT_CHECKPOINT_INTERVAL)
     return version > 0 and version % max(interval, 1) == 0

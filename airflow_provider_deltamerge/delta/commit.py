@@ -33,6 +33,7 @@ from airflow_provider_deltamerge.delta.log_reader import LogReader
 from airflow_provider_deltamerge.delta.log_store import LogStore, commit_file, log_store
 from airflow_provider_deltamerge.delta.protocol import MESSAGES
 from airflow_provider_deltamerge.delta.provenance import COMMIT_INFO_KEY
+from airflow_provider_deltamerge.delta.row_tracking import high_water_mark, tracks_rows
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot, open_table
 from airflow_provider_deltamerge.delta.writer import ChangeFile, WrittenFile
 from airflow_provider_deltamerge.exceptions import MergeCommitError, TargetTableError
@@ -124,6 +125,13 @@ def commit_merge(
             "cannot write the cdc actions that name them). Nothing was changed. Run the merge with the "
             "delta-spark backend, or turn the feed off (delta.enableChangeDataFeed=false).",
         )
+    if store is None and tracks_rows(snapshot.protocol.writer_features):
+        raise _unsupported_here(
+            "rowTracking",
+            f"The merge into {snapshot.table_uri} writes a table with row tracking, and this store has no "
+            "conditional write this engine can use (deltalake's transaction cannot give the added files "
+            "their row ids). Nothing was changed. Run the merge with the delta-spark backend.",
+        )
     metadata = open_table(snapshot.table_uri, snapshot.version).metadata() if schema is not None else None
     commit = MergeCommitActions(
         snapshot=snapshot,
@@ -163,7 +171,17 @@ def _try_commit(base: Snapshot, commit: MergeCommitActions, store: LogStore | No
     if store is None:
         return _try_commit_with_deltalake(base, commit)
     now = int(time.time() * 1000)
-    text = commit.lines(timestamp=now, in_commit_timestamp=_in_commit_timestamp(base, now))
+    # Row ids go above the mark of the version the commit lands on, read again after each rebase: a winning
+    # commit that assigned row ids moved it.
+    mark = (
+        high_water_mark(base.table_uri, base.version) if tracks_rows(base.protocol.writer_features) else None
+    )
+    text = commit.lines(
+        timestamp=now,
+        in_commit_timestamp=_in_commit_timestamp(base, now),
+        version=base.version + 1,
+        row_id_high_water_mark=mark,
+    )
     try:
         return store.put_if_absent(commit_file(base.version + 1), text)
     except (ObstoreError, OSError) as err:  # OSError: a local disk, written by put_file itself

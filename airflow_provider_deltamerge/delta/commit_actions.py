@@ -21,6 +21,7 @@ from airflow_provider_deltamerge.delta.column_mapping import (
     stored_name,
 )
 from airflow_provider_deltamerge.delta.provenance import COMMIT_INFO_KEY
+from airflow_provider_deltamerge.delta.row_tracking import domain_metadata
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
 from airflow_provider_deltamerge.delta.writer import ChangeFile, WrittenFile
 
@@ -56,8 +57,22 @@ class MergeCommitActions:
     change_files: Sequence[ChangeFile] = ()  # the change data feed's files
     txn_id: str = field(default_factory=lambda: str(uuid.uuid4()))  # the same for every attempt
 
-    def lines(self, *, timestamp: int, in_commit_timestamp: int | None) -> bytes:
-        """The commit file's text: one JSON action per line (newline-delimited, as Delta reads it)."""
+    def lines(
+        self,
+        *,
+        timestamp: int,
+        in_commit_timestamp: int | None,
+        version: int | None = None,
+        row_id_high_water_mark: int | None = None,
+    ) -> bytes:
+        """The commit file's text: one JSON action per line (newline-delimited, as Delta reads it).
+
+        Args:
+            version: the version the commit lands at.
+            row_id_high_water_mark: under row tracking, the table's mark at ``version - 1``: each added file
+                gets the row ids above it (``baseRowId``) and ``version`` as its ``defaultRowCommitVersion``,
+                and the new mark is committed as the ``delta.rowTracking`` domain's metadata.
+        """
         actions = [{"commitInfo": self._commit_info(timestamp, in_commit_timestamp)}]
         if self.schema is not None:
             actions.append({"metaData": self._metadata()})
@@ -66,9 +81,19 @@ class MergeCommitActions:
             actions.append({"txn": txn})
         stored = _stored_names(self.snapshot)
         actions += [{"remove": _remove(f, timestamp, stored)} for f in self.removed]
-        actions += [{"add": _add(f, stored)} for f in self.added]
+        adds = [_add(f, stored) for f in self.added]
+        mark = row_id_high_water_mark
+        if mark is not None:
+            if version is None:
+                raise ValueError("row ids need the version the commit lands at")
+            for add, file in zip(adds, self.added, strict=True):
+                add.update(baseRowId=mark + 1, defaultRowCommitVersion=version)
+                mark += file.num_records
+        actions += [{"add": add} for add in adds]
         actions += [{"add": dict(add)} for add in self.readded]  # as the log has them
         actions += [{"cdc": _cdc(f, stored)} for f in self.change_files]
+        if mark is not None and adds:
+            actions.append({"domainMetadata": domain_metadata(mark)})
         return "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode()
 
     def _commit_info(self, timestamp: int, in_commit_timestamp: int | None) -> dict[str, Any]:

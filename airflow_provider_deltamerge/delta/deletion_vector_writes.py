@@ -126,7 +126,7 @@ def discard_vectors(snapshot: Snapshot, written: WrittenVectors) -> None:
 
 def _readded(add: Mapping[str, Any], file: DataFile, vector: DeletionVector) -> dict[str, Any]:
     """The file's add action under its new vector, its stats turned to wide bounds (Delta's
-    ``updateStatsToWideBounds``): the min/max may now belong to hidden rows."""
+    ``updateStatsToWideBounds``): the min/max may now belong to hidden rows; its row ids as they were."""
     return {
         "path": file.log_path,
         "partitionValues": dict(add.get("partitionValues") or file.partition_values),
@@ -136,6 +136,8 @@ def _readded(add: Mapping[str, Any], file: DataFile, vector: DeletionVector) -> 
         "stats": _wide_bounds(add.get("stats"), file),
         **({"tags": add["tags"]} if add.get("tags") else {}),
         "deletionVector": vector.to_action(),
+        # Row tracking: the rows it keeps keep their ids and commit versions (delta/row_tracking.py).
+        **{k: add[k] for k in ("baseRowId", "defaultRowCommitVersion") if add.get(k) is not None},
     }
 
 

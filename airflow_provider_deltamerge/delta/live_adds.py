@@ -23,7 +23,17 @@ from airflow_provider_deltamerge.delta.log_reader import LOG_DIR, LogReader
 
 # What a lookup of vectors only reads of a checkpoint's add actions; a whole add is these and the rest.
 _VECTOR_FIELDS = ("path", "deletionVector")
-_ADD_FIELDS = (*_VECTOR_FIELDS, "partitionValues", "size", "modificationTime", "stats", "tags")
+# Row tracking's fields too: a file re-added under a new vector keeps its row ids (delta/row_tracking.py).
+_ADD_FIELDS = (
+    *_VECTOR_FIELDS,
+    "partitionValues",
+    "size",
+    "modificationTime",
+    "stats",
+    "tags",
+    "baseRowId",
+    "defaultRowCommitVersion",
+)
 _MAPS = frozenset({"partitionValues", "tags"})  # read from parquet as lists of (key, value) pairs
 
 
@@ -44,7 +54,7 @@ def add_actions_of(
     """
     reader = LogReader(table_uri)
     wanted, found = set(paths), dict[str, dict[str, Any]]()
-    checkpoint = _checkpoint_at_or_below(reader, version)
+    checkpoint = checkpoint_files(reader, version)
     first_commit = checkpoint[0] + 1 if checkpoint else 0
     for commit in range(version, first_commit - 1, -1):
         for add in reader.file_actions(commit, "add"):
@@ -65,7 +75,7 @@ def _take(add: Mapping[str, Any], wanted: set[str], found: dict[str, dict[str, A
         found[path] = dict(add)
 
 
-def _checkpoint_at_or_below(reader: LogReader, version: int) -> tuple[int, list[str]] | None:
+def checkpoint_files(reader: LogReader, version: int) -> tuple[int, list[str]] | None:
     """The newest checkpoint's version and files (relative to the table) when it is not after ``version``."""
     last = reader.last_checkpoint()
     if last is None or int(last["version"]) > version:

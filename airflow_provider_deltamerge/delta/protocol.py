@@ -14,6 +14,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_deltamerge.delta.row_tracking import FEATURE as ROW_TRACKING
+from airflow_provider_deltamerge.delta.row_tracking import materialized_columns
 from airflow_provider_deltamerge.delta.snapshot import Snapshot
 from airflow_provider_deltamerge.exceptions import TargetTableError
 
@@ -74,6 +76,10 @@ HONOURED_FEATURES = frozenset(
         # auto-clustering, and leaves the delta.clustering domain (the clustering columns) as it is; Delta's
         # OPTIMIZE clusters them later. Stats cover the clustering columns (the first indexed columns).
         "clustering",
+        # Row tracking: added files get row ids above the high-water mark, copied and updated rows keep
+        # theirs in the materialized columns (delta/row_tracking.py); refused below when the table's
+        # properties do not name those columns.
+        "rowTracking",
     }
 )
 # Highest protocol versions whose implied features are understood (3/7 list their features by name).
@@ -83,8 +89,10 @@ MAX_WRITER_VERSION = 7
 # What to do about each feature the engine refuses, in Delta's terms.
 _REMEDIES = {
     "rowTracking": (
-        "row tracking needs row ids and commit versions assigned to every written file, which this engine "
-        "does not do. Run the merge on Delta's own runtime (the delta-spark backend)"
+        "the table's properties do not name the columns that keep preserved row ids and commit versions "
+        "(delta.rowTracking.materializedRowIdColumnName, ...RowCommitVersionColumnName), or row tracking is "
+        "enabled on a protocol without the feature. Run the merge on Delta's own runtime (the delta-spark "
+        "backend)"
     ),
     "typeWidening": (
         "a widened column may be stored with different types in different files, which this engine does not "
@@ -117,8 +125,11 @@ def refused_features(snapshot: Snapshot) -> list[str]:
     listed = set(protocol.reader_features) | set(protocol.writer_features)
     found += sorted(f for f in listed if f not in HONOURED_FEATURES)
     # Legacy protocols (writer < 7) imply features; they matter only when the table actually uses them.
+    # Row tracking is written only where the table names its materialized columns.
+    tracked = ROW_TRACKING in protocol.writer_features
     implied = {
-        "rowTracking": _is_true(snapshot.setting("delta.enableRowTracking")),
+        ROW_TRACKING: (tracked and materialized_columns(dict(snapshot.configuration)) is None)
+        or (not tracked and _is_true(snapshot.setting("delta.enableRowTracking"))),
         "variantType": any(f["type"] == "variant" for f in fields),
     }
     found += [name for name, used in implied.items() if used and name not in found]

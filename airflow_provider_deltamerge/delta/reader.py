@@ -24,6 +24,11 @@ from pyspark.sql.types import (
 from airflow_provider_deltamerge.delta.column_mapping import maps_by_id, maps_columns
 from airflow_provider_deltamerge.delta.deletion_vectors import read_deleted_rows
 from airflow_provider_deltamerge.delta.physical_schema import read_field
+from airflow_provider_deltamerge.delta.row_tracking import (
+    MaterializedColumns,
+    materialized_columns,
+    tracks_rows,
+)
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
 from airflow_provider_deltamerge.delta.sql_text import sql_name, sql_type
 from airflow_provider_deltamerge.delta.writer import WrittenFile
@@ -39,6 +44,12 @@ ROW_INDEX_COLUMN = hidden_name("row_index")
 _KNOWN_FILE_COLUMN = hidden_name("known_file")
 _FILE_ORDINAL_COLUMN = hidden_name("file_ordinal")
 _DELETED_ROW_COLUMN = hidden_name("deleted_row")
+# Under row tracking (delta/row_tracking.py) each row's id and commit version, as Delta's _metadata gives
+# them, from the materialized columns or the file's base row id and default commit version.
+ROW_ID_COLUMN = hidden_name("row_id")
+ROW_COMMIT_VERSION_COLUMN = hidden_name("row_commit_version")
+_BASE_ROW_ID_COLUMN = hidden_name("base_row_id")
+_DEFAULT_ROW_COMMIT_VERSION_COLUMN = hidden_name("default_row_commit_version")
 # Spark's parquet reader matches columns by the field ids in the read schema (``parquet.field.id``).
 FIELD_ID_READ_CONF = "spark.sql.parquet.fieldId.read.enabled"
 PARALLEL_LISTING = "spark.sql.sources.parallelPartitionDiscovery.threshold"
@@ -59,7 +70,16 @@ def table_schema(snapshot: Snapshot) -> StructType:
 
 def read_table(spark: SparkSession, snapshot: Snapshot) -> DataFrame:
     """Every row of ``snapshot`` with the table's columns only: what any reader of the table sees."""
-    return read_files(spark, snapshot, snapshot.files).drop(FILE_COLUMN, ROW_INDEX_COLUMN)
+    return read_files(spark, snapshot, snapshot.files).drop(
+        FILE_COLUMN, ROW_INDEX_COLUMN, ROW_ID_COLUMN, ROW_COMMIT_VERSION_COLUMN
+    )
+
+
+def row_tracking_columns(snapshot: Snapshot) -> MaterializedColumns | None:
+    """The materialized row tracking columns of a table whose writers assign row ids; None for others."""
+    if not tracks_rows(snapshot.protocol.writer_features):
+        return None
+    return materialized_columns(dict(snapshot.configuration))
 
 
 def read_files(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile]) -> DataFrame:
@@ -70,16 +90,24 @@ def read_files(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile
     Partition values come from the log, not from folder names, as Delta readers do: a broadcast table of
     one row per file, keyed by Spark's URI of the file (a hash lookup per row); an unpartitioned table needs
     no join at all. Rows a deletion vector hides are left out by a broadcast anti join on (file, row index).
-    Files written before a column existed read that column as NULL.
+    Files written before a column existed read that column as NULL. Under row tracking each row also has
+    ``ROW_ID_COLUMN`` and ``ROW_COMMIT_VERSION_COLUMN``.
     """
     schema = table_schema(snapshot)
     data_fields = [f for f in schema.fields if f.name not in snapshot.partition_columns]
+    tracked = row_tracking_columns(snapshot)
+    row_ids = (
+        [StructField(ROW_ID_COLUMN, LongType()), StructField(ROW_COMMIT_VERSION_COLUMN, LongType())]
+        if tracked
+        else []
+    )
     if not files:
         empty = StructType(
             [
                 *schema.fields,
                 StructField(FILE_COLUMN, StringType()),
                 StructField(ROW_INDEX_COLUMN, LongType()),
+                *row_ids,
             ]
         )
         # limit(0) makes it a relation Spark's optimizer knows to be empty: a join with it is dropped (an
@@ -99,7 +127,8 @@ def read_files(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile
     # (one request per file).
     listing = {PARALLEL_LISTING: str(len(files))} if snapshot.on_local_disk else {}
     with session_confs_set(spark, listing):  # the files are listed here, when Spark resolves the relation
-        raw = spark.read.schema(StructType(list(stored.values()))).parquet(
+        materialized = [StructField(name, LongType()) for name in (tracked.names if tracked else ())]
+        raw = spark.read.schema(StructType([*stored.values(), *materialized])).parquet(
             *[file_location(snapshot, f) for f in files]
         )
     # metadataColumn, not col("_metadata"): a table may have a column of its own named _metadata.
@@ -110,7 +139,7 @@ def read_files(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile
         metadata.getField("row_index").alias(ROW_INDEX_COLUMN),
     )
     with_vectors = [f for f in files if f.deletion_vector is not None]
-    if snapshot.partition_columns or with_vectors:
+    if snapshot.partition_columns or with_vectors or tracked:
         # A left join, so that a file whose URI we named differently from Spark fails loudly (see
         # ``_column``) instead of losing its rows.
         tagged = tagged.join(F.broadcast(_file_table(spark, snapshot, files)), FILE_COLUMN, "left")
@@ -124,6 +153,14 @@ def read_files(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile
         )
     columns = [_column(f.name, f.dataType, stored=stored.get(f.name)) for f in schema.fields]
     columns += [sql_name(FILE_COLUMN), sql_name(ROW_INDEX_COLUMN)]
+    if tracked:
+        row_index, base = sql_name(ROW_INDEX_COLUMN), sql_name(_BASE_ROW_ID_COLUMN)
+        default = sql_name(_DEFAULT_ROW_COMMIT_VERSION_COLUMN)
+        columns += [
+            f"coalesce({sql_name(tracked.row_id)}, {base} + {row_index}) AS {sql_name(ROW_ID_COLUMN)}",
+            f"coalesce({sql_name(tracked.row_commit_version)}, {default})"
+            f" AS {sql_name(ROW_COMMIT_VERSION_COLUMN)}",
+        ]
     if all(isinstance(c, str) for c in columns):
         # One parse on the JVM for the whole projection: each Column built in Python costs round trips.
         return tagged.selectExpr(*[c for c in columns if isinstance(c, str)])
@@ -192,9 +229,17 @@ def _column(name: str, data_type: DataType, *, stored: StructField | None) -> st
 
 def _file_table(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile]) -> DataFrame:
     """A small table to join onto the scanned rows: one row per file, keyed by Spark's URI of the file, with
-    its partition values as text and, for a file with a deletion vector, its ordinal among ``files``."""
+    its partition values as text, for a file with a deletion vector its ordinal among ``files``, and its
+    row tracking's base row id and default commit version (NULL without)."""
     rows = [
-        (uri, True, n if f.deletion_vector is not None else None, *(value for _, value in f.partition_values))
+        (
+            uri,
+            True,
+            n if f.deletion_vector is not None else None,
+            f.base_row_id,
+            f.default_row_commit_version,
+            *(value for _, value in f.partition_values),
+        )
         for n, (uri, f) in enumerate(files_by_uri(snapshot, files).items())
     ]
     schema = StructType(
@@ -202,6 +247,8 @@ def _file_table(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFil
             StructField(FILE_COLUMN, StringType()),
             StructField(_KNOWN_FILE_COLUMN, BooleanType()),
             StructField(_FILE_ORDINAL_COLUMN, LongType()),
+            StructField(_BASE_ROW_ID_COLUMN, LongType()),
+            StructField(_DEFAULT_ROW_COMMIT_VERSION_COLUMN, LongType()),
             *[StructField(c, StringType()) for c in snapshot.partition_columns],
         ]
     )

@@ -15,7 +15,8 @@ from deltalake.exceptions import TableNotFoundError
 
 from airflow_provider_deltamerge.delta.column_mapping import logical_stats_columns, maps_columns
 from airflow_provider_deltamerge.delta.deletion_vectors import DeletionVector
-from airflow_provider_deltamerge.delta.live_adds import deletion_vectors_of
+from airflow_provider_deltamerge.delta.live_adds import add_actions_of, deletion_vectors_of
+from airflow_provider_deltamerge.delta.row_tracking import tracks_rows
 from airflow_provider_deltamerge.exceptions import TargetTableError
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
 
@@ -32,6 +33,10 @@ class DataFile:
     partition_values: tuple[tuple[str, str | None], ...]
     num_records: int | None  # rows in the data file, those a deletion vector hides included
     deletion_vector: DeletionVector | None = None
+    # Row tracking (delta/row_tracking.py): the id of the file's first row and the commit version of rows
+    # that have none materialized; None on tables without the feature.
+    base_row_id: int | None = None
+    default_row_commit_version: int | None = None
 
     @property
     def logical_records(self) -> int | None:
@@ -150,12 +155,27 @@ def snapshot_of(table: DeltaTable, table_uri: str) -> Snapshot:
         # deltalake names stats columns by the physical paths the log keys them by; skipping uses logical.
         adds = adds.rename_columns(logical_stats_columns(adds.column_names, json.loads(schema_json)))
     columns = adds.to_pydict()
-    # deltalake lists files without their deletion vectors: those come from the log itself.
-    vectors = (
-        deletion_vectors_of(table_uri, table.version(), columns["path"])
-        if DELETION_VECTORS in (protocol.reader_features or ())
-        else {}
-    )
+    # deltalake lists files without their deletion vectors and row ids: those come from the log itself.
+    row_ids: dict[str, tuple[int | None, int | None]] = {}
+    if tracks_rows(protocol.writer_features or ()):
+        live = add_actions_of(
+            table_uri,
+            table.version(),
+            columns["path"],
+            fields=("path", "deletionVector", "baseRowId", "defaultRowCommitVersion"),
+        )
+        vectors = {
+            path: vector
+            for path, add in live.items()
+            if (vector := DeletionVector.from_action(add.get("deletionVector"))) is not None
+        }
+        row_ids = {
+            path: (add.get("baseRowId"), add.get("defaultRowCommitVersion")) for path, add in live.items()
+        }
+    elif DELETION_VECTORS in (protocol.reader_features or ()):
+        vectors = deletion_vectors_of(table_uri, table.version(), columns["path"])
+    else:
+        vectors = {}
     files = tuple(
         DataFile(
             log_path=path,
@@ -165,6 +185,8 @@ def snapshot_of(table: DeltaTable, table_uri: str) -> Snapshot:
             ),
             num_records=columns["num_records"][i] if "num_records" in columns else None,
             deletion_vector=vectors.get(path),
+            base_row_id=row_ids.get(path, (None, None))[0],
+            default_row_commit_version=row_ids.get(path, (None, None))[1],
         )
         for i, path in enumerate(columns["path"])
     )

@@ -37,6 +37,7 @@ from airflow_provider_deltamerge.delta.change_data_feed import CHANGE_DATA_FOLDE
 from airflow_provider_deltamerge.delta.column_mapping import maps_columns, stored_schema
 from airflow_provider_deltamerge.delta.physical_schema import physical_field
 from airflow_provider_deltamerge.delta.protocol import ConstraintCheck, constraint_checks, violation_message
+from airflow_provider_deltamerge.delta.row_tracking import materialized_columns, tracks_rows
 from airflow_provider_deltamerge.delta.snapshot import Snapshot
 from airflow_provider_deltamerge.delta.stats import footer_stats
 from airflow_provider_deltamerge.delta.stats_columns import (
@@ -166,7 +167,9 @@ def write_files(
     Args:
         spark: the session that computes ``rows``.
         rows: the output rows; partition columns are written as folders, not into the files. A last
-            ``_change_type`` column makes the rows where it is set change data (see the module's text).
+            ``_change_type`` column makes the rows where it is set change data (see the module's text);
+            under row tracking, the columns the table materializes row ids and commit versions in are
+            written into the files as they are.
         snapshot: the table being written, for its location, partitioning, constraints and settings.
         presized: ``rows`` come straight from a scan, whose splits Spark sizes itself (up to
             ``spark.sql.files.maxPartitionBytes``): an unpartitioned table then needs no rebalancing
@@ -184,7 +187,16 @@ def write_files(
     with_changes = CHANGE_TYPE_COLUMN in rows.columns
     # The rows carry the schema the commit will have (evolved, if the merge evolves it): Delta collects
     # statistics against that schema, not the one read.
-    table_columns = [c for c in rows.columns if not (with_changes and c == CHANGE_TYPE_COLUMN)]
+    # Row tracking's materialized columns ride in the data files beside the table's, without stats.
+    tracked = materialized_columns(dict(snapshot.configuration))
+    extra = [
+        c
+        for c in rows.columns
+        if tracked and tracks_rows(snapshot.protocol.writer_features) and c in tracked.names
+    ]
+    table_columns = [
+        c for c in rows.columns if not (with_changes and c == CHANGE_TYPE_COLUMN) and c not in extra
+    ]
     settings = StatsSettings.of(
         dict(snapshot.configuration), session_prefix=spark.conf.get(STRING_PREFIX_LENGTH_CONF, None)
     )
@@ -212,6 +224,7 @@ def write_files(
                 F.col(quote_part(f.name)).cast(s.dataType).alias(s.name, metadata=s.metadata)
                 for f, s in zip(schema.fields, stored.fields, strict=True)
             ],
+            *[F.col(quote_part(c)) for c in extra],
             *([CHANGE_TYPE_COLUMN] if with_changes else []),
         )
     if with_changes:

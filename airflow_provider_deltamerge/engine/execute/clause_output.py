@@ -19,6 +19,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructField
 
 from airflow_provider_deltamerge.delta.protocol import GENERATION_EXPRESSION_KEY
+from airflow_provider_deltamerge.delta.reader import (
+    ROW_COMMIT_VERSION_COLUMN,
+    ROW_ID_COLUMN,
+    row_tracking_columns,
+)
 from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.execute.change_rows import (
     ChangeRows,
@@ -152,9 +157,13 @@ def rows_written(
     read = {f.name: f.dataType for f in plan.target_schema.fields}
     fields = plan.final_schema.fields
     columns = [_output_column(plan, clauses, field, read) for field in fields]
-    carried = [action]
+    tracked = row_tracking_columns(plan.snapshot)
+    preserved = _preserved_row_ids(plan, kinds, tracked.names) if tracked else []
+    carried = [action, *preserved]
     if changes is not None:
         carried += [_current(plan, f, read).alias(preimage_column(i)) for i, f in enumerate(fields)]
+        # Change rows carry the materialized row tracking columns too (readers of the feed ignore them).
+        carried += [c.alias(preimage_column(len(fields) + i)) for i, c in enumerate(preserved)]
         carried += [F.col(c) for c in changes.carried()]
     if plan.writes_deletion_vectors:
         counted, counts = observe(rows, *observed_counts(plan, kinds, rows_as=rows_as))
@@ -168,10 +177,24 @@ def rows_written(
     if generating:
         hidden = [F.col(c) for c in written.columns[len(fields) :]]
         written = written.select(*[_generated_column(field, generating) for field in fields], *hidden)
-    names = [f.name for f in fields]
+    names = [f.name for f in fields] + ([*tracked.names] if tracked else [])
     if changes is None:
         return written.select(*[F.col(quote(n)) for n in names]), counts
     return with_change_rows(written, names, clauses, action, changes), counts
+
+
+def _preserved_row_ids(plan: MergePlan, kinds: frozenset[RowKind], names: tuple[str, str]) -> list[Column]:
+    """The materialized row id and commit version of each output row, as Delta's MERGE writes them under row
+    tracking (delta/row_tracking.py): a copied row keeps both, an updated one its id (its commit version is
+    then the commit's, NULL here), an inserted one neither (its file's base row id gives it a fresh one)."""
+    row_id, version = names
+    if kinds == {"source_only"}:
+        return [F.lit(None).cast("long").alias(row_id), F.lit(None).cast("long").alias(version)]
+    target = plan.spec.target_alias
+    return [
+        F.col(f"{target}.{quote(ROW_ID_COLUMN)}").alias(row_id),  # NULL on an unmatched source row
+        F.when(F.col(ACTION) == COPY, F.col(f"{target}.{quote(ROW_COMMIT_VERSION_COLUMN)}")).alias(version),
+    ]
 
 
 def identities_generated(plan: MergePlan, clauses: Sequence[ResolvedClause] | None = None) -> list[Identity]:

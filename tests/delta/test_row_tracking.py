@@ -1,0 +1,163 @@
+"""Our merges into tables with row tracking (writer feature ``rowTracking``, issue 39 item 1).
+
+Delta made each table with ``delta.enableRowTracking=true`` (with and without deletion vectors) and
+updated one row itself, so some rows already have materialized ids and commit versions. After our merge
+(one statement per executor), Delta's ``_metadata.row_id`` and ``_metadata.row_commit_version`` give for
+every row that was in the table what they give after Delta's own MERGE of the same statement on an
+identical copy, and the same commit versions for every row; inserted rows get fresh ids above the old
+high-water mark, which the commit moves. (Which fresh id an inserted row gets depends on the order of rows
+in the files written, so it is not compared.) Delta's next MERGE and OPTIMIZE keep every id. A concurrent
+commit that assigned row ids before ours makes our commit take ids above its mark.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from airflow_provider_deltamerge.delta import commit as commit_module
+from airflow_provider_deltamerge.delta.row_tracking import high_water_mark
+from tests.delta.test_clustered_tables import STATEMENTS
+from tests.delta.test_delta_reads_our_merges import (
+    CHANGES,
+    DELETION_VECTORS,
+    NEXT,
+    copy_of,
+    delta_merge,
+    delta_rows,
+    delta_table,
+    last_history,
+    log_actions,
+    ours,
+    source,
+)
+from tests.oracle import sorted_rows
+
+ROW_TRACKING = {"delta.enableRowTracking": "true"}
+TABLES: dict[str, Mapping[str, str]] = {
+    "row-tracking": ROW_TRACKING,
+    "row-tracking-deletion-vectors": {**ROW_TRACKING, **DELETION_VECTORS},
+}
+
+
+def tracked_table(spark: SparkSession, path: Path, properties: Mapping[str, str]) -> str:
+    """Rows 1-6 (id, qty, region) in two files at version 0, then Delta's own UPDATE of row 4 at version 1
+    (its id and version 1 materialized, or kept under a deletion vector)."""
+    table = delta_table(spark, path, properties)
+    spark.sql(f"UPDATE delta.`{table}` SET qty = qty + 1 WHERE id = 4").collect()
+    return table
+
+
+def row_ids(spark: SparkSession, table: str) -> dict[int, tuple[int, int]]:
+    """Each row's (row id, row commit version) as Delta reads them, by the row's id column."""
+    rows = spark.sql(
+        f"SELECT id, _metadata.row_id AS row_id, _metadata.row_commit_version AS version FROM delta.`{table}`"
+    ).collect()
+    return {row["id"]: (row["row_id"], row["version"]) for row in rows}
+
+
+def assert_row_ids_agree(
+    ours_ids: dict[int, tuple[int, int]], theirs_ids: dict[int, tuple[int, int]], old: set[int]
+) -> None:
+    """Rows that were in the table keep the ids and get the versions Delta gives them; every row has the
+    version Delta gives it; ids are unique."""
+    assert ours_ids.keys() == theirs_ids.keys()
+    assert {k: v for k, v in ours_ids.items() if k in old} == {
+        k: v for k, v in theirs_ids.items() if k in old
+    }
+    assert {k: v[1] for k, v in ours_ids.items()} == {k: v[1] for k, v in theirs_ids.items()}
+    assert len({v[0] for v in ours_ids.values()}) == len(ours_ids)
+
+
+def domain_mark(table: str, version: int) -> int | None:
+    marks = [
+        json.loads(d["configuration"])["rowIdHighWaterMark"]
+        for d in log_actions(table, version, "domainMetadata")
+        if d["domain"] == "delta.rowTracking"
+    ]
+    return marks[-1] if marks else None
+
+
+@pytest.mark.parametrize("table_kind", sorted(TABLES))
+@pytest.mark.parametrize("executor", sorted(STATEMENTS))
+def test_our_merge_keeps_and_assigns_row_ids_as_deltas_merge_does(spark, tmp_path, table_kind, executor):
+    # Given: a table Delta made with row tracking and updated once (version 1), and an identical copy
+    target = tracked_table(spark, tmp_path / "ours", TABLES[table_kind])
+    theirs = copy_of(target, "theirs")
+    before = row_ids(spark, target)
+    old_mark = high_water_mark(target, 1)
+    assert old_mark >= 5 and before[4][1] == 1
+    statement, src = STATEMENTS[executor], source(tmp_path)
+    # When: our engine merges, and Delta runs the same statement on the copy
+    result = ours(spark, statement, target, src)
+    delta_merge(spark, statement, theirs, src)
+    # Then: the statement's executor committed version 2; Delta reads Delta's rows and counts
+    assert (result.executor, result.version) == (executor, 2)
+    assert delta_rows(spark, target) == delta_rows(spark, theirs) == sorted_rows(target)
+    delta_metrics = last_history(spark, theirs)["operationMetrics"]
+    assert {k: result.metrics[k] for k in CHANGES} == {k: int(delta_metrics[k]) for k in CHANGES}
+    # Row ids and commit versions: as Delta's own merge left them
+    ours_ids, theirs_ids = row_ids(spark, target), row_ids(spark, theirs)
+    assert_row_ids_agree(ours_ids, theirs_ids, set(before))
+    # Every added file took fresh ids above the old mark, with this commit's version; the new mark is the
+    # last id given
+    added = [a for a in log_actions(target, 2, "add") if a["dataChange"] and "deletionVector" not in a]
+    readded = [a for a in log_actions(target, 2, "add") if "deletionVector" in a]
+    bases = sorted((a["baseRowId"], json.loads(a["stats"])["numRecords"]) for a in added)
+    assert all(a["defaultRowCommitVersion"] == 2 for a in added)
+    assert bases[0][0] == old_mark + 1
+    assert all(later[0] == base + count for (base, count), later in itertools.pairwise(bases))
+    assert domain_mark(target, 2) == bases[-1][0] + bases[-1][1] - 1 == high_water_mark(target, 2)
+    # Files re-added under a new deletion vector keep their ids
+    assert all(a["defaultRowCommitVersion"] < 2 and a["baseRowId"] <= old_mark for a in readded)
+    inserted = [k for k in ours_ids if k not in before]
+    assert all(old_mark < ours_ids[k][0] <= domain_mark(target, 2) for k in inserted)
+    # When/Then: Delta's own next merge, then its OPTIMIZE, keep every id on our table
+    delta_merge(spark, NEXT, target)
+    delta_merge(spark, NEXT, theirs)
+    assert delta_rows(spark, target) == delta_rows(spark, theirs)
+    after_next = row_ids(spark, target)
+    assert {k: after_next[k][0] for k in ours_ids} == {k: v[0] for k, v in ours_ids.items()}
+    assert_row_ids_agree(after_next, row_ids(spark, theirs), set(before))
+    spark.sql(f"OPTIMIZE delta.`{target}`").collect()
+    assert row_ids(spark, target) == after_next
+
+
+def test_a_concurrent_commit_that_assigned_row_ids_moves_ours_above_its_mark(spark, tmp_path, monkeypatch):
+    # Given: a table with row tracking, and Delta's own INSERT of a far-away row committing (version 2)
+    # just before our merge's first commit attempt
+    target = tracked_table(spark, tmp_path / "ours", ROW_TRACKING)
+    mark = high_water_mark(target, 1)
+    real = commit_module._try_commit
+    raced: list[int] = []
+
+    def after_a_concurrent_insert(base: Any, actions: Any, store: Any) -> bool:
+        if not raced:
+            spark.sql(f"INSERT INTO delta.`{target}` VALUES (100L, 1000, 'eu'), (101L, 1010, 'us')").collect()
+            raced.append(high_water_mark(target, 2))
+        return real(base, actions, store)
+
+    monkeypatch.setattr(commit_module, "_try_commit", after_a_concurrent_insert)
+    # When: our upsert commits
+    result = ours(spark, STATEMENTS["classic"], target, source(tmp_path))
+    # Then: it was rebased over Delta's insert, and its files' ids start above the mark that insert set
+    assert result.rebased_over == (2,) and result.version == 3
+    assert raced[0] >= mark + 2
+    bases = [a["baseRowId"] for a in log_actions(target, 3, "add")]
+    assert bases and min(bases) == raced[0] + 1
+    assert all(a["defaultRowCommitVersion"] == 3 for a in log_actions(target, 3, "add"))
+    ids = row_ids(spark, target)
+    assert len({row_id for row_id, _ in ids.values()}) == len(ids) == 8  # 2 deleted, 7 inserted
+    assert ids[100][1] == ids[101][1] == 2
+    assert {k: v for k, v in ids.items() if k in (1, 4, 6)} == {
+        1: (ids[1][0], 0),
+        4: (ids[4][0], 1),
+        6: (ids[6][0], 0),
+    }
+    assert high_water_mark(target, 3) == domain_mark(target, 3) > raced[0]
