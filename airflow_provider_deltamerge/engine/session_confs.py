@@ -51,6 +51,11 @@ HONOURED_DELTA_CONFS = frozenset(
 )
 
 
+# Confs Delta's own runtime writes into the session (after each of its commits), which no user sets: in a
+# session where Delta also ran, they are its bookkeeping, not a setting the engine ignores.
+DELTA_SESSION_RECORDS = frozenset({"spark.databricks.delta.lastCommitVersionInSession"})
+
+
 def flag(spark: SparkSession, key: str, *, default: bool) -> bool:
     """A boolean conf of the session, ``default`` when it is not set."""
     value = spark.conf.get(key, None)
@@ -91,7 +96,11 @@ def warn_ignored_delta_confs(spark: SparkSession) -> list[str]:
     not honour; the names warned about."""
     keys = conf_keys(spark)
     ignored = sorted(
-        key for key in keys if key.startswith("spark.databricks.delta.") and key not in HONOURED_DELTA_CONFS
+        key
+        for key in keys
+        if key.startswith("spark.databricks.delta.")
+        and key not in HONOURED_DELTA_CONFS
+        and key not in DELTA_SESSION_RECORDS
     )
     for key in ignored:
         log.warning(

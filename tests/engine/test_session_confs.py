@@ -165,3 +165,25 @@ def test_a_delta_conf_the_engine_does_not_honour_is_named_in_a_warning(spark, tm
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(unknown in line and "does not honour" in line for line in warned)
     assert not any(confs.SKIP_EMPTY_COMMITS in line for line in warned)
+
+
+def test_what_delta_records_in_the_session_after_its_own_commit_is_no_conf_to_warn_about(
+    spark, tmp_path, caplog
+):
+    # Delta's own MERGE in the same session records lastCommitVersionInSession there
+    delta_made = make_table(tmp_path / "delta", rows([1]))
+    spark.sql(
+        f"MERGE INTO delta.`{delta_made}` AS t USING (SELECT 1L AS id, 5 AS value) AS s ON t.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET t.value = s.value"
+    ).collect()
+    recorded = "spark.databricks.delta.lastCommitVersionInSession"
+    assert spark.conf.get(recorded, None) is not None
+    target = make_table(tmp_path / "t", rows([1]))
+    try:
+        with caplog.at_level(logging.WARNING, logger="airflow_provider_deltamerge"):
+            run_merge(
+                spark, MergeSpec(target, source_file(tmp_path, rows([1])), "t.id = s.id", (update_all(),))
+            )
+    finally:
+        spark.conf.unset(recorded)
+    assert not [r.getMessage() for r in caplog.records if recorded in r.getMessage()]
