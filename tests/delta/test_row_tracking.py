@@ -1,13 +1,14 @@
 """Our merges into tables with row tracking (writer feature ``rowTracking``, issue 39 item 1).
 
-Delta made each table with ``delta.enableRowTracking=true`` (with and without deletion vectors) and
-updated one row itself, so some rows already have materialized ids and commit versions. After our merge
-(one statement per executor), Delta's ``_metadata.row_id`` and ``_metadata.row_commit_version`` give for
-every row that was in the table what they give after Delta's own MERGE of the same statement on an
-identical copy, and the same commit versions for every row; inserted rows get fresh ids above the old
-high-water mark, which the commit moves. (Which fresh id an inserted row gets depends on the order of rows
-in the files written, so it is not compared.) Delta's next MERGE and OPTIMIZE keep every id. A concurrent
-commit that assigned row ids before ours makes our commit take ids above its mark.
+Delta made each table with ``delta.enableRowTracking=true`` (alone, or with deletion vectors, the change
+data feed or column mapping) and updated one row itself, so some rows already have materialized ids and
+commit versions. After our merge (one statement per executor), Delta's ``_metadata.row_id`` and
+``_metadata.row_commit_version`` give for every row that was in the table what they give after Delta's own
+MERGE of the same statement on an identical copy, and the same commit versions for every row; inserted
+rows get fresh ids above the old high-water mark, which the commit moves. (Which fresh id an inserted row
+gets depends on the order of rows in the files written, so it is not compared.) Delta's next MERGE and
+OPTIMIZE keep every id. A concurrent commit that assigned row ids before ours makes our commit take ids
+above its mark.
 """
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ from airflow_provider_deltamerge.delta.row_tracking import high_water_mark
 from tests.delta.test_clustered_tables import STATEMENTS
 from tests.delta.test_delta_reads_our_merges import (
     CHANGES,
+    COLUMN_MAPPING,
     DELETION_VECTORS,
+    FEED,
     NEXT,
+    change_rows,
     copy_of,
     delta_merge,
     delta_rows,
@@ -43,6 +47,8 @@ ROW_TRACKING = {"delta.enableRowTracking": "true"}
 TABLES: dict[str, Mapping[str, str]] = {
     "row-tracking": ROW_TRACKING,
     "row-tracking-deletion-vectors": {**ROW_TRACKING, **DELETION_VECTORS},
+    "row-tracking-change-data-feed": {**ROW_TRACKING, **FEED},
+    "row-tracking-column-mapping": {**ROW_TRACKING, **COLUMN_MAPPING},
 }
 
 
@@ -102,6 +108,9 @@ def test_our_merge_keeps_and_assigns_row_ids_as_deltas_merge_does(spark, tmp_pat
     assert delta_rows(spark, target) == delta_rows(spark, theirs) == sorted_rows(target)
     delta_metrics = last_history(spark, theirs)["operationMetrics"]
     assert {k: result.metrics[k] for k in CHANGES} == {k: int(delta_metrics[k]) for k in CHANGES}
+    if FEED.items() <= TABLES[table_kind].items():
+        # The change rows Delta reads of our commit are those of its own merge's
+        assert change_rows(spark, target, 2) == change_rows(spark, theirs, 2)
     # Row ids and commit versions: as Delta's own merge left them
     ours_ids, theirs_ids = row_ids(spark, target), row_ids(spark, theirs)
     assert_row_ids_agree(ours_ids, theirs_ids, set(before))
