@@ -68,7 +68,7 @@ def asset_history(
         return _page(
             "Unknown table",
             f"Asset {asset_id} is not the target of any DeltaMergeOperator task known to this Airflow, so it "
-            "has no merge history here. Open the history from a merge task's or its DAG's page.",
+            "has no merge history here. Browse → Merge history lists the tables that have one.",
             status_code=404,
         )
     return _history(table, page)
