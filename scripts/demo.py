@@ -17,7 +17,7 @@ from typing import Any
 
 from deltalake import DeltaTable
 
-from airflow_provider_deltamerge.engine.metrics import SUMMARY, readable
+from airflow_provider_deltamerge.metrics import SUMMARY, readable
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGICAL_DATE = "2024-01-02"

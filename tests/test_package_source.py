@@ -80,7 +80,7 @@ NON_PRODUCT_RAISES = {
     ("delta/deletion_vectors.py", "ValueError"): "bytes that are no vector; callers wrap it in ours",
     ("delta/commit_actions.py", "ValueError"): "a programming error (a schema change without metadata)",
     ("delta/sql_text.py", "TypeError"): "a programming error: callers pass atomic types only",
-    ("engine/metrics.py", "KeyError"): "a programming error: an undeclared metric name",
+    ("metrics.py", "KeyError"): "a programming error: an undeclared metric name",
     ("engine/resolve/casting.py", "AssertionError"): "an invariant of schema evolution, never expected",
     ("engine/resolve/schema_evolution.py", "_Incompatible"): "internal, caught and raised as a product error",
     ("operators/lineage.py", "TypeError"): "a programming error: a source form without a lineage dataset",

@@ -28,7 +28,7 @@ AIRFLOW_SIDE_MODULES = [
     "airflow_provider_deltamerge.hooks.delta_merge",
     "airflow_provider_deltamerge.hooks.storage_connection",
     "airflow_provider_deltamerge.delta.history",
-    "airflow_provider_deltamerge.engine.metrics",
+    "airflow_provider_deltamerge.metrics",
     "airflow_provider_deltamerge.history.plugin",
 ]
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_deltamerge.delta.provenance import COMMIT_INFO_KEY, provenance_of
-from airflow_provider_deltamerge.engine.metrics import METRIC_DESCRIPTIONS, TABLE_VERSION
 from airflow_provider_deltamerge.exceptions import MetricBoundsError
+from airflow_provider_deltamerge.metrics import METRIC_DESCRIPTIONS, TABLE_VERSION
 
 # Every name a bound may use: Delta's merge metrics, plus the version the merge committed.
 KNOWN_METRICS: tuple[str, ...] = (*METRIC_DESCRIPTIONS, TABLE_VERSION)

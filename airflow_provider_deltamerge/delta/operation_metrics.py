@@ -26,9 +26,9 @@ from typing import Any
 
 from deltalake.exceptions import DeltaError
 
+from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.delta.log_reader import LogReader
 from airflow_provider_deltamerge.delta.snapshot import table_size
-from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.exceptions import TargetTableError
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,6 @@
 """The merge engine (Spark side): resolve, plan, execute, commit. Entry point: ``run_merge``.
 
-``run_merge`` is loaded on first use, so the Airflow side can import ``engine.metrics`` (metric names,
-pure Python) without pyspark installed.
+``run_merge`` is loaded on first use, so importing a module of the engine does not load the whole merge.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from airflow_provider_deltamerge import __version__
+from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.delta.commit import Committed, commit_merge
 from airflow_provider_deltamerge.delta.commit_match import MetricBounds
 from airflow_provider_deltamerge.delta.conflicts import AlreadyCommitted, ReadSet, Rerun
@@ -30,7 +31,6 @@ from airflow_provider_deltamerge.delta.idempotency import find_committed_run, sa
 from airflow_provider_deltamerge.delta.protocol import check_writable
 from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot, read_snapshot
 from airflow_provider_deltamerge.delta.writer import discard
-from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.execute.append import append_if_nothing_matches
 from airflow_provider_deltamerge.engine.execute.classic import run_classic
 from airflow_provider_deltamerge.engine.execute.clause_output import identities_generated
@@ -39,7 +39,6 @@ from airflow_provider_deltamerge.engine.execute.matched_only import run_matched_
 from airflow_provider_deltamerge.engine.execute.phases import FileChanges
 from airflow_provider_deltamerge.engine.guards import check_bounds, dry_run_report
 from airflow_provider_deltamerge.engine.identity import high_water_marks, with_high_water_marks
-from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.plan.planning import ExecutorName, MergePlan, make_plan
 from airflow_provider_deltamerge.engine.plan.pruning import FileFilter, prune_files
 from airflow_provider_deltamerge.engine.progress import enter_phase
@@ -61,6 +60,7 @@ from airflow_provider_deltamerge.exceptions import (
     MergeExecutionError,
     MergeGuardError,
 )
+from airflow_provider_deltamerge.metrics import MetricsRecorder
 from airflow_provider_deltamerge.spec import MergeSpec
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
 from airflow_provider_deltamerge.spec.transport import JobRerunPolicy, job_rerun_policy

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_deltamerge.delta.history import provenance_of
-from airflow_provider_deltamerge.engine.metrics import (
+from airflow_provider_deltamerge.metrics import (
     EXECUTION_TIME_MS,
     NUM_TARGET_BYTES_ADDED,
     NUM_TARGET_BYTES_REMOVED,

@@ -14,7 +14,11 @@ import jinja2
 from markupsafe import Markup
 
 from airflow_provider_deltamerge.delta.commit_match import Bound, MetricBounds
-from airflow_provider_deltamerge.engine.metrics import (
+from airflow_provider_deltamerge.history.charts import Level, Marker, Series, line_chart
+from airflow_provider_deltamerge.history.entries import COLUMNS, HistoryEntry
+from airflow_provider_deltamerge.history.known_tables import KnownTable
+from airflow_provider_deltamerge.history.log_pages import LogPage
+from airflow_provider_deltamerge.metrics import (
     EXECUTION_TIME_MS,
     NUM_TARGET_BYTES_ADDED,
     NUM_TARGET_BYTES_REMOVED,
@@ -22,10 +26,6 @@ from airflow_provider_deltamerge.engine.metrics import (
     NUM_TARGET_ROWS_INSERTED,
     NUM_TARGET_ROWS_UPDATED,
 )
-from airflow_provider_deltamerge.history.charts import Level, Marker, Series, line_chart
-from airflow_provider_deltamerge.history.entries import COLUMNS, HistoryEntry
-from airflow_provider_deltamerge.history.known_tables import KnownTable
-from airflow_provider_deltamerge.history.log_pages import LogPage
 
 ROW_SERIES = {
     NUM_TARGET_ROWS_INSERTED: ("inserted", "#2e7d32"),

@@ -21,7 +21,6 @@ from airflow.sdk.log import mask_secret
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, MergeCommit, find_merge_commit
 from airflow_provider_deltamerge.delta.idempotency import SPEC_HASH_KEY, find_committed_run
 from airflow_provider_deltamerge.delta.job_reports import take_report
-from airflow_provider_deltamerge.engine.metrics import merge_result
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.hooks.cloud_credentials import gcs_keyfile_conf
 from airflow_provider_deltamerge.hooks.connect_job import ConnectJob
@@ -32,6 +31,7 @@ from airflow_provider_deltamerge.hooks.spark_setup import (
     spark_submit_binary,
 )
 from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
+from airflow_provider_deltamerge.metrics import merge_result
 from airflow_provider_deltamerge.spec import MergeSpec
 from airflow_provider_deltamerge.spec.sql_parse import is_path_like
 from airflow_provider_deltamerge.spec.transport import (

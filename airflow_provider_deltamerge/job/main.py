@@ -28,11 +28,11 @@ from airflow_provider_deltamerge.delta.job_reports import report_path
 from airflow_provider_deltamerge.delta.writer import table_files
 from airflow_provider_deltamerge.engine import MergeResult, run_merge
 from airflow_provider_deltamerge.engine.backends.delta_spark import choose_backend, run_with_delta_spark
-from airflow_provider_deltamerge.engine.metrics import DRY_RUN, merge_result
 from airflow_provider_deltamerge.engine.progress import ProgressReporter, enter_phase
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
 from airflow_provider_deltamerge.engine.session_confs import ENGINE_SESSION_CONF
 from airflow_provider_deltamerge.exceptions import DeltaMergeError, MergeSpecError
+from airflow_provider_deltamerge.metrics import DRY_RUN, merge_result
 from airflow_provider_deltamerge.spec.transport import (
     ANSWER_FILE_ARG,
     CONNECT_CONF_ENV,

@@ -16,7 +16,8 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 from airflow.sdk import Asset, AssetAlias
 
 from airflow_provider_deltamerge.delta.commit_match import MetricBounds
-from airflow_provider_deltamerge.engine.metrics import (
+from airflow_provider_deltamerge.exceptions import DeltaMergeError, MergeSpecError, is_final
+from airflow_provider_deltamerge.metrics import (
     DRY_RUN,
     NUM_TARGET_FILES_ADDED,
     NUM_TARGET_FILES_REMOVED,
@@ -24,7 +25,6 @@ from airflow_provider_deltamerge.engine.metrics import (
     TABLE_VERSION,
     readable,
 )
-from airflow_provider_deltamerge.exceptions import DeltaMergeError, MergeSpecError, is_final
 from airflow_provider_deltamerge.operators.assets import (
     default_alias_name,
     event_extra,

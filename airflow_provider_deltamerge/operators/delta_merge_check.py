@@ -29,7 +29,7 @@ class DeltaMergeCheckOperator(BaseOperator):
     Bounds map a metric, or a ratio ``"a / b"`` of two metrics, to ``{"min": x, "max": y}`` (either or
     both, inclusive), e.g. ``{"numTargetRowsDeleted": {"max": 1000},
     "numTargetRowsDeleted / numTargetRowsCopied": {"max": 0.1}}``. Names are Delta's merge metrics
-    (``engine/metrics.py``) and ``tableVersion``; an unknown name fails the DAG at parse time. A ratio
+    (``metrics.py``) and ``tableVersion``; an unknown name fails the DAG at parse time. A ratio
     ``a / b`` with ``b == 0`` is 0 when ``a == 0``, else infinite.
 
     :param bounds: Metric (or ratio) -> ``{"min": x, "max": y}``.

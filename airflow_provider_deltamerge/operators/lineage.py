@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from airflow_provider_deltamerge.engine.metrics import (
+from airflow_provider_deltamerge.exceptions import MergeSpecError
+from airflow_provider_deltamerge.metrics import (
     NUM_OUTPUT_ROWS,
     NUM_TARGET_BYTES_ADDED,
     NUM_TARGET_FILES_ADDED,
     TABLE_VERSION,
 )
-from airflow_provider_deltamerge.exceptions import MergeSpecError
 from airflow_provider_deltamerge.spec import (
     MatchedUpdate,
     MergeSpec,

@@ -15,7 +15,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.exceptions import StorageCredentialsError
 from airflow_provider_deltamerge.hooks.cloud_credentials import GCS_AUTH_TYPE, GCS_KEYFILE
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException
 
-from airflow_provider_deltamerge.engine.metrics import merge_result, readable
+from airflow_provider_deltamerge.metrics import merge_result, readable
 from airflow_provider_deltamerge.operators.assets import target_asset
 from airflow_provider_deltamerge.operators.delta_merge import DeltaMergeOperator
 from airflow_provider_deltamerge.spec import insert_all

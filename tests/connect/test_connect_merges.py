@@ -12,8 +12,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 from airflow_provider_deltamerge.engine import run_merge
-from airflow_provider_deltamerge.engine.metrics import NUM_TARGET_ROWS_DELETED, NUM_TARGET_ROWS_INSERTED
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError
+from airflow_provider_deltamerge.metrics import NUM_TARGET_ROWS_DELETED, NUM_TARGET_ROWS_INSERTED
 from airflow_provider_deltamerge.session_kind import is_connect
 from airflow_provider_deltamerge.spec import (
     MergeClause,

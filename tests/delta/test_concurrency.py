@@ -17,8 +17,8 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from airflow_provider_deltamerge.delta.history import find_merge_commit_where
-from airflow_provider_deltamerge.engine.metrics import summary_line
 from airflow_provider_deltamerge.hooks.delta_merge import commit_result
+from airflow_provider_deltamerge.metrics import summary_line
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update, update_all
 from tests.conftest import make_table
 from tests.delta import workers

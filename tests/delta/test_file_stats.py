@@ -24,13 +24,13 @@ import pytest
 from deltalake import DeltaTable, QueryBuilder, Schema, write_deltalake
 from pyarrow.fs import LocalFileSystem
 
+from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.delta.stats import footer_stats
 from airflow_provider_deltamerge.delta.stats_columns import (
     STRING_PREFIX_LENGTH_CONF,
     StatsSettings,
     indexed_columns,
 )
-from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update
 from tests.delta.helpers import craft_table

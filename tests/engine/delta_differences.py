@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge import metrics as m
 from tests.engine.delta_differential import Outcome
 from tests.engine.delta_outcomes import error_catalogue, first_sentence
 

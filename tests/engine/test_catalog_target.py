@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from py4j.protocol import Py4JError
 
-from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
 from airflow_provider_deltamerge.exceptions import TargetTableError

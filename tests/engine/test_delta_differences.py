@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 import decimal
 
-from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge import metrics as m
 from tests.engine.delta_differences import (
     DIFFERENCES,
     MESSAGE_DIFFERENCES,

@@ -18,7 +18,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.engine.backends import delta_spark as backend
 from airflow_provider_deltamerge.engine.backends.delta_spark import missing_delta_runtime
 from airflow_provider_deltamerge.exceptions import (

@@ -21,7 +21,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
 from airflow_provider_deltamerge.spec import (

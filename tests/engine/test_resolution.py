@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pytest
 
-from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine.resolve.resolution import ResolvedClause, pin_current_time
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine import session_confs as confs
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError, MergeExecutionError

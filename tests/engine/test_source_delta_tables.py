@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine.source.delta_tables import (
     VIEW_PREFIX,

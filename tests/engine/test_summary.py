@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge import metrics as m
 
 
 def report(**values: int) -> dict[str, int]:

@@ -10,13 +10,13 @@ import pytest
 from deltalake import DeltaTable
 
 from airflow_provider_deltamerge.delta.log_reader import commit_path
-from airflow_provider_deltamerge.engine.metrics import (
+from airflow_provider_deltamerge.exceptions import TargetTableError
+from airflow_provider_deltamerge.history.log_pages import DeltaLog
+from airflow_provider_deltamerge.metrics import (
     EXECUTION_TIME_MS,
     NUM_TARGET_FILES_ADDED,
     NUM_TARGET_ROWS_INSERTED,
 )
-from airflow_provider_deltamerge.exceptions import TargetTableError
-from airflow_provider_deltamerge.history.log_pages import DeltaLog
 from tests.history.delta_logs import long_log, other_writer_commit, table_with_merges
 
 

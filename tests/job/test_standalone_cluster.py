@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
 from tests.conftest import make_table, upsert_from_extract
 from tests.oracle import sorted_rows

@@ -26,6 +26,7 @@ from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import Row, SparkSession
 
 from airflow_provider_deltamerge import PACKAGE_NAME, __version__
+from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, provenance_of
 from airflow_provider_deltamerge.delta.idempotency import IDEMPOTENCY_DEPTH, run_identity, same_run
 from airflow_provider_deltamerge.delta.operation_metrics import (
@@ -35,9 +36,7 @@ from airflow_provider_deltamerge.delta.operation_metrics import (
 )
 from airflow_provider_deltamerge.delta.protocol import refused_features
 from airflow_provider_deltamerge.delta.snapshot import read_snapshot
-from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.merge import MergeResult
-from airflow_provider_deltamerge.engine.metrics import MetricsRecorder, MetricValue
 from airflow_provider_deltamerge.engine.resolve.resolution import quote
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
 from airflow_provider_deltamerge.engine.source.load import merge_source
@@ -51,6 +50,7 @@ from airflow_provider_deltamerge.exceptions import (
     MergeSpecError,
     TargetTableError,
 )
+from airflow_provider_deltamerge.metrics import MetricsRecorder, MetricValue
 from airflow_provider_deltamerge.session_kind import session_confs_set
 from airflow_provider_deltamerge.spec import (
     MatchedDelete,

@@ -26,10 +26,9 @@ from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from airflow_provider_deltamerge.engine import metrics as m
+from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.engine.execute.phases import FileChanges
 from airflow_provider_deltamerge.engine.execute.rewrite import write_inserts
-from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_inserts
 from airflow_provider_deltamerge.engine.plan.pruning import (
     FileFilter,
@@ -38,6 +37,7 @@ from airflow_provider_deltamerge.engine.plan.pruning import (
     typed_literals,
 )
 from airflow_provider_deltamerge.engine.progress import enter_phase
+from airflow_provider_deltamerge.metrics import MetricsRecorder
 from airflow_provider_deltamerge.spec.names import hidden_name
 
 log = logging.getLogger(__name__)

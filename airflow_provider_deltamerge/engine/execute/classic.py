@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge.engine.execute.phases import FileChanges, run_two_phases
 from airflow_provider_deltamerge.engine.execute.touched_files import some_clause_acts
-from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_not_matched_by_source
+from airflow_provider_deltamerge.metrics import MetricsRecorder
 
 
 def run_classic(

@@ -18,13 +18,13 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructField
 
+from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.delta.protocol import GENERATION_EXPRESSION_KEY
 from airflow_provider_deltamerge.delta.reader import (
     ROW_COMMIT_VERSION_COLUMN,
     ROW_ID_COLUMN,
     row_tracking_columns,
 )
-from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.execute.change_rows import (
     ChangeRows,
     preimage_column,

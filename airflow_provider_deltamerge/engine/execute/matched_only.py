@@ -15,8 +15,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from airflow_provider_deltamerge.engine.execute.phases import FileChanges, run_two_phases
 from airflow_provider_deltamerge.engine.execute.touched_files import some_clause_acts
-from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan
+from airflow_provider_deltamerge.metrics import MetricsRecorder
 
 
 def run_matched_only(

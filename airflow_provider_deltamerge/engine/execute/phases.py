@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession
 
+from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.delta.deletion_vector_writes import VectorChange, vector_changes
 from airflow_provider_deltamerge.delta.snapshot import DataFile
 from airflow_provider_deltamerge.delta.writer import ChangeFile, WrittenFile
-from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.execute.joins import (
     broadcast_budget,
     fits_in_memory,
@@ -28,9 +28,9 @@ from airflow_provider_deltamerge.engine.execute.joins import (
 )
 from airflow_provider_deltamerge.engine.execute.rewrite import rewrite_touched_files
 from airflow_provider_deltamerge.engine.execute.touched_files import find_touched_files, some_clause_acts
-from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_inserts, has_not_matched_by_source
 from airflow_provider_deltamerge.engine.progress import enter_phase
+from airflow_provider_deltamerge.metrics import MetricsRecorder
 
 
 @dataclass(frozen=True)

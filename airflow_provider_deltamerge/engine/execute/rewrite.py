@@ -26,8 +26,8 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.delta.writer import Written, max_records_per_file, write_files
-from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.execute.change_rows import ChangeRows
 from airflow_provider_deltamerge.engine.execute.clause_output import (
     ACTION,
@@ -47,9 +47,9 @@ from airflow_provider_deltamerge.engine.execute.joins import (
 )
 from airflow_provider_deltamerge.engine.execute.scan_splits import ScanSplit, balanced_splits, scan_split
 from airflow_provider_deltamerge.engine.execute.touched_files import TouchedFiles
-from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.observed import observe, observed, observed_count
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_inserts
+from airflow_provider_deltamerge.metrics import MetricsRecorder
 
 log = logging.getLogger(__name__)
 

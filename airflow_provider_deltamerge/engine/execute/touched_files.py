@@ -19,14 +19,13 @@ from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_by_uri
 from airflow_provider_deltamerge.delta.snapshot import DataFile
-from airflow_provider_deltamerge.engine import metrics as m
 from airflow_provider_deltamerge.engine.execute.clause_output import SOURCE_PRESENT, TARGET_PRESENT
 from airflow_provider_deltamerge.engine.execute.file_ids import FILE_ID, file_ids
 from airflow_provider_deltamerge.engine.execute.joins import join_condition, source_rows, target_rows
 from airflow_provider_deltamerge.engine.execute.scan_splits import balanced_splits, scan_split
-from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
 from airflow_provider_deltamerge.engine.observed import observe, observed_count
 from airflow_provider_deltamerge.engine.plan.planning import (
     MergePlan,
@@ -34,6 +33,7 @@ from airflow_provider_deltamerge.engine.plan.planning import (
     is_only_unconditional_delete,
 )
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
+from airflow_provider_deltamerge.metrics import MetricsRecorder
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
 from airflow_provider_deltamerge.spec.names import hidden_name, quote_part
 

@@ -30,8 +30,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from airflow_provider_deltamerge.engine import metrics as m
-from airflow_provider_deltamerge.engine.metrics import MetricsRecorder
+from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.engine.observed import observe, observed
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan
 from airflow_provider_deltamerge.engine.plan.pruning import reads_source
@@ -47,6 +46,7 @@ from airflow_provider_deltamerge.engine.session_confs import (
 )
 from airflow_provider_deltamerge.engine.source.delta_tables import VIEW_PREFIX
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
+from airflow_provider_deltamerge.metrics import MetricsRecorder
 from airflow_provider_deltamerge.session_kind import is_connect
 from airflow_provider_deltamerge.spec import MergeSource, PathSource
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from airflow.sdk import DAG, task
 
-from airflow_provider_deltamerge.engine.metrics import METRIC_DESCRIPTIONS
+from airflow_provider_deltamerge.metrics import METRIC_DESCRIPTIONS
 from airflow_provider_deltamerge.operators.delta_merge_check import DeltaMergeCheckOperator
 
 LENIENT = {"numSourceRows": {"min": 1}, "numTargetRowsDeleted / numTargetRowsCopied": {"max": 1}}

@@ -217,7 +217,7 @@ class MetricsRecorder:
     @staticmethod
     def _check(name: str) -> None:
         if name not in METRIC_DESCRIPTIONS:
-            raise KeyError(f"{name} is not a declared merge metric (see engine/metrics.py)")
+            raise KeyError(f"{name} is not a declared merge metric (see metrics.py)")
 
 
 def attempts_report(metrics: Mapping[str, Any], runs: Mapping[str, Any]) -> dict[str, int]:
