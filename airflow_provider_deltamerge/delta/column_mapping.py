@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # the snapshot module reads stats through this one
-    from airflow_provider_deltamerge.delta.snapshot import Snapshot
+from typing import Any
 
 MODE_KEY = "delta.columnMapping.mode"
 MAX_COLUMN_ID_KEY = "delta.columnMapping.maxColumnId"
@@ -96,10 +93,10 @@ def logical_stats_columns(columns: list[str], schema: Mapping[str, Any]) -> list
     return renamed
 
 
-def max_column_id(snapshot: Snapshot) -> int:
-    """The largest column id the table has given: its ``maxColumnId``, or its schema's largest id."""
-    recorded = snapshot.setting(MAX_COLUMN_ID_KEY)
-    return max(int(recorded or 0), largest_column_id(snapshot.schema_json))
+def max_column_id(configuration: Mapping[str, str | None], schema_json: str) -> int:
+    """The largest column id a table with these properties and this schema has given: its ``maxColumnId``,
+    or its schema's largest id."""
+    return max(int(configuration.get(MAX_COLUMN_ID_KEY) or 0), largest_column_id(schema_json))
 
 
 def largest_column_id(schema_json: str) -> int:

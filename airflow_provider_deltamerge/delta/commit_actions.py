@@ -16,8 +16,8 @@ from typing import Any
 
 from airflow_provider_deltamerge.delta.column_mapping import (
     MAX_COLUMN_ID_KEY,
-    largest_column_id,
     maps_columns,
+    max_column_id,
     stored_name,
 )
 from airflow_provider_deltamerge.delta.provenance import COMMIT_INFO_KEY
@@ -134,8 +134,7 @@ class MergeCommitActions:
         """The table's properties; under column mapping, the largest column id the new schema gives."""
         configuration = {k: v for k, v in self.snapshot.configuration if v is not None}
         if self.schema is not None and maps_columns(configuration):
-            largest = max(int(configuration.get(MAX_COLUMN_ID_KEY) or 0), largest_column_id(self.schema))
-            configuration[MAX_COLUMN_ID_KEY] = str(largest)
+            configuration[MAX_COLUMN_ID_KEY] = str(max_column_id(configuration, self.schema))
         return configuration
 
 

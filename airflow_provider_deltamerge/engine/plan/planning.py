@@ -171,7 +171,9 @@ def make_plan(
     executor = forced if forced is not None else next(n for n in choices if SERVES[n](clauses))
     if maps_columns(dict(snapshot.configuration)):
         # Columns schema evolution adds get ids and physical names before any file is written with them.
-        final, _ = with_new_columns_mapped(final, max_column_id(snapshot))
+        final, _ = with_new_columns_mapped(
+            final, max_column_id(dict(snapshot.configuration), snapshot.schema_json)
+        )
     change_data = writes_change_data(snapshot)
     if change_data:
         check_reserved_columns(final.names)
