@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta.snapshot import read_snapshot
-from airflow_provider_deltamerge.delta.writer import max_records_per_file
+from airflow_provider_deltamerge.delta.files.writer import max_records_per_file
+from airflow_provider_deltamerge.delta.log.snapshot import read_snapshot
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.spec import to_merge_sql
 from bench.cases import Case, CaseData, Counts

@@ -19,7 +19,7 @@ from typing import Any
 from airflow.sdk import DAG, Asset, task
 from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_provider_deltamerge.delta.commit_match import CommitCriteria
+from airflow_provider_deltamerge.delta.log.commit_match import CommitCriteria
 from airflow_provider_deltamerge.operators.delta_merge_check import DeltaMergeCheckOperator
 
 LAKE = os.environ.get("DELTAMERGE_LAKE", "/tmp/deltamerge-lake")
@@ -48,7 +48,7 @@ with DAG(
             return dict(max(events, key=lambda event: event.timestamp).extra)
         # Imported in the task, as Airflow advises for heavy imports: reading the log loads deltalake and
         # pyarrow, which no parse of this DAG needs.
-        from airflow_provider_deltamerge.delta.history import find_commit
+        from airflow_provider_deltamerge.delta.log.merge_commits import find_commit
 
         commit = find_commit(ORDERS, CommitCriteria.from_values(operation="MERGE"))
         if commit is None:

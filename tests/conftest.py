@@ -58,7 +58,7 @@ def added_file_stats_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     ``_try_commit`` is the one call every merge commit goes through with its add actions; the real function
     still commits, after the check (tests/file_stats.py) has passed.
     """
-    from airflow_provider_deltamerge.delta import commit
+    from airflow_provider_deltamerge.delta.commit import transaction as commit
     from tests.file_stats import check_actions
 
     real = commit._try_commit

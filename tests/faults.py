@@ -51,7 +51,7 @@ def inject_into_merge(module: ModuleType) -> None:
 
 
 def inject_into_commit(module: ModuleType) -> None:
-    """Wrap delta/commit.py's ``_try_commit`` (each attempt at the log's next version)."""
+    """Wrap delta/commit/transaction.py's ``_try_commit`` (each attempt at the log's next version)."""
     real = module._try_commit
 
     def try_commit(base: Any, actions: Any, store: Any) -> bool:

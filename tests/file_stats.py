@@ -26,11 +26,10 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from airflow_provider_deltamerge.delta.column_mapping import maps_columns, stored_schema
-from airflow_provider_deltamerge.delta.commit_actions import MergeCommitActions
-from airflow_provider_deltamerge.delta.snapshot import Snapshot
-from airflow_provider_deltamerge.delta.stats import truncate_max
-from airflow_provider_deltamerge.delta.stats_columns import (
+from airflow_provider_deltamerge.delta.commit.commit_actions import MergeCommitActions
+from airflow_provider_deltamerge.delta.format.column_mapping import maps_columns, stored_schema
+from airflow_provider_deltamerge.delta.format.stats import truncate_max
+from airflow_provider_deltamerge.delta.format.stats_columns import (
     STRING_PREFIX_LENGTH_CONF,
     Field,
     StatsSettings,
@@ -38,6 +37,7 @@ from airflow_provider_deltamerge.delta.stats_columns import (
     indexed_columns,
     is_struct,
 )
+from airflow_provider_deltamerge.delta.log.snapshot import Snapshot
 
 Path = tuple[str, ...]
 

@@ -77,15 +77,18 @@ def has_class(call: ast.Call) -> bool:
 NON_PRODUCT_RAISES = {
     # Python's own protocols: a caller catches these by their type.
     ("engine/__init__.py", "AttributeError"): "a module's __getattr__ must raise AttributeError",
-    ("delta/deletion_vectors.py", "ValueError"): "bytes that are no vector; callers wrap it in ours",
-    ("delta/commit_actions.py", "ValueError"): "a programming error (a schema change without metadata)",
-    ("delta/sql_text.py", "TypeError"): "a programming error: callers pass atomic types only",
+    ("delta/format/deletion_vectors.py", "ValueError"): "bytes that are no vector; callers wrap it in ours",
+    (
+        "delta/commit/commit_actions.py",
+        "ValueError",
+    ): "a programming error (a schema change without metadata)",
+    ("delta/files/sql_text.py", "TypeError"): "a programming error: callers pass atomic types only",
     ("metrics.py", "KeyError"): "a programming error: an undeclared metric name",
     ("engine/resolve/casting.py", "AssertionError"): "an invariant of schema evolution, never expected",
     ("engine/resolve/schema_evolution.py", "_Incompatible"): "internal, caught and raised as a product error",
     ("operators/lineage.py", "TypeError"): "a programming error: a source form without a lineage dataset",
     ("session_kind.py", "ValueError"): "parsing a memory size; the caller falls back when it fails",
-    ("delta/writer.py", "OSError"): "a storage failure moving a written file: transient, the job fails",
+    ("delta/files/writer.py", "OSError"): "a storage failure moving a written file: transient, the job fails",
     ("spec/transport.py", "ValueError"): "caught at once and raised as DELTAMERGE_UNREADABLE_JOB_ANSWER",
     # The task's form of a product error, which keeps the class in its message: AirflowFailException for a
     # final one, the error itself for a transient one.

@@ -24,10 +24,10 @@ AIRFLOW_SIDE_MODULES = [
     "airflow_provider_deltamerge.operators.delta_merge_check",
     "airflow_provider_deltamerge.sensors.delta_table",
     "airflow_provider_deltamerge.triggers.delta_table",
-    "airflow_provider_deltamerge.delta.commit_match",
+    "airflow_provider_deltamerge.delta.log.commit_match",
     "airflow_provider_deltamerge.hooks.delta_merge",
     "airflow_provider_deltamerge.hooks.storage_connection",
-    "airflow_provider_deltamerge.delta.history",
+    "airflow_provider_deltamerge.delta.log.merge_commits",
     "airflow_provider_deltamerge.metrics",
     "airflow_provider_deltamerge.history.plugin",
 ]

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_provider_deltamerge.delta.commit_match import MetricBounds
-from airflow_provider_deltamerge.delta.snapshot import DataFile
-from airflow_provider_deltamerge.delta.writer import WrittenFile
+from airflow_provider_deltamerge.delta.commit.added_files import WrittenFile
+from airflow_provider_deltamerge.delta.log.commit_match import MetricBounds
+from airflow_provider_deltamerge.delta.log.snapshot import DataFile
 from airflow_provider_deltamerge.exceptions import MergeGuardError
 
 BOUNDS_BROKEN = "DELTAMERGE_METRIC_BOUNDS_BROKEN"

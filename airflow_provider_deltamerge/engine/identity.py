@@ -20,16 +20,16 @@ from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
-from airflow_provider_deltamerge.delta.physical_schema import physical_name
-from airflow_provider_deltamerge.delta.protocol import (
+from airflow_provider_deltamerge.delta.commit.added_files import WrittenFile
+from airflow_provider_deltamerge.delta.files.physical_schema import physical_name
+from airflow_provider_deltamerge.delta.files.reader import file_location
+from airflow_provider_deltamerge.delta.log.protocol import (
     IDENTITY_ALLOW_EXPLICIT_INSERT_KEY,
     IDENTITY_HIGH_WATER_MARK_KEY,
     IDENTITY_START_KEY,
     IDENTITY_STEP_KEY,
 )
-from airflow_provider_deltamerge.delta.reader import file_location
-from airflow_provider_deltamerge.delta.snapshot import Snapshot
-from airflow_provider_deltamerge.delta.writer import WrittenFile
+from airflow_provider_deltamerge.delta.log.snapshot import Snapshot
 from airflow_provider_deltamerge.spec.names import hidden_name, quote_part
 
 

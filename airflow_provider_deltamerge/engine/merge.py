@@ -18,19 +18,19 @@ from pyspark.sql import DataFrame, SparkSession
 
 from airflow_provider_deltamerge import __version__
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta.commit import Committed, commit_merge
-from airflow_provider_deltamerge.delta.commit_match import MetricBounds
-from airflow_provider_deltamerge.delta.conflicts import AlreadyCommitted, ReadSet, Rerun
-from airflow_provider_deltamerge.delta.deletion_vector_writes import (
+from airflow_provider_deltamerge.delta.commit.conflicts import AlreadyCommitted, ReadSet, Rerun
+from airflow_provider_deltamerge.delta.commit.deletion_vector_writes import (
     NO_VECTORS,
     discard_vectors,
     write_vectors,
 )
-from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, MergeCommit
-from airflow_provider_deltamerge.delta.idempotency import find_committed_run, same_run
-from airflow_provider_deltamerge.delta.protocol import check_writable
-from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot, read_snapshot
-from airflow_provider_deltamerge.delta.writer import discard
+from airflow_provider_deltamerge.delta.commit.transaction import Committed, commit_merge
+from airflow_provider_deltamerge.delta.files.writer import discard
+from airflow_provider_deltamerge.delta.log.commit_match import MetricBounds
+from airflow_provider_deltamerge.delta.log.idempotency import find_committed_run, same_run
+from airflow_provider_deltamerge.delta.log.merge_commits import SUBMISSION_ID, MergeCommit
+from airflow_provider_deltamerge.delta.log.protocol import check_writable
+from airflow_provider_deltamerge.delta.log.snapshot import DataFile, Snapshot, read_snapshot
 from airflow_provider_deltamerge.engine.execute.append import append_if_nothing_matches
 from airflow_provider_deltamerge.engine.execute.classic import run_classic
 from airflow_provider_deltamerge.engine.execute.clause_output import identities_generated

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_provider_deltamerge.delta.history import provenance_of
+from airflow_provider_deltamerge.delta.log.merge_commits import provenance_of
 from airflow_provider_deltamerge.metrics import (
     EXECUTION_TIME_MS,
     NUM_TARGET_BYTES_ADDED,

@@ -2,7 +2,7 @@
 
 The newest version is found from ``_delta_log/_last_checkpoint`` and a few existence probes above it, so a
 page costs about 15 small requests plus one read per commit on it, whether the log holds ten commits or a
-million; the whole log (or even a snapshot of the table) is never loaded (``delta/log_reader.py``).
+million; the whole log (or even a snapshot of the table) is never loaded (``delta/log/log_reader.py``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from airflow_provider_deltamerge.delta.log_reader import LogReader
+from airflow_provider_deltamerge.delta.log.log_reader import LogReader
 from airflow_provider_deltamerge.history.entries import HistoryEntry, history_entry
 
 PAGE_SIZE = 50

@@ -13,7 +13,7 @@ from urllib.parse import quote
 import jinja2
 from markupsafe import Markup
 
-from airflow_provider_deltamerge.delta.commit_match import Bound, MetricBounds
+from airflow_provider_deltamerge.delta.log.commit_match import Bound, MetricBounds
 from airflow_provider_deltamerge.history.charts import Level, Marker, Series, line_chart
 from airflow_provider_deltamerge.history.entries import COLUMNS, HistoryEntry
 from airflow_provider_deltamerge.history.known_tables import KnownTable

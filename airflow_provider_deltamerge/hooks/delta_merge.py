@@ -18,9 +18,9 @@ from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.common.compat.sdk import AirflowException, BaseHook, conf
 from airflow.sdk.log import mask_secret
 
-from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, MergeCommit, find_merge_commit
-from airflow_provider_deltamerge.delta.idempotency import SPEC_HASH_KEY, find_committed_run
-from airflow_provider_deltamerge.delta.job_reports import take_report
+from airflow_provider_deltamerge.delta.log.idempotency import SPEC_HASH_KEY, find_committed_run
+from airflow_provider_deltamerge.delta.log.job_reports import take_report
+from airflow_provider_deltamerge.delta.log.merge_commits import SUBMISSION_ID, MergeCommit, find_merge_commit
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.hooks.cloud_credentials import gcs_keyfile_conf
 from airflow_provider_deltamerge.hooks.connect_job import ConnectJob
@@ -269,7 +269,7 @@ class DeltaMergeHook(BaseHook):
         self, spec: MergeSpec, submission_id: str, answer_file: Path | None
     ) -> dict[str, Any] | DeltaMergeError | None:
         """The job's answer: from ``answer_file`` (client mode), else the report it left beside the table
-        (cluster mode, ``delta/job_reports.py``); None when the job gave none (it died, say)."""
+        (cluster mode, ``delta/log/job_reports.py``); None when the job gave none (it died, say)."""
         if answer_file is not None:
             text = answer_file.read_text(encoding="utf-8") if answer_file.is_file() else None
         else:

@@ -22,10 +22,10 @@ from pyspark.errors import PySparkException
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
-from airflow_provider_deltamerge.delta.commit_match import MetricBounds
-from airflow_provider_deltamerge.delta.history import SUBMISSION_ID
-from airflow_provider_deltamerge.delta.job_reports import report_path
-from airflow_provider_deltamerge.delta.writer import table_files
+from airflow_provider_deltamerge.delta.files.writer import table_files
+from airflow_provider_deltamerge.delta.log.commit_match import MetricBounds
+from airflow_provider_deltamerge.delta.log.job_reports import report_path
+from airflow_provider_deltamerge.delta.log.merge_commits import SUBMISSION_ID
 from airflow_provider_deltamerge.engine import MergeResult, run_merge
 from airflow_provider_deltamerge.engine.backends.delta_spark import choose_backend, run_with_delta_spark
 from airflow_provider_deltamerge.engine.progress import ProgressReporter, enter_phase

@@ -19,7 +19,7 @@ from airflow_provider_deltamerge.spec import MergeSource, PathSource, TableSourc
 from airflow_provider_deltamerge.spec.sql_parse import is_path_like
 
 if TYPE_CHECKING:
-    from airflow_provider_deltamerge.delta.commit_partitions import Partition
+    from airflow_provider_deltamerge.delta.log.commit_partitions import Partition
 
 _TEMPLATE_MARKERS = ("{{", "{%")
 # Keys the asset event's extra adds to the merge's metrics (tableVersion is among the metrics).

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseOperator
 from airflow.sdk import Asset, AssetAlias
 
-from airflow_provider_deltamerge.delta.commit_match import MetricBounds
+from airflow_provider_deltamerge.delta.log.commit_match import MetricBounds
 from airflow_provider_deltamerge.exceptions import DeltaMergeError, MergeSpecError, is_final
 from airflow_provider_deltamerge.metrics import (
     DRY_RUN,
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
     from airflow.providers.openlineage.extractors import OperatorLineage
 
-    from airflow_provider_deltamerge.delta.commit_partitions import Partition
+    from airflow_provider_deltamerge.delta.log.commit_partitions import Partition
     from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
 
 BACKENDS = ("auto", "engine", "delta-spark")
@@ -387,7 +387,7 @@ class DeltaMergeOperator(BaseOperator):
             raise _for_airflow(err) from err
 
     def _merge(self, context: Context) -> dict[str, Any]:
-        from airflow_provider_deltamerge.delta.log_schema import read_path_schema, read_table_schema
+        from airflow_provider_deltamerge.delta.log.log_schema import read_path_schema, read_table_schema
         from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook, commit_result
 
         check_templated_conf(self._templated_conf_keys)
@@ -533,7 +533,7 @@ class DeltaMergeOperator(BaseOperator):
             return []  # no commit of data files (perhaps none at all): no partition changed
         from deltalake.exceptions import DeltaError
 
-        from airflow_provider_deltamerge.delta.commit_partitions import touched_partitions
+        from airflow_provider_deltamerge.delta.log.commit_partitions import touched_partitions
 
         assert self._hook is not None
         try:
@@ -627,7 +627,7 @@ class DeltaMergeOperator(BaseOperator):
             return None
         from deltalake.exceptions import DeltaError
 
-        from airflow_provider_deltamerge.delta.log_schema import read_table_schema
+        from airflow_provider_deltamerge.delta.log.log_schema import read_table_schema
 
         options = self._hook.storage_options() if self._hook is not None else None
         try:

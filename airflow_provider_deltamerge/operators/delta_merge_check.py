@@ -14,7 +14,7 @@ from airflow.providers.common.compat.sdk import (
     BaseOperator,
 )
 
-from airflow_provider_deltamerge.delta.commit_match import MetricBounds
+from airflow_provider_deltamerge.delta.log.commit_match import MetricBounds
 from airflow_provider_deltamerge.exceptions import MetricBoundsError
 
 if TYPE_CHECKING:

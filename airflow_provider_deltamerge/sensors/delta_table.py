@@ -17,8 +17,8 @@ from airflow.providers.common.compat.sdk import (
     conf,
 )
 
-from airflow_provider_deltamerge.delta.commit_match import CommitCriteria, MetricBounds
-from airflow_provider_deltamerge.delta.provenance import DEFAULT_HISTORY_DEPTH
+from airflow_provider_deltamerge.delta.format.provenance import DEFAULT_HISTORY_DEPTH
+from airflow_provider_deltamerge.delta.log.commit_match import CommitCriteria, MetricBounds
 from airflow_provider_deltamerge.operators.assets import target_asset
 from airflow_provider_deltamerge.triggers.delta_table import DeltaTableTrigger
 
@@ -135,7 +135,7 @@ class DeltaTableSensor(BaseSensorOperator):
     def poke(self, context: Context) -> PokeReturnValue:
         from deltalake.exceptions import DeltaError
 
-        from airflow_provider_deltamerge.delta.history import find_commit
+        from airflow_provider_deltamerge.delta.log.merge_commits import find_commit
         from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
 
         criteria = self.criteria(context)

@@ -3,7 +3,7 @@ schema, before a Spark job is paid for.
 
 The core, ``preflight_problems``, is pure: schemas come in as ``TableColumns`` values. ``run_preflight``
 gets them through reader functions the caller passes (the operator passes those of
-``airflow_provider_deltamerge.delta.log_schema``), so this layer never imports deltalake.
+``airflow_provider_deltamerge.delta.log.log_schema``), so this layer never imports deltalake.
 
 Resolution follows Delta's ``ResolveDeltaMergeInto``: the ON condition and WHEN MATCHED clauses see the
 target and the source, WHEN NOT MATCHED clauses only the source, WHEN NOT MATCHED BY SOURCE clauses only

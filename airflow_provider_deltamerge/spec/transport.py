@@ -3,7 +3,7 @@
 The request (the spec, the run identity, how to run) is JSON in an owner-only file whose path is the job's
 only argument: no spec text or secret stands on a command line that ``ps`` shows, and no spec is too long
 for one. The job answers with one JSON document (a result or an error) carrying the submission's id: in a
-file the hook names (client mode) or beside the table (cluster mode, ``delta/job_reports.py``). The job's
+file the hook names (client mode) or beside the table (cluster mode, ``delta/log/job_reports.py``). The job's
 standard output is log only: nothing printed there, data included, can speak for the job. When no answer
 arrives the Airflow side falls back to the job's commit in the Delta log.
 """

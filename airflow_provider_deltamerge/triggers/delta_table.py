@@ -13,8 +13,8 @@ from typing import Any
 from airflow.providers.common.compat.sdk import AirflowNotFoundException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_deltamerge.delta.commit_match import Commit, CommitCriteria
-from airflow_provider_deltamerge.delta.provenance import DEFAULT_HISTORY_DEPTH
+from airflow_provider_deltamerge.delta.format.provenance import DEFAULT_HISTORY_DEPTH
+from airflow_provider_deltamerge.delta.log.commit_match import Commit, CommitCriteria
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 
 
@@ -72,7 +72,7 @@ class DeltaTableTrigger(BaseTrigger):
             await asyncio.sleep(self.poke_interval)
 
     def _find(self, criteria: CommitCriteria) -> Commit | None:
-        from airflow_provider_deltamerge.delta.history import find_commit
+        from airflow_provider_deltamerge.delta.log.merge_commits import find_commit
         from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
 
         options = connection_storage_options(self.storage_conn_id) or None

@@ -11,7 +11,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties
 
-from airflow_provider_deltamerge.delta.provenance import COMMIT_INFO_KEY
+from airflow_provider_deltamerge.delta.format.provenance import COMMIT_INFO_KEY
 from tests.e2e.conftest import airflow_env, run_airflow, xcom_value
 
 __all__ = ["DAGS", "airflow_env", "make_table", "merge_commit", "run_airflow", "task_states", "xcom_value"]
@@ -26,7 +26,8 @@ def make_table(path: Path) -> str:
 
 
 def merge_commit(table: str, *, metrics: Mapping[str, int], provenance: Mapping[str, Any]) -> int:
-    """Commit to ``table`` as our engine does (``delta/commit.py``): metrics as strings, provenance record."""
+    """Commit to ``table`` as our engine does (``delta/commit/transaction.py``): metrics as strings,
+    provenance record."""
     dt = DeltaTable(table)
     dt.create_write_transaction(
         [],

@@ -10,8 +10,8 @@ from airflow.providers.common.compat.sdk import AirflowFailException
 from deltalake import DeltaTable
 from deltalake.transaction import CommitProperties
 
-from airflow_provider_deltamerge.delta.commit_match import KNOWN_METRICS, CommitCriteria, MetricBounds
-from airflow_provider_deltamerge.delta.history import find_commit
+from airflow_provider_deltamerge.delta.log.commit_match import KNOWN_METRICS, CommitCriteria, MetricBounds
+from airflow_provider_deltamerge.delta.log.merge_commits import find_commit
 from airflow_provider_deltamerge.exceptions import MetricBoundsError
 from airflow_provider_deltamerge.operators.delta_merge_check import DeltaMergeCheckOperator
 from tests.airflow.conftest import make_table, merge_commit

@@ -11,7 +11,7 @@ import pytest
 from airflow.providers.common.compat.sdk import AirflowException
 from airflow.providers_manager import ProvidersManager
 
-from airflow_provider_deltamerge.delta.commit_match import CommitCriteria
+from airflow_provider_deltamerge.delta.log.commit_match import CommitCriteria
 from airflow_provider_deltamerge.exceptions import StorageCredentialsError
 from airflow_provider_deltamerge.hooks.storage_connection import CONNECTION_TYPE, DeltaStorageHook
 from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options

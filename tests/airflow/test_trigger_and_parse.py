@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
-from airflow_provider_deltamerge.delta.commit_match import CommitCriteria
+from airflow_provider_deltamerge.delta.log.commit_match import CommitCriteria
 from airflow_provider_deltamerge.exceptions import MetricBoundsError
 from airflow_provider_deltamerge.operators.delta_merge_check import DeltaMergeCheckOperator
 from airflow_provider_deltamerge.sensors.delta_table import DeltaTableSensor

@@ -19,7 +19,7 @@ from urllib.parse import unquote
 from deltalake import DeltaTable
 from pyroaring import BitMap64
 
-from airflow_provider_deltamerge.delta.deletion_vectors import (
+from airflow_provider_deltamerge.delta.format.deletion_vectors import (
     DeletionVector,
     read_deleted_rows,
     serialize,

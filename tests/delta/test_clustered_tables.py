@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from airflow_provider_deltamerge.delta.log_reader import LogReader
+from airflow_provider_deltamerge.delta.log.log_reader import LogReader
 from tests.delta.test_delta_reads_our_merges import (
     CHANGES,
     NEXT,

@@ -10,12 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from deltalake import DeltaTable
 
-from airflow_provider_deltamerge.delta.commit import Committed, commit_merge
-from airflow_provider_deltamerge.delta.conflicts import ReadSet
-from airflow_provider_deltamerge.delta.history import SUBMISSION_ID
-from airflow_provider_deltamerge.delta.log_store import commit_file, log_store
-from airflow_provider_deltamerge.delta.provenance import COMMIT_INFO_KEY
-from airflow_provider_deltamerge.delta.snapshot import read_snapshot
+from airflow_provider_deltamerge.delta.commit.conflicts import ReadSet
+from airflow_provider_deltamerge.delta.commit.log_store import commit_file, log_store
+from airflow_provider_deltamerge.delta.commit.transaction import Committed, commit_merge
+from airflow_provider_deltamerge.delta.format.provenance import COMMIT_INFO_KEY
+from airflow_provider_deltamerge.delta.log.merge_commits import SUBMISSION_ID
+from airflow_provider_deltamerge.delta.log.snapshot import read_snapshot
 from tests.conftest import make_table
 from tests.s3_store import s3_store
 

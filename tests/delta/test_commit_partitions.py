@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from airflow_provider_deltamerge.delta.commit_partitions import touched_partitions
+from airflow_provider_deltamerge.delta.log.commit_partitions import touched_partitions
 
 
 def events(days: list[str | None], ids: list[int]) -> pa.Table:

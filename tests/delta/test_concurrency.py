@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from airflow_provider_deltamerge.delta.history import find_merge_commit_where
+from airflow_provider_deltamerge.delta.log.merge_commits import find_merge_commit_where
 from airflow_provider_deltamerge.hooks.delta_merge import commit_result
 from airflow_provider_deltamerge.metrics import summary_line
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update, update_all

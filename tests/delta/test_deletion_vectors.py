@@ -19,7 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyroaring import BitMap, BitMap64
 
-from airflow_provider_deltamerge.delta.deletion_vectors import (
+from airflow_provider_deltamerge.delta.files.reader import read_table
+from airflow_provider_deltamerge.delta.format.deletion_vectors import (
     NATIVE_MAGIC,
     DeletionVector,
     checked_rows,
@@ -31,9 +32,8 @@ from airflow_provider_deltamerge.delta.deletion_vectors import (
     z85_decode,
     z85_encode,
 )
-from airflow_provider_deltamerge.delta.live_adds import add_actions_of, deletion_vectors_of
-from airflow_provider_deltamerge.delta.reader import read_table
-from airflow_provider_deltamerge.delta.snapshot import read_snapshot
+from airflow_provider_deltamerge.delta.log.live_adds import add_actions_of, deletion_vectors_of
+from airflow_provider_deltamerge.delta.log.snapshot import read_snapshot
 from airflow_provider_deltamerge.exceptions import TargetTableError
 from tests.delta.dv_tables import data_file_paths, delete_rows, enable_deletion_vectors
 from tests.oracle import sorted_rows

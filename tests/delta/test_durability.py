@@ -12,7 +12,7 @@ import pytest
 from deltalake import DeltaTable
 
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta.writer import STAGING_PREFIX
+from airflow_provider_deltamerge.delta.files.writer import STAGING_PREFIX
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import MergeSpecError
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update

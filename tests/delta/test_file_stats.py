@@ -25,8 +25,8 @@ from deltalake import DeltaTable, QueryBuilder, Schema, write_deltalake
 from pyarrow.fs import LocalFileSystem
 
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta.stats import footer_stats
-from airflow_provider_deltamerge.delta.stats_columns import (
+from airflow_provider_deltamerge.delta.format.stats import footer_stats
+from airflow_provider_deltamerge.delta.format.stats_columns import (
     STRING_PREFIX_LENGTH_CONF,
     StatsSettings,
     indexed_columns,
@@ -284,6 +284,9 @@ def test_the_check_names_file_column_and_both_values(tmp_path: Path) -> None:
 
 def test_subprocesses_of_the_tests_check_their_commits_too() -> None:
     # spark-submit jobs and Airflow tasks run merges in other processes, which inherit PYTHONPATH from here.
-    code = "from airflow_provider_deltamerge.delta import commit; print(commit._try_commit.__qualname__)"
+    code = (
+        "from airflow_provider_deltamerge.delta.commit import transaction as commit;"
+        " print(commit._try_commit.__qualname__)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "_CheckedCommitLoader.patch.<locals>.checked"

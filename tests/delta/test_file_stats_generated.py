@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyarrow.fs import LocalFileSystem
 
-from airflow_provider_deltamerge.delta.stats import footer_stats
-from airflow_provider_deltamerge.delta.stats_columns import StatsSettings, indexed_columns
+from airflow_provider_deltamerge.delta.format.stats import footer_stats
+from airflow_provider_deltamerge.delta.format.stats_columns import StatsSettings, indexed_columns
 from tests.file_stats import check_file
 
 UTC = datetime.UTC

@@ -60,8 +60,8 @@ def test_upsert_into_partitioned_table_matches_oracle_and_reads_back_in_spark(sp
     merge_with_deltalake(oracle, spec, source)
     assert sorted_rows(ours) == sorted_rows(oracle)
     # Spark reads exactly the log's files with partition values from the log: the same rows.
-    from airflow_provider_deltamerge.delta.reader import read_files
-    from airflow_provider_deltamerge.delta.snapshot import read_snapshot
+    from airflow_provider_deltamerge.delta.files.reader import read_files
+    from airflow_provider_deltamerge.delta.log.snapshot import read_snapshot
 
     snapshot = read_snapshot(ours)
     spark_rows = read_files(spark, snapshot, snapshot.files).select("id", "p", "qty").collect()

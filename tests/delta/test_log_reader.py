@@ -3,9 +3,9 @@ commit lands while the log is being read (``DeltaTable.history()`` would shift e
 
 from __future__ import annotations
 
-from airflow_provider_deltamerge.delta.commit_match import CommitCriteria
-from airflow_provider_deltamerge.delta.history import find_commit, find_merge_commit_where
-from airflow_provider_deltamerge.delta.log_reader import LogReader
+from airflow_provider_deltamerge.delta.log.commit_match import CommitCriteria
+from airflow_provider_deltamerge.delta.log.log_reader import LogReader
+from airflow_provider_deltamerge.delta.log.merge_commits import find_commit, find_merge_commit_where
 from tests.airflow.conftest import make_table, merge_commit
 
 RUN = {"dagId": "d", "taskId": "t", "mapIndex": -1, "tryNumber": 1}

@@ -17,20 +17,20 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, Field, write_deltalake
 
-from airflow_provider_deltamerge.delta import commit as commit_module
-from airflow_provider_deltamerge.delta.commit import Committed, commit_merge
-from airflow_provider_deltamerge.delta.conflicts import ReadSet, Rerun, check_winning_commits
-from airflow_provider_deltamerge.delta.history import SUBMISSION_ID
-from airflow_provider_deltamerge.delta.log_store import (
+from airflow_provider_deltamerge.delta.commit import transaction as commit_module
+from airflow_provider_deltamerge.delta.commit.conflicts import ReadSet, Rerun, check_winning_commits
+from airflow_provider_deltamerge.delta.commit.log_store import (
     FILE_MODE,
     FOLDER_MODE,
     commit_file,
     object_store,
     put_file,
 )
-from airflow_provider_deltamerge.delta.provenance import COMMIT_INFO_KEY
-from airflow_provider_deltamerge.delta.reader import read_files
-from airflow_provider_deltamerge.delta.snapshot import read_snapshot
+from airflow_provider_deltamerge.delta.commit.transaction import Committed, commit_merge
+from airflow_provider_deltamerge.delta.files.reader import read_files
+from airflow_provider_deltamerge.delta.format.provenance import COMMIT_INFO_KEY
+from airflow_provider_deltamerge.delta.log.merge_commits import SUBMISSION_ID
+from airflow_provider_deltamerge.delta.log.snapshot import read_snapshot
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import TargetTableError, is_final
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update_all
@@ -345,7 +345,7 @@ def test_racing_commits_of_one_version_have_one_winner(tmp_path):
     # Given: two commits written for the same version at once
     from concurrent.futures import ThreadPoolExecutor
 
-    from airflow_provider_deltamerge.delta.log_store import commit_file, log_store
+    from airflow_provider_deltamerge.delta.commit.log_store import commit_file, log_store
 
     target = table(tmp_path / "t")
     store = log_store(target)

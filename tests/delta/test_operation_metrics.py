@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta.operation_metrics import delta_merge_metrics
+from airflow_provider_deltamerge.delta.log.operation_metrics import delta_merge_metrics
 from tests.conftest import make_table
 
 MERGED = {"numTargetRowsUpdated": "1", "numTargetFilesAdded": "1", "numTargetFilesRemoved": "1"}

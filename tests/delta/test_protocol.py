@@ -11,8 +11,8 @@ import pytest
 from deltalake import DeltaTable, Field, Schema, write_deltalake
 
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta.protocol import refused_features
-from airflow_provider_deltamerge.delta.snapshot import read_snapshot
+from airflow_provider_deltamerge.delta.log.protocol import refused_features
+from airflow_provider_deltamerge.delta.log.snapshot import read_snapshot
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import MergeExecutionError, TargetTableError
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, delete, insert_all, update, update_all

@@ -17,7 +17,7 @@ from pyspark.sql import Row
 from pyspark.sql.types import DateType, LongType, StructField, StructType
 
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta.snapshot import read_snapshot
+from airflow_provider_deltamerge.delta.log.snapshot import read_snapshot
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine.plan import pruning
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, delete_by_source, insert_all, update_all

@@ -17,9 +17,14 @@ from deltalake import write_deltalake
 from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta import reader
-from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_by_uri, read_files
-from airflow_provider_deltamerge.delta.snapshot import Snapshot, read_snapshot
+from airflow_provider_deltamerge.delta.files import reader
+from airflow_provider_deltamerge.delta.files.reader import (
+    FILE_COLUMN,
+    ROW_INDEX_COLUMN,
+    files_by_uri,
+    read_files,
+)
+from airflow_provider_deltamerge.delta.log.snapshot import Snapshot, read_snapshot
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update_all

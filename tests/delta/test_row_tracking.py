@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from airflow_provider_deltamerge.delta import commit as commit_module
-from airflow_provider_deltamerge.delta.row_tracking import high_water_mark
+from airflow_provider_deltamerge.delta.commit import transaction as commit_module
+from airflow_provider_deltamerge.delta.log.row_tracking import high_water_mark
 from tests.delta.test_clustered_tables import STATEMENTS
 from tests.delta.test_delta_reads_our_merges import (
     CHANGES,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_deltamerge.delta.stats import truncate_max, truncate_min
-from airflow_provider_deltamerge.delta.stats_columns import (
+from airflow_provider_deltamerge.delta.format.stats import truncate_max, truncate_min
+from airflow_provider_deltamerge.delta.format.stats_columns import (
     StatsSettings,
     has_bounds,
     indexed_columns,

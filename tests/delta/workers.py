@@ -43,7 +43,7 @@ def merge_job(
     tests/faults.py, which this process's sitecustomize installed.
     """
     os.environ.update(env or {})
-    from airflow_provider_deltamerge.delta import commit
+    from airflow_provider_deltamerge.delta.commit import transaction as commit
     from airflow_provider_deltamerge.engine import run_merge
     from airflow_provider_deltamerge.exceptions import DeltaMergeError
     from airflow_provider_deltamerge.spec import MergeSpec

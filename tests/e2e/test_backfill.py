@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from airflow_provider_deltamerge.delta.history import provenance_of
+from airflow_provider_deltamerge.delta.log.merge_commits import provenance_of
 from dags_examples.sample_lake import events, extract_path
 from tests.e2e.conftest import start_dags_test, xcom_value
 

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from airflow_provider_deltamerge.delta.history import provenance_of
+from airflow_provider_deltamerge.delta.log.merge_commits import provenance_of
 from dags_examples.sample_lake import extract_path, orders, prepare
 from tests.e2e.airflow_services import Airflow, airflow_services
 from tests.e2e.conftest import asset_event_extras, metadata_env

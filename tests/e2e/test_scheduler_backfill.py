@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from airflow_provider_deltamerge.delta.history import provenance_of
+from airflow_provider_deltamerge.delta.log.merge_commits import provenance_of
 from tests.e2e.airflow_services import Airflow, airflow_services
 from tests.e2e.conftest import json_value
 

@@ -34,7 +34,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from airflow_provider_deltamerge.delta.log_schema import read_path_schema, read_table_schema
+from airflow_provider_deltamerge.delta.log.log_schema import read_path_schema, read_table_schema
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.session_kind import session_confs_set

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_deltamerge.delta.log_schema import read_path_schema
+from airflow_provider_deltamerge.delta.log.log_schema import read_path_schema
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import DeltaMergeError, SourceError
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update_all

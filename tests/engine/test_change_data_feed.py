@@ -21,7 +21,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta import commit as commit_module
+from airflow_provider_deltamerge.delta.commit import transaction as commit_module
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine.execute import joins
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError, TargetTableError

@@ -23,10 +23,10 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta import commit as commit_module
-from airflow_provider_deltamerge.delta.column_mapping import PHYSICAL_NAME_KEY
-from airflow_provider_deltamerge.delta.reader import read_table
-from airflow_provider_deltamerge.delta.snapshot import read_snapshot
+from airflow_provider_deltamerge.delta.commit import transaction as commit_module
+from airflow_provider_deltamerge.delta.files.reader import read_table
+from airflow_provider_deltamerge.delta.format.column_mapping import PHYSICAL_NAME_KEY
+from airflow_provider_deltamerge.delta.log.snapshot import read_snapshot
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import TargetTableError
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert, insert_all, update, update_all

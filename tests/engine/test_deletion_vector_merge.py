@@ -17,8 +17,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from airflow_provider_deltamerge.delta.conflicts import ReadSet, Rerun, check_winning_commits
-from airflow_provider_deltamerge.delta.snapshot import read_snapshot
+from airflow_provider_deltamerge.delta.commit.conflicts import ReadSet, Rerun, check_winning_commits
+from airflow_provider_deltamerge.delta.log.snapshot import read_snapshot
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, delete, insert_all, update_all
 from tests.delta.dv_tables import data_file_paths, delete_rows, enable_deletion_vectors

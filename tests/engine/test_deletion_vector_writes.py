@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from airflow_provider_deltamerge.delta.deletion_vectors import DeletionVector, read_deleted_rows
+from airflow_provider_deltamerge.delta.format.deletion_vectors import DeletionVector, read_deleted_rows
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import MergeCommitError
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, delete, insert_all, update_all

@@ -30,7 +30,7 @@ from pyspark.errors import AnalysisException, PySparkException
 
 from airflow_provider_deltamerge import __version__
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta.idempotency import find_committed_run
+from airflow_provider_deltamerge.delta.log.idempotency import find_committed_run
 from airflow_provider_deltamerge.engine.backends import delta_spark as backend
 from airflow_provider_deltamerge.engine.session_confs import AUTO_MERGE
 from airflow_provider_deltamerge.engine.spark_errors import summarize

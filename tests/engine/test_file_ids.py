@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta.reader import FILE_COLUMN
+from airflow_provider_deltamerge.delta.files.reader import FILE_COLUMN
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine.execute import file_ids as file_ids_module
 from airflow_provider_deltamerge.engine.execute.file_ids import FILE_ID, file_ids

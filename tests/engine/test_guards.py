@@ -10,7 +10,7 @@ import pytest
 from deltalake import DeltaTable
 
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta.commit_match import MetricBounds
+from airflow_provider_deltamerge.delta.log.commit_match import MetricBounds
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import MergeGuardError, is_final
 from airflow_provider_deltamerge.spec import MergeSpec, delete, insert_all, update_all

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta.snapshot import DataFile, read_snapshot
+from airflow_provider_deltamerge.delta.log.snapshot import DataFile, read_snapshot
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine.execute.scan_splits import (
     MAX_PARTITION_BYTES,

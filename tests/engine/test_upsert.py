@@ -11,8 +11,8 @@ import pytest
 from deltalake import DeltaTable
 
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta.history import find_merge_commit
-from airflow_provider_deltamerge.delta.writer import STAGING_PREFIX
+from airflow_provider_deltamerge.delta.files.writer import STAGING_PREFIX
+from airflow_provider_deltamerge.delta.log.merge_commits import find_merge_commit
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import MergeExecutionError, SourceError
 from airflow_provider_deltamerge.spec import (

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from airflow_provider_deltamerge.delta.log_reader import commit_path
+from airflow_provider_deltamerge.delta.log.log_reader import commit_path
 from airflow_provider_deltamerge.exceptions import TargetTableError
 from airflow_provider_deltamerge.history.log_pages import DeltaLog
 from airflow_provider_deltamerge.metrics import (

@@ -21,8 +21,8 @@ import pytest
 from airflow.providers.common.compat.sdk import AirflowException
 
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta.history import SUBMISSION_ID
-from airflow_provider_deltamerge.delta.job_reports import report_path
+from airflow_provider_deltamerge.delta.log.job_reports import report_path
+from airflow_provider_deltamerge.delta.log.merge_commits import SUBMISSION_ID
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
 from airflow_provider_deltamerge.job.main import answer

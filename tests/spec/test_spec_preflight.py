@@ -14,7 +14,7 @@ import pyarrow.orc as pa_orc
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_deltamerge.delta.log_schema import read_path_schema, read_table_schema
+from airflow_provider_deltamerge.delta.log.log_schema import read_path_schema, read_table_schema
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError, SourceError, TargetTableError
 from airflow_provider_deltamerge.spec import (
     MergeClause,

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-COMMIT_MODULE = "airflow_provider_deltamerge.delta.commit"
+COMMIT_MODULE = "airflow_provider_deltamerge.delta.commit.transaction"
 MERGE_MODULE = "airflow_provider_deltamerge.engine.merge"
 REPOSITORY = str(Path(__file__).resolve().parents[2])
 

@@ -27,15 +27,15 @@ from pyspark.sql import Row, SparkSession
 
 from airflow_provider_deltamerge import PACKAGE_NAME, __version__
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta.history import SUBMISSION_ID, provenance_of
-from airflow_provider_deltamerge.delta.idempotency import IDEMPOTENCY_DEPTH, run_identity, same_run
-from airflow_provider_deltamerge.delta.operation_metrics import (
+from airflow_provider_deltamerge.delta.log.idempotency import IDEMPOTENCY_DEPTH, run_identity, same_run
+from airflow_provider_deltamerge.delta.log.merge_commits import SUBMISSION_ID, provenance_of
+from airflow_provider_deltamerge.delta.log.operation_metrics import (
     DELTA_SPARK_EXECUTOR,
     before_skipping,
     delta_merge_metrics,
 )
-from airflow_provider_deltamerge.delta.protocol import refused_features
-from airflow_provider_deltamerge.delta.snapshot import read_snapshot
+from airflow_provider_deltamerge.delta.log.protocol import refused_features
+from airflow_provider_deltamerge.delta.log.snapshot import read_snapshot
 from airflow_provider_deltamerge.engine.merge import MergeResult
 from airflow_provider_deltamerge.engine.resolve.resolution import quote
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
@@ -235,7 +235,7 @@ def choose_backend(spark: SparkSession, spec: MergeSpec, requested: str) -> Back
 
 def features_needing_delta_runtime(table_uri: str) -> tuple[str, ...]:
     """The table features of ``table_uri`` that only Delta's runtime handles, by Delta's feature names: the
-    ones our engine refuses (``delta/protocol.py``: row tracking, type widening, unknown features)."""
+    ones our engine refuses (``delta/log/protocol.py``: row tracking, type widening, unknown features)."""
     return tuple(refused_features(read_snapshot(table_uri)))
 
 
@@ -260,7 +260,7 @@ def run_with_delta_spark(
        ``provenance``) as JSON in the session conf ``spark.databricks.delta.commitInfo.userMetadata``,
        which Delta writes into the commit's ``userMetadata``; the conf's previous value is restored after.
     3. Find our commit among the commits made since execute() started (by ``submissionId``) and return its
-       metrics as ``delta/operation_metrics.py`` reads them from the commit file: Delta's
+       metrics as ``delta/log/operation_metrics.py`` reads them from the commit file: Delta's
        ``operationMetrics``, the ones the log gives exactly (files and bytes before skipping, partitions
        removed from and added to, change file bytes), None for those only Delta's SQL metrics hold. A
        merge that changes nothing makes no commit: then ``committed`` is False, the version is the one

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from airflow_provider_deltamerge.delta.change_data_feed import (
+from airflow_provider_deltamerge.delta.files.change_data_feed import (
     CHANGE_TYPE_COLUMN,
     DELETE,
     INSERT,
     UPDATE_POSTIMAGE,
     UPDATE_PREIMAGE,
 )
-from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, ROW_INDEX_COLUMN
+from airflow_provider_deltamerge.delta.files.reader import FILE_COLUMN, ROW_INDEX_COLUMN
 from airflow_provider_deltamerge.engine.resolve.resolution import ResolvedClause, quote
 from airflow_provider_deltamerge.spec.names import hidden_name
 

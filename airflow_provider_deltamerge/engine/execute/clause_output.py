@@ -19,12 +19,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructField
 
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta.protocol import GENERATION_EXPRESSION_KEY
-from airflow_provider_deltamerge.delta.reader import (
+from airflow_provider_deltamerge.delta.files.reader import (
     ROW_COMMIT_VERSION_COLUMN,
     ROW_ID_COLUMN,
     row_tracking_columns,
 )
+from airflow_provider_deltamerge.delta.log.protocol import GENERATION_EXPRESSION_KEY
 from airflow_provider_deltamerge.engine.execute.change_rows import (
     ChangeRows,
     preimage_column,
@@ -185,8 +185,9 @@ def rows_written(
 
 def _preserved_row_ids(plan: MergePlan, kinds: frozenset[RowKind], names: tuple[str, str]) -> list[Column]:
     """The materialized row id and commit version of each output row, as Delta's MERGE writes them under row
-    tracking (delta/row_tracking.py): a copied row keeps both, an updated one its id (its commit version is
-    then the commit's, NULL here), an inserted one neither (its file's base row id gives it a fresh one)."""
+    tracking (delta/log/row_tracking.py): a copied row keeps both, an updated one its id (its commit version
+    is then the commit's, NULL here), an inserted one neither (its file's base row id gives it a fresh
+    one)."""
     row_id, version = names
     if kinds == {"source_only"}:
         return [F.lit(None).cast("long").alias(row_id), F.lit(None).cast("long").alias(version)]

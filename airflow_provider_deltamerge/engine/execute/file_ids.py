@@ -17,7 +17,7 @@ import pyarrow as pa
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
-from airflow_provider_deltamerge.delta.reader import FILE_COLUMN
+from airflow_provider_deltamerge.delta.files.reader import FILE_COLUMN
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
 from airflow_provider_deltamerge.spec.names import hidden_name
 

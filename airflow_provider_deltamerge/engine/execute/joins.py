@@ -21,8 +21,8 @@ from pyspark.sql.types import (
 )
 from sqlglot import exp
 
-from airflow_provider_deltamerge.delta.reader import read_files
-from airflow_provider_deltamerge.delta.snapshot import DataFile
+from airflow_provider_deltamerge.delta.files.reader import read_files
+from airflow_provider_deltamerge.delta.log.snapshot import DataFile
 from airflow_provider_deltamerge.engine.execute.clause_output import SOURCE_PRESENT, TARGET_PRESENT
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan
 from airflow_provider_deltamerge.session_kind import heap_bytes

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, SparkSession
 
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta.deletion_vector_writes import VectorChange, vector_changes
-from airflow_provider_deltamerge.delta.snapshot import DataFile
-from airflow_provider_deltamerge.delta.writer import ChangeFile, WrittenFile
+from airflow_provider_deltamerge.delta.commit.added_files import ChangeFile, WrittenFile
+from airflow_provider_deltamerge.delta.commit.deletion_vector_writes import VectorChange, vector_changes
+from airflow_provider_deltamerge.delta.log.snapshot import DataFile
 from airflow_provider_deltamerge.engine.execute.joins import (
     broadcast_budget,
     fits_in_memory,

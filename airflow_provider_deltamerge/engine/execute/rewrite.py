@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta.writer import Written, max_records_per_file, write_files
+from airflow_provider_deltamerge.delta.files.writer import Written, max_records_per_file, write_files
 from airflow_provider_deltamerge.engine.execute.change_rows import ChangeRows
 from airflow_provider_deltamerge.engine.execute.clause_output import (
     ACTION,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from airflow_provider_deltamerge.delta.snapshot import DataFile
+from airflow_provider_deltamerge.delta.log.snapshot import DataFile
 from airflow_provider_deltamerge.session_kind import byte_size, is_connect, session_confs_set
 
 MAX_PARTITION_BYTES = "spark.sql.files.maxPartitionBytes"

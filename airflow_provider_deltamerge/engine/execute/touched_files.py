@@ -20,8 +20,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta.reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_by_uri
-from airflow_provider_deltamerge.delta.snapshot import DataFile
+from airflow_provider_deltamerge.delta.files.reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_by_uri
+from airflow_provider_deltamerge.delta.log.snapshot import DataFile
 from airflow_provider_deltamerge.engine.execute.clause_output import SOURCE_PRESENT, TARGET_PRESENT
 from airflow_provider_deltamerge.engine.execute.file_ids import FILE_ID, file_ids
 from airflow_provider_deltamerge.engine.execute.joins import join_condition, source_rows, target_rows

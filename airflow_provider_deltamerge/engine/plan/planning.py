@@ -11,12 +11,15 @@ from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from airflow_provider_deltamerge.delta.change_data_feed import check_reserved_columns, writes_change_data
-from airflow_provider_deltamerge.delta.column_mapping import maps_columns, max_column_id
-from airflow_provider_deltamerge.delta.deletion_vector_writes import writes_deletion_vectors
-from airflow_provider_deltamerge.delta.physical_schema import with_new_columns_mapped
-from airflow_provider_deltamerge.delta.reader import table_schema
-from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
+from airflow_provider_deltamerge.delta.commit.deletion_vector_writes import writes_deletion_vectors
+from airflow_provider_deltamerge.delta.files.change_data_feed import (
+    check_reserved_columns,
+    writes_change_data,
+)
+from airflow_provider_deltamerge.delta.files.physical_schema import with_new_columns_mapped
+from airflow_provider_deltamerge.delta.files.reader import table_schema
+from airflow_provider_deltamerge.delta.format.column_mapping import maps_columns, max_column_id
+from airflow_provider_deltamerge.delta.log.snapshot import DataFile, Snapshot
 from airflow_provider_deltamerge.engine.resolve.casting import StoreAssignment, store_assignment_policy
 from airflow_provider_deltamerge.engine.resolve.resolution import (
     ResolvedClause,
@@ -54,9 +57,9 @@ class MergePlan:
     final_schema: StructType
     # Every assigned value, cast to its column's final type, by (clause position, column).
     values: Mapping[tuple[int, str], Column]
-    # Modified rows are hidden by deletion vectors, not copied away (delta/deletion_vector_writes.py).
+    # Modified rows are hidden by deletion vectors, not copied away (delta/commit/deletion_vector_writes.py).
     writes_deletion_vectors: bool = False
-    # A rewrite writes change data files too (delta/change_data_feed.py).
+    # A rewrite writes change data files too (delta/files/change_data_feed.py).
     writes_change_data: bool = False
     # The source's rows when counted before the phases (while it was materialized); None when unknown.
     source_rows: int | None = None

@@ -46,8 +46,8 @@ from pyspark.sql.types import (
 )
 from sqlglot import exp
 
-from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
-from airflow_provider_deltamerge.delta.sql_text import sql_type
+from airflow_provider_deltamerge.delta.files.sql_text import sql_type
+from airflow_provider_deltamerge.delta.log.snapshot import DataFile, Snapshot
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_not_matched_by_source
 from airflow_provider_deltamerge.spec.references import conjuncts
 

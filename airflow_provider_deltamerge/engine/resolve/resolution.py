@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
-from airflow_provider_deltamerge.delta.protocol import GENERATION_EXPRESSION_KEY
+from airflow_provider_deltamerge.delta.log.protocol import GENERATION_EXPRESSION_KEY
 from airflow_provider_deltamerge.engine.identity import identities
 from airflow_provider_deltamerge.engine.resolve.plan_text import (
     all_deterministic,
@@ -154,7 +154,7 @@ def _resolve(spec: MergeSpec, position: int, clause: MergeClause, names: _Names)
             assignments = {column: names.inserted(column) for column in omitted} | given
     _check_identity_assignments(position, clause, assignments, names)
     # As Delta does, a generated column an INSERT or UPDATE does not assign is computed from its expression
-    # over the row written; an assigned value must equal it (a constraint, delta/protocol.py).
+    # over the row written; an assigned value must equal it (a constraint, delta/log/protocol.py).
     generated = () if clause.kind.endswith("delete") else tuple(sorted(names.generated - set(assignments)))
     identity = (
         tuple(sorted(set(names.identity) - set(assignments))) if clause.kind == "not_matched_insert" else ()

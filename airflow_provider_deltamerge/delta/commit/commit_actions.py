@@ -14,16 +14,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_deltamerge.delta.column_mapping import (
+from airflow_provider_deltamerge.delta.commit.added_files import ChangeFile, WrittenFile
+from airflow_provider_deltamerge.delta.format.column_mapping import (
     MAX_COLUMN_ID_KEY,
     maps_columns,
     max_column_id,
     stored_name,
 )
-from airflow_provider_deltamerge.delta.provenance import COMMIT_INFO_KEY
-from airflow_provider_deltamerge.delta.row_tracking import domain_metadata
-from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
-from airflow_provider_deltamerge.delta.writer import ChangeFile, WrittenFile
+from airflow_provider_deltamerge.delta.format.provenance import COMMIT_INFO_KEY
+from airflow_provider_deltamerge.delta.log.row_tracking import domain_metadata
+from airflow_provider_deltamerge.delta.log.snapshot import DataFile, Snapshot
 
 # The table property that turns on in-commit timestamps (writer feature inCommitTimestamp).
 IN_COMMIT_TIMESTAMPS = "delta.enableInCommitTimestamps"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from airflow_provider_deltamerge.delta.history import MergeCommit, find_merge_commit_where
+from airflow_provider_deltamerge.delta.log.merge_commits import MergeCommit, find_merge_commit_where
 
 # The provenance keys that name one Airflow task instance (the try number is left out: a retry is the same
 # run), and the key of the spec hash in our commitInfo record.

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_provider_deltamerge.delta.stats_columns import (
+from airflow_provider_deltamerge.delta.format.stats_columns import (
     DEFAULT_STRING_PREFIX_LENGTH,
     Field,
     has_bounds,

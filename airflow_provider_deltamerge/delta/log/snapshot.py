@@ -13,10 +13,10 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from airflow_provider_deltamerge.delta.column_mapping import logical_stats_columns, maps_columns
-from airflow_provider_deltamerge.delta.deletion_vectors import DeletionVector
-from airflow_provider_deltamerge.delta.live_adds import add_actions_of, deletion_vectors_of
-from airflow_provider_deltamerge.delta.row_tracking import tracks_rows
+from airflow_provider_deltamerge.delta.format.column_mapping import logical_stats_columns, maps_columns
+from airflow_provider_deltamerge.delta.format.deletion_vectors import DeletionVector
+from airflow_provider_deltamerge.delta.log.live_adds import add_actions_of, deletion_vectors_of
+from airflow_provider_deltamerge.delta.log.row_tracking import tracks_rows
 from airflow_provider_deltamerge.exceptions import TargetTableError
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
 
@@ -33,7 +33,7 @@ class DataFile:
     partition_values: tuple[tuple[str, str | None], ...]
     num_records: int | None  # rows in the data file, those a deletion vector hides included
     deletion_vector: DeletionVector | None = None
-    # Row tracking (delta/row_tracking.py): the id of the file's first row and the commit version of rows
+    # Row tracking (delta/log/row_tracking.py): the id of the file's first row and the commit version of rows
     # that have none materialized; None on tables without the feature.
     base_row_id: int | None = None
     default_row_commit_version: int | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from airflow_provider_deltamerge.delta.snapshot import Snapshot
+from airflow_provider_deltamerge.delta.log.snapshot import Snapshot
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError
 
 ENABLE_CHANGE_DATA_FEED = "delta.enableChangeDataFeed"

@@ -12,7 +12,7 @@ from typing import Any
 import obstore
 from obstore.store import LocalStore
 
-from airflow_provider_deltamerge.delta.log_store import make_local_folders, object_store, put_file
+from airflow_provider_deltamerge.delta.commit.log_store import make_local_folders, object_store, put_file
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
 
 

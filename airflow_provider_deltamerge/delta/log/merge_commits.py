@@ -6,10 +6,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_deltamerge.delta.commit_match import Commit, CommitCriteria
-from airflow_provider_deltamerge.delta.log_reader import LogReader
-from airflow_provider_deltamerge.delta.operation_metrics import DELTA_SPARK_EXECUTOR, delta_merge_metrics
-from airflow_provider_deltamerge.delta.provenance import DEFAULT_HISTORY_DEPTH, provenance_of
+from airflow_provider_deltamerge.delta.format.provenance import DEFAULT_HISTORY_DEPTH, provenance_of
+from airflow_provider_deltamerge.delta.log.commit_match import Commit, CommitCriteria
+from airflow_provider_deltamerge.delta.log.log_reader import LogReader
+from airflow_provider_deltamerge.delta.log.operation_metrics import DELTA_SPARK_EXECUTOR, delta_merge_metrics
 from airflow_provider_deltamerge.exceptions import TargetTableError
 
 SUBMISSION_ID = "submissionId"

@@ -1,7 +1,7 @@
 """Who made a merge commit: the record this provider writes into its commitInfo, and reading it back.
 
 Pure Python, no ``deltalake``: the check operator and the sensor declare criteria over it when a DAG is
-parsed; the reads of the log that find such commits live in ``history.py``.
+parsed; the reads of the log that find such commits live in ``delta/log/merge_commits.py``.
 """
 
 from __future__ import annotations

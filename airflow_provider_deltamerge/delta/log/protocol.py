@@ -14,9 +14,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_deltamerge.delta.row_tracking import FEATURE as ROW_TRACKING
-from airflow_provider_deltamerge.delta.row_tracking import materialized_columns
-from airflow_provider_deltamerge.delta.snapshot import Snapshot
+from airflow_provider_deltamerge.delta.log.row_tracking import FEATURE as ROW_TRACKING
+from airflow_provider_deltamerge.delta.log.row_tracking import materialized_columns
+from airflow_provider_deltamerge.delta.log.snapshot import Snapshot
 from airflow_provider_deltamerge.exceptions import TargetTableError
 
 APPEND_ONLY_KEY = "delta.appendOnly"
@@ -46,8 +46,9 @@ MESSAGES = {
 }
 
 # Writer features the engine honours: it writes plain parquet files with stats, keeps appendOnly, checks
-# invariants and CHECK constraints, writes in-commit timestamps (delta/commit_actions.py), leaves domain
-# metadata alone, checkpoints classic tables only (delta/checkpoints.py) and reads deletion vectors.
+# invariants and CHECK constraints, writes in-commit timestamps (delta/commit/commit_actions.py), leaves
+# domain metadata alone, checkpoints classic tables only (delta/commit/checkpoints.py) and reads deletion
+# vectors.
 HONOURED_FEATURES = frozenset(
     {
         "appendOnly",
@@ -61,23 +62,24 @@ HONOURED_FEATURES = frozenset(
         "allowColumnDefaults",  # columns an INSERT omits get their defaults (engine/resolve/resolution.py)
         "generatedColumns",  # computed where a clause leaves them, checked where it assigns them
         "variantType",  # refused below when a column actually has the type
-        # Read: a file's deleted rows are left out (delta/reader.py). Written: with
+        # Read: a file's deleted rows are left out (delta/files/reader.py). Written: with
         # delta.enableDeletionVectors=true a touched file keeps its unchanged rows under a new vector
-        # (delta/deletion_vector_writes.py); otherwise it is rewritten whole and its vector dropped with it,
-        # which the protocol allows either way.
+        # (delta/commit/deletion_vector_writes.py); otherwise it is rewritten whole and its vector dropped
+        # with it, which the protocol allows either way.
         "deletionVectors",
         # Values from the high-water mark where an INSERT leaves the column out (engine/identity.py).
         "identityColumns",
-        # A rewrite writes change data files too (delta/change_data_feed.py, engine/execute/change_rows.py).
+        # A rewrite writes change data files too (delta/files/change_data_feed.py,
+        # engine/execute/change_rows.py).
         "changeDataFeed",
-        # Files are read and written under physical names and field ids (delta/column_mapping.py).
+        # Files are read and written under physical names and field ids (delta/format/column_mapping.py).
         "columnMapping",
         # Liquid clustering: a merge writes its files unclustered, as Delta's MERGE does without
         # auto-clustering, and leaves the delta.clustering domain (the clustering columns) as it is; Delta's
         # OPTIMIZE clusters them later. Stats cover the clustering columns (the first indexed columns).
         "clustering",
         # Row tracking: added files get row ids above the high-water mark, copied and updated rows keep
-        # theirs in the materialized columns (delta/row_tracking.py); refused below when the table's
+        # theirs in the materialized columns (delta/log/row_tracking.py); refused below when the table's
         # properties do not name those columns.
         "rowTracking",
     }

@@ -12,8 +12,8 @@ import logging
 
 from deltalake.exceptions import DeltaError
 
-from airflow_provider_deltamerge.delta.log_store import settle_local_modes
-from airflow_provider_deltamerge.delta.snapshot import Snapshot, open_table
+from airflow_provider_deltamerge.delta.commit.log_store import settle_local_modes
+from airflow_provider_deltamerge.delta.log.snapshot import Snapshot, open_table
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from deltalake import Schema
 
-from airflow_provider_deltamerge.delta.snapshot import open_table
+from airflow_provider_deltamerge.delta.log.snapshot import open_table
 from airflow_provider_deltamerge.exceptions import SourceError, TargetTableError
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
 

@@ -18,12 +18,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow.fs import FileSelector, PyFileSystem
 
-from airflow_provider_deltamerge.delta.deletion_vectors import DeletionVector
-from airflow_provider_deltamerge.delta.log_reader import LOG_DIR, LogReader
+from airflow_provider_deltamerge.delta.format.deletion_vectors import DeletionVector
+from airflow_provider_deltamerge.delta.log.log_reader import LOG_DIR, LogReader
 
 # What a lookup of vectors only reads of a checkpoint's add actions; a whole add is these and the rest.
 _VECTOR_FIELDS = ("path", "deletionVector")
-# Row tracking's fields too: a file re-added under a new vector keeps its row ids (delta/row_tracking.py).
+# Row tracking's fields too: a file re-added under a new vector keeps its row ids (delta/log/row_tracking.py).
 _ADD_FIELDS = (
     *_VECTOR_FIELDS,
     "partitionValues",

@@ -3,7 +3,7 @@
 Pure Python (no ``deltalake``, no Spark), shared by ``DeltaMergeCheckOperator``, ``DeltaTableSensor``,
 ``DeltaTableTrigger`` and the merge job's guards: one evaluation of bounds, one matching of commits. The
 operators and the sensor validate their bounds with it when a DAG is parsed; the log is read by
-``history.find_commit``.
+``merge_commits.find_commit``.
 
 Bounds are a dict from a metric, or a ratio of two metrics written ``"a / b"``, to ``{"min": x, "max": y}``
 (either or both, inclusive)::
@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_deltamerge.delta.provenance import COMMIT_INFO_KEY, provenance_of
+from airflow_provider_deltamerge.delta.format.provenance import COMMIT_INFO_KEY, provenance_of
 from airflow_provider_deltamerge.exceptions import MetricBoundsError
 from airflow_provider_deltamerge.metrics import METRIC_DESCRIPTIONS, TABLE_VERSION
 

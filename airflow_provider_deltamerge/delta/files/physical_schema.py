@@ -9,7 +9,11 @@ from collections.abc import Callable
 
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
-from airflow_provider_deltamerge.delta.column_mapping import ID_KEY, PARQUET_FIELD_ID_KEY, PHYSICAL_NAME_KEY
+from airflow_provider_deltamerge.delta.format.column_mapping import (
+    ID_KEY,
+    PARQUET_FIELD_ID_KEY,
+    PHYSICAL_NAME_KEY,
+)
 
 
 def physical_name(field: StructField) -> str:

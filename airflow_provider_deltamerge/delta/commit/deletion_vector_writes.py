@@ -19,7 +19,8 @@ from typing import Any
 import obstore
 from pyroaring import BitMap64
 
-from airflow_provider_deltamerge.delta.deletion_vectors import (
+from airflow_provider_deltamerge.delta.commit.log_store import log_store, object_store, put_file
+from airflow_provider_deltamerge.delta.format.deletion_vectors import (
     FILE_FORMAT_VERSION,
     DeletionVector,
     framed,
@@ -27,9 +28,8 @@ from airflow_provider_deltamerge.delta.deletion_vectors import (
     serialize,
     z85_encode,
 )
-from airflow_provider_deltamerge.delta.live_adds import add_actions_of
-from airflow_provider_deltamerge.delta.log_store import log_store, object_store, put_file
-from airflow_provider_deltamerge.delta.snapshot import DELETION_VECTORS, DataFile, Snapshot
+from airflow_provider_deltamerge.delta.log.live_adds import add_actions_of
+from airflow_provider_deltamerge.delta.log.snapshot import DELETION_VECTORS, DataFile, Snapshot
 
 ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
 
@@ -136,7 +136,7 @@ def _readded(add: Mapping[str, Any], file: DataFile, vector: DeletionVector) -> 
         "stats": _wide_bounds(add.get("stats"), file),
         **({"tags": add["tags"]} if add.get("tags") else {}),
         "deletionVector": vector.to_action(),
-        # Row tracking: the rows it keeps keep their ids and commit versions (delta/row_tracking.py).
+        # Row tracking: the rows it keeps keep their ids and commit versions (delta/log/row_tracking.py).
         **{k: add[k] for k in ("baseRowId", "defaultRowCommitVersion") if add.get(k) is not None},
     }
 

@@ -27,8 +27,8 @@ from typing import Any
 from deltalake.exceptions import DeltaError
 
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta.log_reader import LogReader
-from airflow_provider_deltamerge.delta.snapshot import table_size
+from airflow_provider_deltamerge.delta.log.log_reader import LogReader
+from airflow_provider_deltamerge.delta.log.snapshot import table_size
 from airflow_provider_deltamerge.exceptions import TargetTableError
 
 log = logging.getLogger(__name__)

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from airflow_provider_deltamerge.delta.history import MergeCommit
-from airflow_provider_deltamerge.delta.log_reader import LogReader
-from airflow_provider_deltamerge.delta.provenance import COMMIT_INFO_KEY
-from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot, read_snapshot
+from airflow_provider_deltamerge.delta.format.provenance import COMMIT_INFO_KEY
+from airflow_provider_deltamerge.delta.log.log_reader import LogReader
+from airflow_provider_deltamerge.delta.log.merge_commits import MergeCommit
+from airflow_provider_deltamerge.delta.log.snapshot import DataFile, Snapshot, read_snapshot
 
 # Decides which of the given files (entries of the snapshot) the merge's read predicate could select.
 ReadPredicate = Callable[[Snapshot, Sequence[DataFile]], Sequence[DataFile]]

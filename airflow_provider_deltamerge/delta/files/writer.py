@@ -33,20 +33,25 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from airflow_provider_deltamerge.delta.change_data_feed import CHANGE_DATA_FOLDER, CHANGE_TYPE_COLUMN
-from airflow_provider_deltamerge.delta.column_mapping import maps_columns, stored_schema
-from airflow_provider_deltamerge.delta.physical_schema import physical_field
-from airflow_provider_deltamerge.delta.protocol import ConstraintCheck, constraint_checks, violation_message
-from airflow_provider_deltamerge.delta.row_tracking import materialized_columns, tracks_rows
-from airflow_provider_deltamerge.delta.snapshot import Snapshot
-from airflow_provider_deltamerge.delta.stats import footer_stats
-from airflow_provider_deltamerge.delta.stats_columns import (
+from airflow_provider_deltamerge.delta.commit.added_files import ChangeFile, WrittenFile
+from airflow_provider_deltamerge.delta.files.change_data_feed import CHANGE_DATA_FOLDER, CHANGE_TYPE_COLUMN
+from airflow_provider_deltamerge.delta.files.physical_schema import physical_field
+from airflow_provider_deltamerge.delta.files.store_files import StoreFiles
+from airflow_provider_deltamerge.delta.format.column_mapping import maps_columns, stored_schema
+from airflow_provider_deltamerge.delta.format.stats import footer_stats
+from airflow_provider_deltamerge.delta.format.stats_columns import (
     STRING_PREFIX_LENGTH_CONF,
     Field,
     StatsSettings,
     indexed_columns,
 )
-from airflow_provider_deltamerge.delta.store_files import StoreFiles
+from airflow_provider_deltamerge.delta.log.protocol import (
+    ConstraintCheck,
+    constraint_checks,
+    violation_message,
+)
+from airflow_provider_deltamerge.delta.log.row_tracking import materialized_columns, tracks_rows
+from airflow_provider_deltamerge.delta.log.snapshot import Snapshot
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
 from airflow_provider_deltamerge.session_kind import is_connect
 from airflow_provider_deltamerge.spec.names import hidden_name, quote_part
@@ -63,35 +68,6 @@ DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 # Marks a constraint violation raised inside Spark, so it can be told apart from other task failures.
 _VIOLATION = "DELTAMERGE_CONSTRAINT_VIOLATION"
 _VIOLATION_PATTERN = re.compile(_VIOLATION + r"\[(\d+)\](.*?)(?:" + _VIOLATION + r"_END)", re.S)
-
-
-@dataclass(frozen=True)
-class WrittenFile:
-    """A new data file in the table location, described as its add action will describe it."""
-
-    log_path: str
-    size: int
-    partition_values: tuple[tuple[str, str | None], ...]
-    modification_time: int
-    stats: str
-    num_records: int
-
-    @property
-    def relative_path(self) -> str:
-        return unquote(self.log_path)
-
-
-@dataclass(frozen=True)
-class ChangeFile:
-    """A new change data file under ``_change_data/``, described as its cdc action will describe it."""
-
-    log_path: str
-    size: int
-    partition_values: tuple[tuple[str, str | None], ...]
-
-    @property
-    def relative_path(self) -> str:
-        return unquote(self.log_path)
 
 
 @dataclass(frozen=True)

@@ -15,27 +15,27 @@ from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 from obstore.exceptions import BaseError as ObstoreError
 
-from airflow_provider_deltamerge.delta.checkpoints import write_checkpoint_if_due
-from airflow_provider_deltamerge.delta.column_mapping import maps_columns
-from airflow_provider_deltamerge.delta.commit_actions import (
+from airflow_provider_deltamerge.delta.commit.added_files import ChangeFile, WrittenFile
+from airflow_provider_deltamerge.delta.commit.checkpoints import write_checkpoint_if_due
+from airflow_provider_deltamerge.delta.commit.commit_actions import (
     IN_COMMIT_TIMESTAMPS,
     MergeCommitActions,
     TableMetadata,
 )
-from airflow_provider_deltamerge.delta.conflicts import (
+from airflow_provider_deltamerge.delta.commit.conflicts import (
     AlreadyCommitted,
     ReadSet,
     Rebase,
     Rerun,
     check_winning_commits,
 )
-from airflow_provider_deltamerge.delta.log_reader import LogReader
-from airflow_provider_deltamerge.delta.log_store import LogStore, commit_file, log_store
-from airflow_provider_deltamerge.delta.protocol import MESSAGES
-from airflow_provider_deltamerge.delta.provenance import COMMIT_INFO_KEY
-from airflow_provider_deltamerge.delta.row_tracking import high_water_mark, tracks_rows
-from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot, open_table
-from airflow_provider_deltamerge.delta.writer import ChangeFile, WrittenFile
+from airflow_provider_deltamerge.delta.commit.log_store import LogStore, commit_file, log_store
+from airflow_provider_deltamerge.delta.format.column_mapping import maps_columns
+from airflow_provider_deltamerge.delta.format.provenance import COMMIT_INFO_KEY
+from airflow_provider_deltamerge.delta.log.log_reader import LogReader
+from airflow_provider_deltamerge.delta.log.protocol import MESSAGES
+from airflow_provider_deltamerge.delta.log.row_tracking import high_water_mark, tracks_rows
+from airflow_provider_deltamerge.delta.log.snapshot import DataFile, Snapshot, open_table
 from airflow_provider_deltamerge.exceptions import MergeCommitError, TargetTableError
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ def commit_merge(
     ``deletion_vector_writes.write_vectors``), ``change_files`` the change data feed's files; both need
     this engine's own commit.
 
-    The commit is one file written with a put-if-absent (``delta/log_store.py``): Delta's MERGE actions, the
+    The commit is one file written with a put-if-absent (``log_store.py``): Delta's MERGE actions, the
     new schema's metaData with them when schema evolution changed it (``schema``, Delta's JSON form). When
     another writer took the version, the winning commits are checked (``conflicts.check_winning_commits``)
     and the same actions are committed on top of them if none could change what this merge read (a winning

@@ -21,17 +21,17 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from airflow_provider_deltamerge.delta.column_mapping import maps_by_id, maps_columns
-from airflow_provider_deltamerge.delta.deletion_vectors import read_deleted_rows
-from airflow_provider_deltamerge.delta.physical_schema import read_field
-from airflow_provider_deltamerge.delta.row_tracking import (
+from airflow_provider_deltamerge.delta.commit.added_files import WrittenFile
+from airflow_provider_deltamerge.delta.files.physical_schema import read_field
+from airflow_provider_deltamerge.delta.files.sql_text import sql_name, sql_type
+from airflow_provider_deltamerge.delta.format.column_mapping import maps_by_id, maps_columns
+from airflow_provider_deltamerge.delta.format.deletion_vectors import read_deleted_rows
+from airflow_provider_deltamerge.delta.log.row_tracking import (
     MaterializedColumns,
     materialized_columns,
     tracks_rows,
 )
-from airflow_provider_deltamerge.delta.snapshot import DataFile, Snapshot
-from airflow_provider_deltamerge.delta.sql_text import sql_name, sql_type
-from airflow_provider_deltamerge.delta.writer import WrittenFile
+from airflow_provider_deltamerge.delta.log.snapshot import DataFile, Snapshot
 from airflow_provider_deltamerge.session_kind import session_confs_set
 from airflow_provider_deltamerge.spec.names import hidden_name, quote_part
 
@@ -44,7 +44,7 @@ ROW_INDEX_COLUMN = hidden_name("row_index")
 _KNOWN_FILE_COLUMN = hidden_name("known_file")
 _FILE_ORDINAL_COLUMN = hidden_name("file_ordinal")
 _DELETED_ROW_COLUMN = hidden_name("deleted_row")
-# Under row tracking (delta/row_tracking.py) each row's id and commit version, as Delta's _metadata gives
+# Under row tracking (delta/log/row_tracking.py) each row's id and commit version, as Delta's _metadata gives
 # them, from the materialized columns or the file's base row id and default commit version.
 ROW_ID_COLUMN = hidden_name("row_id")
 ROW_COMMIT_VERSION_COLUMN = hidden_name("row_commit_version")

@@ -5,7 +5,7 @@ writer's commit already holds that version and nothing of ours does.
 written temporary file on a local disk, ``If-None-Match: *`` on S3 and on Google Cloud Storage, and Azure
 Blob Storage's ``If-None-Match``. It reads credentials from the same environment variables as ``deltalake``.
 Stores it has no client for (HDFS, and the OpenDAL stores ``deltalake`` reaches) have no ``LogStore``: their
-commits go through ``deltalake``'s own transaction instead (see ``delta/commit.py``).
+commits go through ``deltalake``'s own transaction instead (see ``delta/commit/transaction.py``).
 """
 
 from __future__ import annotations

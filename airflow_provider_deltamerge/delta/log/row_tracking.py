@@ -22,8 +22,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_provider_deltamerge.delta.live_adds import checkpoint_files
-from airflow_provider_deltamerge.delta.log_reader import LogReader
+from airflow_provider_deltamerge.delta.log.live_adds import checkpoint_files
+from airflow_provider_deltamerge.delta.log.log_reader import LogReader
 
 FEATURE = "rowTracking"
 DOMAIN = "delta.rowTracking"
