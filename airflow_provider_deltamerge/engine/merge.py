@@ -21,6 +21,7 @@ from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.delta.commit.conflicts import AlreadyCommitted, ReadSet, Rerun
 from airflow_provider_deltamerge.delta.commit.deletion_vector_writes import (
     NO_VECTORS,
+    WrittenVectors,
     discard_vectors,
     write_vectors,
 )
@@ -219,10 +220,10 @@ def _attempt(
     try:
         check_bounds(checks.bounds, recorder.freeze(), spec.target)
     except MergeGuardError:
-        discard(spark, snapshot, changes.written)
+        _discard(spark, snapshot, changes)
         raise
     if checks.dry_run:
-        discard(spark, snapshot, changes.written)
+        _discard(spark, snapshot, changes)
         report = dry_run_report(
             executor=plan.executor,
             removed=changes.removed,
@@ -262,12 +263,10 @@ def _attempt(
             engine_info=f"Apache-Spark/{spark.version} airflow-provider-deltamerge/{__version__}",
         )
     except BaseException:
-        discard(spark, snapshot, changes.written)
-        discard_vectors(snapshot, vectors)
+        _discard(spark, snapshot, changes, vectors)
         raise
     if not isinstance(outcome, Committed):
-        discard(spark, snapshot, changes.written)
-        discard_vectors(snapshot, vectors)
+        _discard(spark, snapshot, changes, vectors)
         return _already_committed(outcome.commit) if isinstance(outcome, AlreadyCommitted) else outcome
     log.info(
         "Committed version %d: %d files removed, %d added%s",
@@ -279,6 +278,15 @@ def _attempt(
     return MergeResult(
         recorder.freeze(), outcome.version, plan.executor, committed=True, rebased_over=outcome.rebased_over
     )
+
+
+def _discard(
+    spark: SparkSession, snapshot: Snapshot, changes: FileChanges, vectors: WrittenVectors = NO_VECTORS
+) -> None:
+    """Delete what this run wrote that no commit will reference: its data and change files, then its
+    deletion vector file (none before the vectors are written)."""
+    discard(spark, snapshot, changes.written)
+    discard_vectors(snapshot, vectors)
 
 
 def _committed_schema(spark: SparkSession, plan: MergePlan, changes: FileChanges) -> str | None:
@@ -319,7 +327,7 @@ def _execute(
     try:
         plan = make_plan(spark, spec, snapshot, source.schema, forced=executor)
         decision = materialization(spark, plan, loaded, source, recorder)
-        if decision[0]:
+        if decision.materialize:
             # A source to materialize is first read for its keys' bounds alone: if no file can hold them,
             # it is written as read, once, and not materialized.
             appended = append_if_nothing_matches(spark, plan, source, recorder)

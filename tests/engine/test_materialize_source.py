@@ -103,7 +103,7 @@ def test_traits_of_real_sources(spark, tmp_path, udfs, source, reason):
         table = make_table(tmp_path / "src", pa.table({"id": pa.array([1, 2], pa.int64())}))
         source = PathSource(table, format="delta") if source == "delta" else PathSource(f"{table}/*.parquet")
     traits = ms.source_traits(spark, source, load_source(spark, source))
-    assert ms.should_materialize("auto", read_once=False, traits=traits)[1] == reason
+    assert ms.should_materialize("auto", read_once=False, traits=traits).reason == reason
 
 
 @pytest.mark.parametrize(
@@ -129,19 +129,19 @@ def test_delta_paths_in_a_query_count_as_delta_scans(spark, tmp_path, query, rea
     a, b = make_table(tmp_path / "a"), make_table(tmp_path / "b")
     source = QuerySource(query.format(a=a, b=b))
     traits = ms.source_traits(spark, source, load_source(spark, source))
-    assert ms.should_materialize("auto", read_once=False, traits=traits)[1] == reason
+    assert ms.should_materialize("auto", read_once=False, traits=traits).reason == reason
 
 
 def test_delta_source_is_materialized_when_spark_skips_unreadable_files(spark, tmp_path, conf):
     source = PathSource(make_table(tmp_path / "src"), format="delta")
     apply(spark, conf, **{"spark.sql.files.ignoreMissingFiles": "true"})
     traits = ms.source_traits(spark, source, load_source(spark, source))
-    assert ms.should_materialize("auto", read_once=False, traits=traits)[1] == (
+    assert ms.should_materialize("auto", read_once=False, traits=traits).reason == (
         ms.IGNORE_UNREADABLE_FILES_CONFIGS_ARE_SET
     )
     apply(spark, conf, **{ms.FORCE_WITH_UNREADABLE_FILES: "false"})
     traits = ms.source_traits(spark, source, load_source(spark, source))
-    assert not ms.should_materialize("auto", read_once=False, traits=traits)[0]
+    assert not ms.should_materialize("auto", read_once=False, traits=traits).materialize
 
 
 # --- real merges -----------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -69,6 +69,13 @@ NOT_MATERIALIZED_AUTO = "notMaterializedAuto"
 INVALID_CONFIG = "invalidConfigurationFailsafe"
 
 
+class Materialization(NamedTuple):
+    """Whether a merge materializes its source, and Delta's ``MergeIntoMaterializeSourceReason`` for it."""
+
+    materialize: bool
+    reason: str
+
+
 @dataclass(frozen=True)
 class SourceTraits:
     """What Delta's ``auto`` rules ask of a source, answered once from its analyzed plan."""
@@ -79,7 +86,7 @@ class SourceTraits:
     calls_udf: bool  # a user-defined function, which may be wrongly marked deterministic
 
 
-def should_materialize(mode: str, *, read_once: bool, traits: SourceTraits) -> tuple[bool, str]:
+def should_materialize(mode: str, *, read_once: bool, traits: SourceTraits) -> Materialization:
     """Delta's ``shouldMaterializeSource``: whether to materialize, and Delta's reason for the answer.
 
     Args:
@@ -89,24 +96,24 @@ def should_materialize(mode: str, *, read_once: bool, traits: SourceTraits) -> t
     """
     match mode.strip().lower():
         case "all":
-            return True, MATERIALIZE_ALL
+            return Materialization(True, MATERIALIZE_ALL)
         case "none":
-            return False, NOT_MATERIALIZED_NONE
+            return Materialization(False, NOT_MATERIALIZED_NONE)
         case "auto":
             pass
         case _:
-            return True, INVALID_CONFIG
+            return Materialization(True, INVALID_CONFIG)
     if read_once:
-        return False, NOT_MATERIALIZED_AUTO_INSERT_ONLY
+        return Materialization(False, NOT_MATERIALIZED_AUTO_INSERT_ONLY)
     if not traits.reads_only_delta:
-        return True, NON_DETERMINISTIC_SOURCE_NON_DELTA
+        return Materialization(True, NON_DETERMINISTIC_SOURCE_NON_DELTA)
     if not traits.deterministic:
-        return True, NON_DETERMINISTIC_SOURCE_OPERATORS
+        return Materialization(True, NON_DETERMINISTIC_SOURCE_OPERATORS)
     if traits.ignores_unreadable_files:
-        return True, IGNORE_UNREADABLE_FILES_CONFIGS_ARE_SET
+        return Materialization(True, IGNORE_UNREADABLE_FILES_CONFIGS_ARE_SET)
     if traits.calls_udf:
-        return True, NON_DETERMINISTIC_SOURCE_WITH_DETERMINISTIC_UDF
-    return False, NOT_MATERIALIZED_AUTO
+        return Materialization(True, NON_DETERMINISTIC_SOURCE_WITH_DETERMINISTIC_UDF)
+    return Materialization(False, NOT_MATERIALIZED_AUTO)
 
 
 def source_traits(spark: SparkSession, source: MergeSource, rows: DataFrame) -> SourceTraits:
@@ -142,7 +149,7 @@ def reads_source_once(spark: SparkSession, plan: MergePlan, source: DataFrame) -
 
 def materialization(
     spark: SparkSession, plan: MergePlan, loaded: DataFrame, rows: DataFrame, recorder: MetricsRecorder
-) -> tuple[bool, str]:
+) -> Materialization:
     """Whether the merge materializes its source ``rows`` (``loaded``, de-duplicated) by Delta's rules, and
     Delta's reason; timed into ``materializeSourceTimeMs``."""
     with recorder.timed(m.MATERIALIZE_SOURCE_TIME_MS):
@@ -154,14 +161,15 @@ def materialization(
 
 
 def prepare_merge_source(
-    spark: SparkSession, rows: DataFrame, recorder: MetricsRecorder, *, decision: tuple[bool, str]
+    spark: SparkSession, rows: DataFrame, recorder: MetricsRecorder, *, decision: Materialization
 ) -> PreparedSource:
     """The source rows the executors read: ``rows``, materialized if the ``materialization`` ``decision``
     says so (timed into ``materializeSourceTimeMs``). The caller releases the result."""
-    materialize, reason = decision
     with recorder.timed(m.MATERIALIZE_SOURCE_TIME_MS):
-        prepared = prepare_source(spark, rows, materialize=materialize)
-    log.info("Source %s (%s)", "materialized" if materialize else "not materialized", reason)
+        prepared = prepare_source(spark, rows, materialize=decision.materialize)
+    log.info(
+        "Source %s (%s)", "materialized" if decision.materialize else "not materialized", decision.reason
+    )
     return prepared
 
 
