@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import Column, DataFrame, Observation, Row
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -23,7 +23,7 @@ from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.delta.files.reader import FILE_COLUMN, ROW_INDEX_COLUMN, files_by_uri
 from airflow_provider_deltamerge.delta.log.snapshot import DataFile
 from airflow_provider_deltamerge.engine.execute.clause_output import SOURCE_PRESENT, TARGET_PRESENT
-from airflow_provider_deltamerge.engine.execute.file_ids import FILE_ID, file_ids
+from airflow_provider_deltamerge.engine.execute.file_ids import FILE_ID, FileIds, file_ids
 from airflow_provider_deltamerge.engine.execute.joins import join_condition, source_rows, target_rows
 from airflow_provider_deltamerge.engine.execute.scan_splits import balanced_splits, scan_split
 from airflow_provider_deltamerge.engine.observed import observe, observed_count
@@ -117,6 +117,22 @@ def some_clause_acts(plan: MergePlan, group: str) -> Column:
     return F.coalesce(acts, F.lit(False))
 
 
+JoinKind = Literal["inner", "right_outer", "full_outer"]
+
+
+def join_kind(plan: MergePlan, *, unmatched_by: Sequence[str] | None) -> JoinKind:
+    """Which rows phase 1's join keeps besides the matches, as the executor's clauses need them.
+
+    * ``inner``: the matches alone (the matched-only executor; the classic one without NOT MATCHED BY
+      SOURCE clauses);
+    * ``right_outer``: unmatched target rows too, which a NOT MATCHED BY SOURCE clause may act on;
+    * ``full_outer``: unmatched source rows too, whose key values phase 1 collects (``unmatched_by``).
+    """
+    if unmatched_by:
+        return "full_outer"
+    return "right_outer" if has_not_matched_by_source(plan.clauses) else "inner"
+
+
 def find_touched_files(
     plan: MergePlan,
     source: DataFrame,
@@ -131,6 +147,8 @@ def find_touched_files(
     The multiple-match check looks at every match, touching or not. With NOT MATCHED BY SOURCE clauses the
     join keeps unmatched target rows too, and a file is touched only where a clause acts on one of its
     rows: unlike Delta, which rewrites every candidate file then (a deliberate difference, see README).
+    One Spark job, in three steps: the join (``_joined_pairs``), the counts per file (``_per_file``), and
+    their collection with the check (``_collected_files``).
 
     Args:
         touches: over a matched (source, target) pair: whether it makes its file touched.
@@ -150,8 +168,81 @@ def find_touched_files(
         # No target row can match; count the source directly, as Delta does when the join is optimized away.
         recorder.set(m.NUM_SOURCE_ROWS, source.count())
         return NOTHING_TOUCHED
+    how = join_kind(plan, unmatched_by=unmatched_by)
+    join = _joined_pairs(
+        plan,
+        source,
+        touches=touches,
+        how=how,
+        unmatched_by=unmatched_by,
+        # Kept only where the join holds the matches alone.
+        matched_keys_by=matched_keys_by if matched_keys_by and how == "inner" else None,
+    )
+    per_row, per_file = _per_file(plan, join, unmatched_by=unmatched_by)
+    try:
+        collected, files = _collected_files(plan, source, recorder, join, per_file)
+    except BaseException:
+        join.release()
+        raise
+    touched_uris = {uri for uri, row in files.items() if row["acting"]}
+    by_uri = join.by_uri
+    return TouchedFiles(
+        touched=_log_files(by_uri, touched_uris),
+        matched=_log_files(by_uri, {uri for uri, row in files.items() if row["matched_rows"]}),
+        matched_rows=sum(row["matched_rows"] for row in files.values()),
+        surplus_matches=sum(files[uri]["surplus"] for uri in touched_uris),
+        modified_rows={
+            by_uri[uri].log_path: row["modified"]
+            for uri, row in files.items()
+            if plan.writes_deletion_vectors and row["acting"]
+        },
+        unmatched=(
+            _unmatched_keys(unmatched_by, [row for row in collected if row[join.file_key] is None], per_row)
+            if unmatched_by
+            else None
+        ),
+        matched_keys=(
+            _matched_keys(join.matched_keys_by, join.pairs) if join.matched_keys_by is not None else None
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class _JoinedPairs:
+    """Phase 1's join of the source with the candidate files' rows, projected to what its counts need."""
+
+    joined: DataFrame  # the join itself, for the multiple-match error's examples
+    pairs: DataFrame  # file, row index, match, acting (and the keys asked for): what Spark's cache holds
+    by_uri: Mapping[str, DataFile]  # the candidate files by Spark's URI
+    ids: FileIds | None  # the files' long ids, where rows are counted per row
+    source_count: Observation  # the source rows, counted as they flow into the join
+    matched_keys_by: tuple[str, ...] | None  # the source columns whose values of each match are kept
+
+    @property
+    def file_key(self) -> str:
+        return FILE_COLUMN if self.ids is None else FILE_ID
+
+    @property
+    def per_row_counts(self) -> bool:
+        return self.ids is not None
+
+    def release(self) -> None:
+        if self.matched_keys_by is not None:
+            self.pairs.unpersist()
+
+
+def _joined_pairs(
+    plan: MergePlan,
+    source: DataFrame,
+    *,
+    touches: Column,
+    how: JoinKind,
+    unmatched_by: Sequence[str] | None,
+    matched_keys_by: Sequence[str] | None,
+) -> _JoinedPairs:
+    """The source joined with the candidate files' rows (``how``), one row per pair: its file and row
+    index, whether a source row matches, whether some clause acts on it, and the keys asked for."""
     spark = source.sparkSession
-    by_source = has_not_matched_by_source(plan.clauses)
     target = target_rows(spark, plan, plan.candidate_files)  # carries each row's file and index in it
     # Matches are counted per target row unless pruning found that no two source rows share their keys.
     per_row_counts = not plan.source_keys_unique or bool(unmatched_by)
@@ -163,7 +254,6 @@ def find_touched_files(
     file_key = FILE_COLUMN if ids is None else FILE_ID
     counted_source, source_count = observe(source_rows(plan, source), F.count(F.lit(1)).alias("rows"))
     condition = join_condition(plan, source.schema)
-    how = "full_outer" if unmatched_by else "right_outer" if by_source else "inner"
     joined = counted_source.join(target, condition, how)
     matched = F.col(SOURCE_PRESENT).isNotNull()
     on_target = F.col(TARGET_PRESENT).isNotNull()
@@ -178,7 +268,6 @@ def find_touched_files(
         if unmatched_by
         else []
     )
-    keeps_keys = bool(matched_keys_by) and how == "inner"
     # Only what the aggregations (and the kept keys) need: the projection is what Spark's cache holds.
     pairs = joined.select(
         file_key,
@@ -186,11 +275,27 @@ def find_touched_files(
         F.when(on_target, F.col(SOURCE_PRESENT)).alias(_MATCH),  # NULL unless a source row matches
         acting.alias("acting"),
         *[k.alias(_UNMATCHED_KEY) for k in unmatched_key],
-        *[F.expr(c).alias(f"k{n}") for n, c in enumerate(matched_keys_by or ()) if keeps_keys],
+        *[F.expr(c).alias(f"k{n}") for n, c in enumerate(matched_keys_by or ())],
     )
-    if keeps_keys:
+    if matched_keys_by:
         pairs = pairs.persist()
-    if not per_row_counts:
+    return _JoinedPairs(
+        joined,
+        pairs,
+        by_uri,
+        ids,
+        source_count,
+        tuple(matched_keys_by) if matched_keys_by else None,
+    )
+
+
+def _per_file(
+    plan: MergePlan, join: _JoinedPairs, *, unmatched_by: Sequence[str] | None
+) -> tuple[DataFrame, DataFrame]:
+    """The pairs counted per target row, then per file (and, for unmatched source rows, per group of their
+    key values): matched rows, multiple matches, acting, and the rows deletion vectors will hide."""
+    pairs, file_key = join.pairs, join.file_key
+    if not join.per_row_counts:
         # No target row can match two source rows: each target row is one row of the join already, and the
         # per-file aggregation reads the join directly (no shuffle of every match by its row).
         per_row = pairs.select(
@@ -226,41 +331,30 @@ def find_touched_files(
         *(modified if plan.writes_deletion_vectors else []),
         *unmatched_values,
     )
-    try:
-        with balanced_splits(spark, scan_split(spark, plan.candidate_files)):
-            collected = per_file.collect()
-        # Each matched file's row, by Spark's URI of the file; an unmatched source row has no file.
-        files = {
-            row[file_key] if ids is None else ids.uri(row[file_key]): row
-            for row in collected
-            if row[file_key] is not None
-        }
-        recorder.set(m.NUM_SOURCE_ROWS, observed_count(source_count, "rows", fallback=source))
-        multiply_matched = sum(row["multiply_matched"] for row in files.values())
-        if multiply_matched and not is_only_unconditional_delete(plan.clauses):
-            raise _multiple_match_error(plan, joined.filter(on_target), multiply_matched)
-    except BaseException:
-        if keeps_keys:
-            pairs.unpersist()
-        raise
-    touched_uris = {uri for uri, row in files.items() if row["acting"]}
-    return TouchedFiles(
-        touched=_log_files(by_uri, touched_uris),
-        matched=_log_files(by_uri, {uri for uri, row in files.items() if row["matched_rows"]}),
-        matched_rows=sum(row["matched_rows"] for row in files.values()),
-        surplus_matches=sum(files[uri]["surplus"] for uri in touched_uris),
-        modified_rows={
-            by_uri[uri].log_path: row["modified"]
-            for uri, row in files.items()
-            if plan.writes_deletion_vectors and row["acting"]
-        },
-        unmatched=(
-            _unmatched_keys(unmatched_by, [row for row in collected if row[file_key] is None], per_row)
-            if unmatched_by
-            else None
-        ),
-        matched_keys=_matched_keys(matched_keys_by, pairs) if keeps_keys and matched_keys_by else None,
-    )
+    return per_row, per_file
+
+
+def _collected_files(
+    plan: MergePlan, source: DataFrame, recorder: MetricsRecorder, join: _JoinedPairs, per_file: DataFrame
+) -> tuple[list[Row], dict[str, Row]]:
+    """Phase 1's one Spark job: the rows of ``per_file``, and each matched file's row by Spark's URI of the
+    file; the source rows counted on the way; then the multiple-match check."""
+    spark = source.sparkSession
+    with balanced_splits(spark, scan_split(spark, plan.candidate_files)):
+        collected = per_file.collect()
+    file_key, ids = join.file_key, join.ids
+    # Each matched file's row, by Spark's URI of the file; an unmatched source row has no file.
+    files = {
+        row[file_key] if ids is None else ids.uri(row[file_key]): row
+        for row in collected
+        if row[file_key] is not None
+    }
+    recorder.set(m.NUM_SOURCE_ROWS, observed_count(join.source_count, "rows", fallback=source))
+    multiply_matched = sum(row["multiply_matched"] for row in files.values())
+    if multiply_matched and not is_only_unconditional_delete(plan.clauses):
+        on_target = F.col(TARGET_PRESENT).isNotNull()
+        raise _multiple_match_error(plan, join.joined.filter(on_target), multiply_matched)
+    return collected, files
 
 
 def _matched_keys(columns: Sequence[str], pairs: DataFrame) -> MatchedKeys:
