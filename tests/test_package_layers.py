@@ -24,7 +24,7 @@ MAY_IMPORT = {
     "engine": {"spec", "delta"},
     "job": {"spec", "delta", "engine"},
     "history": {"delta.log", "delta.format", "hooks"},
-    "hooks": {"spec", "delta.log", "delta.format", "history"},
+    "hooks": {"spec", "delta.log", "delta.format"},
     "operators": {"spec", "delta.log", "delta.format", "hooks", "history"},
     "sensors": {"spec", "delta.log", "delta.format", "hooks", "operators", "triggers"},
     "triggers": {"spec", "delta.log", "delta.format", "hooks"},
