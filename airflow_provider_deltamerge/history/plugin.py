@@ -78,14 +78,10 @@ def asset_history(
 def dag_history(dag_id: str, request: Request, session: SessionDep, user: GetUserDep) -> Response:
     """The tables the DAG's merge tasks write; the history itself when there is one."""
     if not dag_is_known(session, dag_id):
-        return _page("Unknown DAG", f"Airflow knows no DAG {dag_id!r}.", status_code=404)
+        return _unknown_dag(dag_id)
     tables = dag_tables(session, dag_id)
     if not tables:
-        return _page(
-            "No merge history",
-            f"{dag_id} has no DeltaMergeOperator task whose target table Airflow knows yet.",
-            status_code=404,
-        )
+        return _no_history(f"{dag_id} has no DeltaMergeOperator task whose target table Airflow knows yet.")
     return _tables_or_history(request, user, tables, title=f"Delta tables merged by {dag_id}")
 
 
@@ -95,19 +91,13 @@ def task_history(
 ) -> Response:
     """The history of the table a merge task writes."""
     if not dag_is_known(session, dag_id):
-        return _page("Unknown DAG", f"Airflow knows no DAG {dag_id!r}.", status_code=404)
+        return _unknown_dag(dag_id)
     if merge_task(session, dag_id, task_id) is None:
-        return _page(
-            "No merge history",
-            f"{dag_id}.{task_id} is not a DeltaMergeOperator task of {dag_id}.",
-            status_code=404,
-        )
+        return _no_history(f"{dag_id}.{task_id} is not a DeltaMergeOperator task of {dag_id}.")
     tables = task_tables(session, dag_id, task_id)
     if not tables:
-        return _page(
-            "No merge history",
-            f"The target of {dag_id}.{task_id} is known only at run time, and it has not merged yet.",
-            status_code=404,
+        return _no_history(
+            f"The target of {dag_id}.{task_id} is known only at run time, and it has not merged yet."
         )
     return _tables_or_history(request, user, tables, title=f"Delta tables merged by {dag_id}.{task_id}")
 
@@ -116,6 +106,14 @@ def task_history(
 def bad_request(request: Request, error: RequestValidationError) -> HTMLResponse:
     fields = ", ".join(".".join(str(p) for p in e["loc"][1:]) for e in error.errors())
     return _page("Bad request", f"Not a valid value: {fields}. Pages are numbered from 1.", status_code=400)
+
+
+def _unknown_dag(dag_id: str) -> HTMLResponse:
+    return _page("Unknown DAG", f"Airflow knows no DAG {dag_id!r}.", status_code=404)
+
+
+def _no_history(reason: str) -> HTMLResponse:
+    return _page("No merge history", reason, status_code=404)
 
 
 def _readable(tables: list[KnownTable], user: BaseUser) -> list[KnownTable]:

@@ -251,6 +251,12 @@ class DeltaMergeHook(BaseHook):
         namespace, pod = output.driver_pod
         return template.format(namespace=quote(namespace, safe=""), pod=quote(pod, safe=""))
 
+    @property
+    def driver_ui_url(self) -> str | None:
+        """The driver's own Spark UI as the last job reported it; it lives only as long as the driver."""
+        output = None if self._submit is None else self._submit.output_log
+        return None if output is None else output.spark_ui
+
     def session_ready_at(self) -> float | None:
         """When (``time.monotonic()``) the last job this hook ran said its Spark session was up, the merge's
         own work about to start; None before that line came."""

@@ -27,9 +27,10 @@ class SparkApplicationLink(BaseOperatorLink):
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
         hook = getattr(operator, "_hook", None)
-        url = hook.spark_application_url() if hook is not None else None
-        output = getattr(getattr(hook, "_submit", None), "output_log", None)
-        return "" if url is None or url == getattr(output, "spark_ui", None) else url
+        if hook is None:
+            return ""
+        url = hook.spark_application_url()
+        return "" if url is None or url == hook.driver_ui_url else url
 
 
 class MergeHistoryLink(BaseOperatorLink):

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import logging
 import time
+from types import SimpleNamespace
 
 import pytest
+from airflow.models.taskinstancekey import TaskInstanceKey
 
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
 from airflow_provider_deltamerge.hooks.spark_setup import JobSubmitHook
 from airflow_provider_deltamerge.hooks.submit_log import SubmitOutputLog
+from airflow_provider_deltamerge.operators.links import SparkApplicationLink
 
 START_UP = [
     "WARNING: Using incubator modules: jdk.incubator.vector",
@@ -149,3 +152,16 @@ def test_a_client_mode_job_links_to_its_driver_s_ui(monkeypatch):
     start = "deltamerge INFO Spark started: Spark 4.2.0, master local[*], UI at http://10.0.0.5:4041"
     hook = submitted(monkeypatch, "local[*]", [*START_UP, start])
     assert hook.spark_application_url() == "http://10.0.0.5:4041"
+
+
+def test_the_task_link_skips_a_driver_ui_that_ended_with_its_task(monkeypatch):
+    # Airflow makes the link when the task ends: a client-mode driver's UI is gone then, YARN's page is not.
+    link, key = SparkApplicationLink(), TaskInstanceKey("dag", "merge", "manual__1", 1, -1)
+    start = "deltamerge INFO Spark started: Spark 4.2.0, master local[*], UI at http://10.0.0.5:4041"
+    local = SimpleNamespace(_hook=submitted(monkeypatch, "local[*]", [*START_UP, start]))
+    assert local._hook.driver_ui_url == "http://10.0.0.5:4041"
+    assert link.get_link(local, ti_key=key) == ""
+    on_yarn = SimpleNamespace(_hook=submitted(monkeypatch, "yarn", [*START_UP, *YARN_REPORT]))
+    assert (
+        link.get_link(on_yarn, ti_key=key) == "http://rm.example:8088/proxy/application_1732440000000_0007/"
+    )
