@@ -9,6 +9,9 @@ BIN := $(CURDIR)/$(VENV)/bin
 STAMP := $(VENV)/.installed
 
 SCALE ?= S
+# make test runs the suite in two pytest-xdist workers, one per core of the CI machine (docs/development.md,
+# tests/worker_plan.py); PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= 2
 RUNS ?= 5
 
 .PHONY: demo test bench bench-overhead venv java docker-compose chromium postgresql clean
@@ -20,7 +23,7 @@ test: $(STAMP) java docker-compose chromium postgresql
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
 
 bench: $(STAMP) java
 	$(BIN)/python -m bench --scale $(SCALE) $(BENCH_ARGS)

@@ -42,6 +42,16 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 _ARCHIVE_FAILURE = pytest.StashKey[str | None]()
 
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Under make test's two workers (tests/worker_plan.py): before xdist names each test's group.
+    if config.getoption("dist", "no") == "loadgroup":
+        from tests.worker_plan import plan_workers
+
+        plan_workers(items)
+
+
 ORDERS = pa.table(
     {
         "id": pa.array(range(10), pa.int64()),

@@ -56,7 +56,9 @@ def share_spark_classes() -> str | None:
     # A JVM whose class path differs from the archive's (a test's extra jars) says so on its standard output,
     # which would land in the middle of a task's log: it runs without the archive, silently.
     shared = f"-XX:SharedArchiveFile={archive} -Xlog:cds=off,cds+dynamic=off"
-    os.environ[OPTS] = f"{os.environ.get(OPTS, '')} {shared}".strip()
+    # An xdist worker inherits the options its controller set here
+    if shared not in os.environ.get(OPTS, ""):
+        os.environ[OPTS] = f"{os.environ.get(OPTS, '')} {shared}".strip()
     return None
 
 

@@ -28,6 +28,9 @@ BUSY_TIMEOUT = 30
 REQUEST_TIMEOUT = 120
 EXECUTION_API_TIMEOUT = "60"
 START_TIMEOUT = 300
+# How long a test waits for Airflow to reach a state (a DAG parsed, a run listed or queued again): a guard
+# against a state never reached, not a speed check; make test's two workers load the two cores at once.
+WAIT_TIMEOUT = 300
 
 
 def free_port() -> int:

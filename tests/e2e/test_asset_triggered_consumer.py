@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dags_examples.sample_lake import MARKER, extract_path, orders, prepare
-from tests.e2e.airflow_services import Airflow, airflow_services
+from tests.e2e.airflow_services import WAIT_TIMEOUT, Airflow, airflow_services
 from tests.e2e.conftest import ROOT, json_value
 
 pytestmark = pytest.mark.slow
@@ -37,7 +37,9 @@ def test_each_asset_triggered_consumer_run_uses_the_metrics_of_its_event(airflow
     with airflow_services(airflow_env, home, env, postgres) as airflow:
         for dag_id in (PRODUCER, CONSUMER):
             airflow.wait_for(
-                f"{dag_id} to be parsed", lambda d=dag_id: airflow.call("GET", f"dags/{d}"), timeout=120
+                f"{dag_id} to be parsed",
+                lambda d=dag_id: airflow.call("GET", f"dags/{d}"),
+                timeout=WAIT_TIMEOUT,
             )
         for dag_id in (PRODUCER, CONSUMER):
             airflow.call("PATCH", f"dags/{dag_id}", {"is_paused": False})
@@ -78,11 +80,13 @@ def backfill_day(airflow: Airflow, day: dt.date) -> None:
         lambda: all(
             b["completed_at"] for b in airflow.call("GET", f"backfills?dag_id={PRODUCER}")["backfills"]
         ),
-        timeout=60,
+        timeout=WAIT_TIMEOUT,
     )
     airflow.call("POST", "backfills", {"dag_id": PRODUCER, "from_date": moment, "to_date": moment})
     query = f"dags/{PRODUCER}/dagRuns?logical_date_gte={moment}&logical_date_lte={moment}"
-    [run] = airflow.wait_for("the backfill's run", lambda: airflow.call("GET", query)["dag_runs"], timeout=60)
+    [run] = airflow.wait_for(
+        "the backfill's run", lambda: airflow.call("GET", query)["dag_runs"], timeout=WAIT_TIMEOUT
+    )
     assert airflow.wait_for_run(PRODUCER, run["dag_run_id"], timeout=RUN_TIMEOUT) == "success"
 
 

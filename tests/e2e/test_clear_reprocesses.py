@@ -22,7 +22,7 @@ from deltalake import DeltaTable
 
 from airflow_provider_deltamerge.delta.log.merge_commits import provenance_of
 from dags_examples.sample_lake import extract_path, orders, prepare
-from tests.e2e.airflow_services import Airflow, airflow_services
+from tests.e2e.airflow_services import WAIT_TIMEOUT, Airflow, airflow_services
 from tests.e2e.conftest import asset_event_extras, metadata_env
 from tests.faults import CRASH_ENV
 
@@ -41,7 +41,9 @@ def test_a_clear_or_a_reprocessing_backfill_merges_again_while_an_automatic_retr
     dags = str(Path(__file__).parent / "dags")
     env = {"DELTAMERGE_LAKE": str(lake), "AIRFLOW__CORE__DAGS_FOLDER": dags, CRASH_ENV: "after_commit"}
     with airflow_services(airflow_env, home, env, postgres) as airflow:
-        airflow.wait_for("the DAG to be parsed", lambda: airflow.call("GET", f"dags/{DAG_ID}"), timeout=120)
+        airflow.wait_for(
+            "the DAG to be parsed", lambda: airflow.call("GET", f"dags/{DAG_ID}"), timeout=WAIT_TIMEOUT
+        )
         airflow.call("PATCH", f"dags/{DAG_ID}", {"is_paused": False})
 
         run_id = backfill(airflow, reprocess="none")
@@ -82,20 +84,24 @@ def backfill(airflow: Airflow, *, reprocess: str) -> str:
         lambda: all(
             b["completed_at"] for b in airflow.call("GET", f"backfills?dag_id={DAG_ID}")["backfills"]
         ),
-        timeout=60,
+        timeout=WAIT_TIMEOUT,
     )
     day = f"{DAY}T00:00:00Z"
     body = {"dag_id": DAG_ID, "from_date": day, "to_date": day, "reprocess_behavior": reprocess}
     airflow.call("POST", "backfills", body)
     query = f"dags/{DAG_ID}/dagRuns?logical_date_gte={day}&logical_date_lte={day}"
-    [run] = airflow.wait_for("the backfill's run", lambda: airflow.call("GET", query)["dag_runs"], timeout=60)
+    [run] = airflow.wait_for(
+        "the backfill's run", lambda: airflow.call("GET", query)["dag_runs"], timeout=WAIT_TIMEOUT
+    )
     assert airflow.wait_for_run(DAG_ID, run["dag_run_id"], timeout=RUN_TIMEOUT) == "success"
     return str(run["dag_run_id"])
 
 
 def wait_until_done_again(airflow: Airflow, run_id: str) -> None:
     airflow.wait_for(
-        "the run to be queued again", lambda: airflow.run_state(DAG_ID, run_id) != "success", timeout=30
+        "the run to be queued again",
+        lambda: airflow.run_state(DAG_ID, run_id) != "success",
+        timeout=WAIT_TIMEOUT,
     )
     assert airflow.wait_for_run(DAG_ID, run_id, timeout=RUN_TIMEOUT) == "success"
 

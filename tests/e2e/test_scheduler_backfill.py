@@ -31,7 +31,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from airflow_provider_deltamerge.delta.log.merge_commits import provenance_of
-from tests.e2e.airflow_services import Airflow, airflow_services
+from tests.e2e.airflow_services import WAIT_TIMEOUT, Airflow, airflow_services
 from tests.e2e.conftest import json_value
 
 pytestmark = pytest.mark.slow
@@ -73,7 +73,9 @@ def test_a_backfill_of_eight_days_four_at_a_time_with_clears_and_retries_loses_n
         "DELTAMERGE_TEST_CRASH_DAYS": ",".join(map(str, CRASH_DAYS)),
     }
     with airflow_services(airflow_env, tmp_path / "airflow", env, postgres) as airflow:
-        airflow.wait_for("the DAG to be parsed", lambda: airflow.call("GET", f"dags/{DAG_ID}"), timeout=180)
+        airflow.wait_for(
+            "the DAG to be parsed", lambda: airflow.call("GET", f"dags/{DAG_ID}"), timeout=WAIT_TIMEOUT
+        )
         airflow.call("PATCH", f"dags/{DAG_ID}", {"is_paused": False})
         body = {
             "dag_id": DAG_ID,
@@ -83,7 +85,9 @@ def test_a_backfill_of_eight_days_four_at_a_time_with_clears_and_retries_loses_n
             "reprocess_behavior": "none",
         }
         airflow.call("POST", "backfills", body)
-        run_ids = airflow.wait_for("the backfill's 8 runs", lambda: backfill_runs(airflow), timeout=120)
+        run_ids = airflow.wait_for(
+            "the backfill's 8 runs", lambda: backfill_runs(airflow), timeout=WAIT_TIMEOUT
+        )
 
         unfinished_at_clears = []
         for day, tasks, factor in CLEARS:
@@ -202,7 +206,9 @@ def clear(airflow: Airflow, run_id: str, tasks: tuple[str, ...]) -> None:
     body = {"dag_run_id": run_id, "task_ids": list(tasks), "dry_run": False, "only_failed": False}
     airflow.call("POST", f"dags/{DAG_ID}/clearTaskInstances", body)
     airflow.wait_for(
-        f"run {run_id} to be queued again", lambda: airflow.run_state(DAG_ID, run_id) != "success", timeout=60
+        f"run {run_id} to be queued again",
+        lambda: airflow.run_state(DAG_ID, run_id) != "success",
+        timeout=WAIT_TIMEOUT,
     )
 
 

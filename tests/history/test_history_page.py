@@ -26,7 +26,7 @@ import pytest
 from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
 from PIL import Image
 
-from tests.e2e.airflow_services import Airflow, airflow_services
+from tests.e2e.airflow_services import WAIT_TIMEOUT, Airflow, airflow_services
 from tests.history.auth_manager import NO_ASSETS_USER, NoAssetsForOneUser
 from tests.history.browser import Browser
 from tests.history.delta_logs import long_log, other_writer_commit, table_with_merges
@@ -117,15 +117,19 @@ def test_the_merge_history_page_shows_the_tables_merges_in_a_browser(
         "AIRFLOW__API_AUTH__JWT_SECRET": JWT_SECRET,
     }
     with airflow_services(airflow_env, tmp_path / "airflow", env, postgres) as airflow:
-        airflow.wait_for(f"{DAG_ID} to be parsed", lambda: airflow.call("GET", f"dags/{DAG_ID}"), timeout=180)
-        asset_id = airflow.wait_for("the target's Asset", lambda: _asset_id(airflow, table), timeout=60)
+        airflow.wait_for(
+            f"{DAG_ID} to be parsed", lambda: airflow.call("GET", f"dags/{DAG_ID}"), timeout=WAIT_TIMEOUT
+        )
+        asset_id = airflow.wait_for(
+            "the target's Asset", lambda: _asset_id(airflow, table), timeout=WAIT_TIMEOUT
+        )
         long_id = airflow.wait_for(
-            "the long table's Asset", lambda: _asset_id(airflow, long_table), timeout=60
+            "the long table's Asset", lambda: _asset_id(airflow, long_table), timeout=WAIT_TIMEOUT
         )
         airflow.wait_for(
             f"{NO_MERGE_DAG_ID} to be parsed",
             lambda: airflow.call("GET", f"dags/{NO_MERGE_DAG_ID}"),
-            timeout=60,
+            timeout=WAIT_TIMEOUT,
         )
         page_url = f"{airflow.base}/deltamerge/history/assets/{asset_id}"
 
@@ -219,7 +223,7 @@ def test_the_merge_history_page_shows_the_tables_merges_in_a_browser(
                     "'iframe')].some(f => f.src.includes('/deltamerge/') || f.src.includes('/dags/'))"
                 ),
                 what="the run's page in the window, not in the frame",
-                timeout=60,
+                timeout=WAIT_TIMEOUT,
             )
             browser.screenshot(shots / "run_page.png")
             # A DAG without a merge has no merge history tab: wait until its tabs and the plugins are in.
