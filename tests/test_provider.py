@@ -30,6 +30,7 @@ AIRFLOW_SIDE_MODULES = [
     "airflow_provider_deltamerge.delta.log.merge_commits",
     "airflow_provider_deltamerge.metrics",
     "airflow_provider_deltamerge.history.plugin",
+    "airflow_provider_deltamerge.history.routes",
 ]
 
 
@@ -135,6 +136,24 @@ def test_a_dag_parse_imports_no_library_the_merge_needs_only_when_it_runs():
     assert "sqlglot.parser" in loaded  # the MERGE INTO text was parsed
     heavy_sqlglot = [m for m in loaded if m.startswith(SQLGLOT_HEAVY) and m not in SQLGLOT_AT_PARSE]
     assert heavy_sqlglot == []
+
+
+def test_a_task_runner_loads_the_history_plugin_but_not_its_pages(tmp_path):
+    # Every task's runner loads every plugin (for their listeners); the pages' app, FastAPI, Airflow's API
+    # server and deltalake are the API server's alone.
+    code = (
+        "import json, sys\n"
+        "from airflow.sdk.listener import get_listener_manager\n"
+        "get_listener_manager()\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    loaded = json.loads(result.stdout.splitlines()[-1])
+    assert "airflow_provider_deltamerge.history.plugin" in loaded
+    pages_only = ("airflow_provider_deltamerge.history.routes", "deltalake", "pyarrow", "fastapi")
+    assert [m for m in loaded if m.startswith(pages_only)] == []
 
 
 def provider_distribution(module: str, declared: set[str]) -> str:
