@@ -1,15 +1,59 @@
-"""Helpers for the storage tests: hand-made Delta logs for table features deltalake cannot create."""
+"""Helpers for the storage tests: hand-made Delta logs for table features deltalake cannot create, and
+the differential pattern against Delta's runtime: our merge of a statement on a Delta-made table, Delta's own
+MERGE of it on an identical copy, then the two compared (``assert_merges_agree``)."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
+from delta.tables import DeltaTable as DeltaSparkTable
 from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+
+from airflow_provider_deltamerge import metrics as m
+from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.engine.merge import MergeResult
+from airflow_provider_deltamerge.spec import parse_merge_sql
+from tests.oracle import sorted_rows
+
+UPSERT = (
+    "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id "
+    "WHEN MATCHED AND s.qty < 0 THEN DELETE "
+    "WHEN MATCHED THEN UPDATE SET * "
+    "WHEN NOT MATCHED THEN INSERT *"
+)
+# One statement per executor, each with the executor that must run it.
+STATEMENTS = {
+    "classic": UPSERT,
+    "insert_only": (
+        "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id "
+        "WHEN NOT MATCHED THEN INSERT *"
+    ),
+    "matched_only": (
+        "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET *"
+    ),
+}
+# Delta's own next merge: updates 1 (a row our merge copied or left alone) and 7 (one it inserted).
+NEXT = (
+    "MERGE INTO delta.`{target}` AS t USING (SELECT * FROM VALUES (1L, 100), (7L, 700), (8L, 800) "
+    "AS v(id, qty)) AS s ON t.id = s.id "
+    "WHEN MATCHED THEN UPDATE SET t.qty = s.qty "
+    "WHEN NOT MATCHED THEN INSERT (id, qty) VALUES (s.id, s.qty)"
+)
+CHANGES = (
+    m.NUM_SOURCE_ROWS,
+    m.NUM_TARGET_ROWS_INSERTED,
+    m.NUM_TARGET_ROWS_UPDATED,
+    m.NUM_TARGET_ROWS_DELETED,
+)
 
 FIELDS: list[dict[str, Any]] = [
     {"name": "id", "type": "long", "nullable": True, "metadata": {}},
@@ -57,3 +101,84 @@ def files_on_disk_match_log(table: str) -> bool:
     on_disk = {p.relative_to(table).as_posix() for p in Path(table).rglob("*.parquet")}
     in_log = pa.table(DeltaTable(table).get_add_actions(flatten=True))["path"].to_pylist()
     return on_disk == {unquote(p) for p in in_log}
+
+
+def copy_of(table: str, name: str) -> str:
+    """An identical copy of ``table`` beside it, for Delta's own run of a statement."""
+    copy = str(Path(table).parent / name)
+    shutil.copytree(table, copy)
+    return copy
+
+
+def ours(spark: SparkSession, statement: str, target: str, source_path: str = "") -> MergeResult:
+    """Our engine's run of ``statement`` as a user's task runs it: the text parsed into a spec, merged."""
+    return run_merge(spark, parse_merge_sql(statement.format(target=target, source=source_path)))
+
+
+def delta_merge(spark: SparkSession, statement: str, target: str, source_path: str = "") -> None:
+    spark.sql(statement.format(target=target, source=source_path)).collect()
+
+
+def delta_rows(spark: SparkSession, table: str) -> list[dict[str, Any]]:
+    """The table's rows as Delta's reader reads them, in ``sorted_rows``'s order."""
+    rows = [row.asDict(recursive=True) for row in spark.read.format("delta").load(table).collect()]
+    return sorted(rows, key=lambda row: [(v is None, str(v)) for v in row.values()])
+
+
+def last_history(spark: SparkSession, table: str) -> dict[str, Any]:
+    return DeltaSparkTable.forPath(spark, table).history(1).collect()[0].asDict()
+
+
+def log_actions(table: str, version: int, kind: str) -> list[dict[str, Any]]:
+    text = (Path(table) / "_delta_log" / f"{version:020d}.json").read_text()
+    return [a[kind] for a in map(json.loads, text.splitlines()) if kind in a]
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """What ``assert_merges_agree`` found equal: our result, Delta's copy, and the rows both hold."""
+
+    result: MergeResult
+    theirs: str
+    rows: list[dict[str, Any]]
+
+
+def assert_merges_agree(
+    spark: SparkSession,
+    target: str,
+    statement: str,
+    src: str = "",
+    *,
+    executor: str | None = None,
+    version: int | None = None,
+    deltalake_reads: bool = True,
+) -> Agreement:
+    """Our merge of ``statement`` into ``target`` and Delta's own on a copy made before: Delta (and deltalake,
+    unless ``deltalake_reads`` is off: it refuses some reader features) read the same rows from both, and
+    the counts are Delta's; with ``executor`` and ``version``, ours ran on that executor and committed that
+    version."""
+    theirs = copy_of(target, "theirs")
+    result = ours(spark, statement, target, src)
+    delta_merge(spark, statement, theirs, src)
+    if executor is not None:
+        assert result.executor == executor
+    if version is not None:
+        assert result.version == version
+    rows = delta_rows(spark, target)
+    assert rows == delta_rows(spark, theirs)
+    assert not deltalake_reads or rows == sorted_rows(target)
+    delta_metrics = last_history(spark, theirs)["operationMetrics"]
+    assert {k: result.metrics[k] for k in CHANGES} == {k: int(delta_metrics[k]) for k in CHANGES}
+    return Agreement(result, theirs, rows)
+
+
+def assert_next_merges_agree(
+    spark: SparkSession, target: str, theirs: str, statement: str = NEXT, *, deltalake_reads: bool = True
+) -> None:
+    """Delta's own next merge works on our table and gives what it gives on its own copy (and deltalake
+    reads those rows, unless ``deltalake_reads`` is off)."""
+    delta_merge(spark, statement, target)
+    delta_merge(spark, statement, theirs)
+    rows = delta_rows(spark, target)
+    assert rows == delta_rows(spark, theirs)
+    assert not deltalake_reads or rows == sorted_rows(target)

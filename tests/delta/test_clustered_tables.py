@@ -16,33 +16,15 @@ import pytest
 from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge.delta.log.log_reader import LogReader
-from tests.delta.test_delta_reads_our_merges import (
-    CHANGES,
-    NEXT,
-    TARGET_ROWS,
-    UPSERT,
-    copy_of,
-    delta_merge,
+from tests.delta.helpers import (
+    STATEMENTS,
+    assert_merges_agree,
+    assert_next_merges_agree,
     delta_rows,
     last_history,
     log_actions,
-    ours,
-    source,
 )
-from tests.oracle import sorted_rows
-
-# One statement per executor, each with the executor that must run it.
-STATEMENTS = {
-    "classic": UPSERT,
-    "insert_only": (
-        "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id "
-        "WHEN NOT MATCHED THEN INSERT *"
-    ),
-    "matched_only": (
-        "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id "
-        "WHEN MATCHED THEN UPDATE SET *"
-    ),
-}
+from tests.delta.test_delta_reads_our_merges import TARGET_ROWS, source
 
 
 def clustered_table(spark: SparkSession, path: Path) -> str:
@@ -70,20 +52,15 @@ def clustering_domain(table: str) -> dict[str, Any] | None:
 
 @pytest.mark.parametrize("executor", sorted(STATEMENTS))
 def test_merge_into_clustered_table_gives_deltas_rows_and_delta_clusters_it_after(spark, tmp_path, executor):
-    # Given: a table Delta clustered by (region, id), and an identical copy
+    # Given: a table Delta clustered by (region, id)
     target = clustered_table(spark, tmp_path / "ours")
-    theirs = copy_of(target, "theirs")
     domain = clustering_domain(target)
     assert domain is not None and domain["clusteringColumns"] == [["region"], ["id"]]
-    statement, src = STATEMENTS[executor], source(tmp_path)
-    # When: our engine merges, and Delta runs the same statement on the copy
-    result = ours(spark, statement, target, src)
-    delta_merge(spark, statement, theirs, src)
-    # Then: the executor the statement calls for ran, Delta reads Delta's rows and counts from our table
-    assert (result.executor, result.version) == (executor, 1)
-    assert delta_rows(spark, target) == delta_rows(spark, theirs) == sorted_rows(target)
-    delta_metrics = last_history(spark, theirs)["operationMetrics"]
-    assert {k: result.metrics[k] for k in CHANGES} == {k: int(delta_metrics[k]) for k in CHANGES}
+    # When/Then: our engine merges with the executor the statement calls for, and Delta reads from our table
+    # the rows and counts its own MERGE gives on an identical copy
+    agreed = assert_merges_agree(
+        spark, target, STATEMENTS[executor], source(tmp_path), executor=executor, version=1
+    )
     # The clustering columns are untouched (no domainMetadata action of ours), the new files unclustered as
     # Delta's MERGE leaves them, and Delta still sees the table clustered by them
     assert log_actions(target, 1, "domainMetadata") == []
@@ -98,9 +75,7 @@ def test_merge_into_clustered_table_gives_deltas_rows_and_delta_clusters_it_afte
     assert optimize["operation"] == "OPTIMIZE"
     added = log_actions(target, optimize["version"], "add")
     assert added and all(add.get("clusteringProvider") == "liquid" for add in added)
-    assert delta_rows(spark, target) == delta_rows(spark, theirs)
+    assert delta_rows(spark, target) == delta_rows(spark, agreed.theirs)
     # When/Then: Delta's own next merge works on our table and gives what it gives on its own copy
-    delta_merge(spark, NEXT, target)
-    delta_merge(spark, NEXT, theirs)
-    assert delta_rows(spark, target) == delta_rows(spark, theirs) == sorted_rows(target)
+    assert_next_merges_agree(spark, target, agreed.theirs)
     assert clustering_domain(target) == domain

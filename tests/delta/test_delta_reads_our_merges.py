@@ -13,7 +13,6 @@ Every table is made by Delta itself (``CREATE TABLE delta.`path` ... AS SELECT``
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,13 +21,20 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.engine import run_merge
-from airflow_provider_deltamerge.engine.merge import MergeResult
-from airflow_provider_deltamerge.spec import parse_merge_sql
+from tests.delta.helpers import (
+    CHANGES,
+    NEXT,
+    UPSERT,
+    assert_merges_agree,
+    copy_of,
+    delta_merge,
+    delta_rows,
+    last_history,
+    log_actions,
+    ours,
+)
 from tests.oracle import sorted_rows
 
 COLUMN_MAPPING = {
@@ -42,25 +48,6 @@ FEED = {"delta.enableChangeDataFeed": "true"}
 TARGET_ROWS = [(i, i * 10, "eu" if i % 2 else "us") for i in range(1, 7)]
 # Deletes 2, updates 3 and 5, inserts 7.
 SOURCE_ROWS = [(2, -1, "us"), (3, 31, "eu"), (5, 51, "eu"), (7, 70, "eu")]
-UPSERT = (
-    "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id "
-    "WHEN MATCHED AND s.qty < 0 THEN DELETE "
-    "WHEN MATCHED THEN UPDATE SET * "
-    "WHEN NOT MATCHED THEN INSERT *"
-)
-# Delta's own next merge: updates 1 (a row our merge copied or left alone) and 7 (one it inserted).
-NEXT = (
-    "MERGE INTO delta.`{target}` AS t USING (SELECT * FROM VALUES (1L, 100), (7L, 700), (8L, 800) "
-    "AS v(id, qty)) AS s ON t.id = s.id "
-    "WHEN MATCHED THEN UPDATE SET t.qty = s.qty "
-    "WHEN NOT MATCHED THEN INSERT (id, qty) VALUES (s.id, s.qty)"
-)
-CHANGES = (
-    m.NUM_SOURCE_ROWS,
-    m.NUM_TARGET_ROWS_INSERTED,
-    m.NUM_TARGET_ROWS_UPDATED,
-    m.NUM_TARGET_ROWS_DELETED,
-)
 
 
 def delta_table(
@@ -99,41 +86,10 @@ def source(tmp_path: Path, rows: list[tuple[int, int, str]] = SOURCE_ROWS, **ext
     return str(path)
 
 
-def copy_of(table: str, name: str) -> str:
-    """An identical copy of ``table`` beside it, for Delta's own run of a statement."""
-    copy = str(Path(table).parent / name)
-    shutil.copytree(table, copy)
-    return copy
-
-
-def ours(spark: SparkSession, statement: str, target: str, source_path: str = "") -> MergeResult:
-    """Our engine's run of ``statement`` as a user's task runs it: the text parsed into a spec, merged."""
-    return run_merge(spark, parse_merge_sql(statement.format(target=target, source=source_path)))
-
-
-def delta_merge(spark: SparkSession, statement: str, target: str, source_path: str = "") -> None:
-    spark.sql(statement.format(target=target, source=source_path)).collect()
-
-
-def delta_rows(spark: SparkSession, table: str) -> list[dict[str, Any]]:
-    """The table's rows as Delta's reader reads them, in ``sorted_rows``'s order."""
-    rows = [row.asDict(recursive=True) for row in spark.read.format("delta").load(table).collect()]
-    return sorted(rows, key=lambda row: [(v is None, str(v)) for v in row.values()])
-
-
-def last_history(spark: SparkSession, table: str) -> dict[str, Any]:
-    return DeltaTable.forPath(spark, table).history(1).collect()[0].asDict()
-
-
 def commit_info(table: str, version: int) -> dict[str, Any]:
     text = (Path(table) / "_delta_log" / f"{version:020d}.json").read_text()
     actions = [json.loads(line) for line in text.splitlines()]
     return next(a["commitInfo"] for a in actions if "commitInfo" in a)
-
-
-def log_actions(table: str, version: int, kind: str) -> list[dict[str, Any]]:
-    text = (Path(table) / "_delta_log" / f"{version:020d}.json").read_text()
-    return [a[kind] for a in map(json.loads, text.splitlines()) if kind in a]
 
 
 def change_rows(spark: SparkSession, table: str, version: int) -> list[tuple[Any, ...]]:
@@ -286,19 +242,6 @@ def test_delta_restores_vacuums_and_optimizes_our_merge(spark, tmp_path):
 # --- we merge into what Delta wrote -----------------------------------------------------------------------
 
 
-def assert_merges_agree(spark: SparkSession, target: str, statement: str, src: str) -> list[dict[str, Any]]:
-    """Our merge and Delta's own of ``statement`` on a copy of ``target`` made before: the same rows, as
-    Delta and deltalake read them, and the same counts; the rows."""
-    theirs = copy_of(target, "theirs")
-    result = ours(spark, statement, target, src)
-    delta_merge(spark, statement, theirs, src)
-    rows = delta_rows(spark, target)
-    assert rows == delta_rows(spark, theirs) == sorted_rows(target)
-    delta_metrics = last_history(spark, theirs)["operationMetrics"]
-    assert {k: result.metrics[k] for k in CHANGES} == {k: int(delta_metrics[k]) for k in CHANGES}
-    return rows
-
-
 def test_we_merge_after_deltas_delete_wrote_deletion_vectors(spark, tmp_path):
     # Given: Delta deleted rows 1 and 4 of a table that writes deletion vectors
     target = delta_table(spark, tmp_path / "ours", DELETION_VECTORS)
@@ -306,7 +249,7 @@ def test_we_merge_after_deltas_delete_wrote_deletion_vectors(spark, tmp_path):
     assert any(add.get("deletionVector") for add in log_actions(target, 1, "add"))
     # When/Then: an upsert that matches a hidden key (4) and visible ones gives Delta's rows
     src = source(tmp_path, [(2, -1, "us"), (3, 31, "eu"), (4, 41, "us"), (7, 70, "eu")])
-    rows = assert_merges_agree(spark, target, UPSERT, src)
+    rows = assert_merges_agree(spark, target, UPSERT, src).rows
     assert {r["id"]: r["qty"] for r in rows} == {3: 31, 4: 41, 5: 50, 6: 60, 7: 70}
 
 
@@ -319,7 +262,7 @@ def test_we_merge_after_deltas_optimize(spark, tmp_path):
     spark.sql(f"OPTIMIZE delta.`{target}`").collect()
     assert last_history(spark, target)["operation"] == "OPTIMIZE"
     # When/Then: our upsert gives Delta's rows
-    rows = assert_merges_agree(spark, target, UPSERT, source(tmp_path))
+    rows = assert_merges_agree(spark, target, UPSERT, source(tmp_path)).rows
     assert {r["id"]: r["qty"] for r in rows} == {1: 10, 3: 31, 4: 40, 5: 51, 6: 60, 7: 70}
 
 
@@ -343,7 +286,7 @@ def test_we_merge_after_delta_renamed_and_dropped_mapped_columns(spark, tmp_path
     statement = UPSERT.replace("s.qty", "s.amount")
     if evolve:
         statement = statement.replace("MERGE INTO", "MERGE WITH SCHEMA EVOLUTION INTO")
-    rows = assert_merges_agree(spark, target, statement, str(src))
+    rows = assert_merges_agree(spark, target, statement, str(src)).rows
     if evolve:
         assert {r["id"]: (r["amount"], r["region"]) for r in rows} == {
             1: (10, None), 3: (31, "y"), 4: (40, None), 5: (50, None), 6: (60, None), 7: (70, "z")

@@ -39,9 +39,6 @@ def upsert(target: str, source: str, *clauses: object) -> MergeSpec:
 
 REFUSED = {
     "rowTracking": dict(reader=1, writer=7, writer_features=["rowTracking", "domainMetadata"]),
-    "typeWidening": dict(
-        reader=3, writer=7, reader_features=["typeWidening"], writer_features=["typeWidening"]
-    ),
     "someFutureFeature": dict(reader=3, writer=7, reader_features=[], writer_features=["someFutureFeature"]),
 }
 
@@ -63,7 +60,7 @@ def test_honoured_features_are_accepted(tmp_path):
         tmp_path / "t",
         reader=3,
         writer=7,
-        reader_features=["timestampNtz", "v2Checkpoint", "deletionVectors"],
+        reader_features=["timestampNtz", "v2Checkpoint", "deletionVectors", "typeWidening"],
         writer_features=[
             "deletionVectors",
             "identityColumns",
@@ -79,6 +76,7 @@ def test_honoured_features_are_accepted(tmp_path):
             "columnMapping",
             "domainMetadata",
             "clustering",
+            "typeWidening",
         ],
     )
     assert refused_features(read_snapshot(target)) == []

@@ -24,24 +24,21 @@ from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge.delta.commit import transaction as commit_module
 from airflow_provider_deltamerge.delta.log.row_tracking import high_water_mark
-from tests.delta.test_clustered_tables import STATEMENTS
+from tests.delta.helpers import (
+    STATEMENTS,
+    assert_merges_agree,
+    assert_next_merges_agree,
+    log_actions,
+    ours,
+)
 from tests.delta.test_delta_reads_our_merges import (
-    CHANGES,
     COLUMN_MAPPING,
     DELETION_VECTORS,
     FEED,
-    NEXT,
     change_rows,
-    copy_of,
-    delta_merge,
-    delta_rows,
     delta_table,
-    last_history,
-    log_actions,
-    ours,
     source,
 )
-from tests.oracle import sorted_rows
 
 ROW_TRACKING = {"delta.enableRowTracking": "true"}
 TABLES: dict[str, Mapping[str, str]] = {
@@ -93,21 +90,17 @@ def domain_mark(table: str, version: int) -> int | None:
 @pytest.mark.parametrize("table_kind", sorted(TABLES))
 @pytest.mark.parametrize("executor", sorted(STATEMENTS))
 def test_our_merge_keeps_and_assigns_row_ids_as_deltas_merge_does(spark, tmp_path, table_kind, executor):
-    # Given: a table Delta made with row tracking and updated once (version 1), and an identical copy
+    # Given: a table Delta made with row tracking and updated once (version 1)
     target = tracked_table(spark, tmp_path / "ours", TABLES[table_kind])
-    theirs = copy_of(target, "theirs")
     before = row_ids(spark, target)
     old_mark = high_water_mark(target, 1)
     assert old_mark >= 5 and before[4][1] == 1
-    statement, src = STATEMENTS[executor], source(tmp_path)
-    # When: our engine merges, and Delta runs the same statement on the copy
-    result = ours(spark, statement, target, src)
-    delta_merge(spark, statement, theirs, src)
-    # Then: the statement's executor committed version 2; Delta reads Delta's rows and counts
-    assert (result.executor, result.version) == (executor, 2)
-    assert delta_rows(spark, target) == delta_rows(spark, theirs) == sorted_rows(target)
-    delta_metrics = last_history(spark, theirs)["operationMetrics"]
-    assert {k: result.metrics[k] for k in CHANGES} == {k: int(delta_metrics[k]) for k in CHANGES}
+    # When/Then: our engine merges with the statement's executor, committing version 2, and Delta reads from
+    # our table the rows and counts its own MERGE gives on an identical copy
+    agreed = assert_merges_agree(
+        spark, target, STATEMENTS[executor], source(tmp_path), executor=executor, version=2
+    )
+    theirs = agreed.theirs
     if FEED.items() <= TABLES[table_kind].items():
         # The change rows Delta reads of our commit are those of its own merge's
         assert change_rows(spark, target, 2) == change_rows(spark, theirs, 2)
@@ -128,9 +121,7 @@ def test_our_merge_keeps_and_assigns_row_ids_as_deltas_merge_does(spark, tmp_pat
     inserted = [k for k in ours_ids if k not in before]
     assert all(old_mark < ours_ids[k][0] <= domain_mark(target, 2) for k in inserted)
     # When/Then: Delta's own next merge, then its OPTIMIZE, keep every id on our table
-    delta_merge(spark, NEXT, target)
-    delta_merge(spark, NEXT, theirs)
-    assert delta_rows(spark, target) == delta_rows(spark, theirs)
+    assert_next_merges_agree(spark, target, theirs)
     after_next = row_ids(spark, target)
     assert {k: after_next[k][0] for k in ours_ids} == {k: v[0] for k, v in ours_ids.items()}
     assert_row_ids_agree(after_next, row_ids(spark, theirs), set(before))

@@ -82,6 +82,14 @@ HONOURED_FEATURES = frozenset(
         # theirs in the materialized columns (delta/log/row_tracking.py); refused below when the table's
         # properties do not name those columns.
         "rowTracking",
+        # Type widening: Spark's parquet reader reads a file written before a widening at the column's
+        # current type (delta/files/reader.py asks every file for the table's schema), old files' stats are
+        # cast to it (engine/plan/pruning.py); with schema evolution and delta.enableTypeWidening=true a
+        # merge widens a column as Delta's MERGE does and records delta.typeChanges
+        # (engine/resolve/type_widening.py). Tables with a type change Delta does not allow are refused
+        # (check_type_changes).
+        "typeWidening",
+        "typeWidening-preview",
     }
 )
 # Highest protocol versions whose implied features are understood (3/7 list their features by name).
@@ -95,10 +103,6 @@ _REMEDIES = {
         "(delta.rowTracking.materializedRowIdColumnName, ...RowCommitVersionColumnName), or row tracking is "
         "enabled on a protocol without the feature. Run the merge on Delta's own runtime (the delta-spark "
         "backend)"
-    ),
-    "typeWidening": (
-        "a widened column may be stored with different types in different files, which this engine does not "
-        "reconcile. Rewrite the table (or drop the feature with Delta), or use the delta-spark backend"
     ),
     "variantType": "this engine does not write VARIANT columns yet. Use the delta-spark backend",
 }

@@ -30,6 +30,14 @@ from airflow_provider_deltamerge.engine.resolve.resolution import (
     resolve_clauses,
 )
 from airflow_provider_deltamerge.engine.resolve.schema_evolution import evolved_schema
+from airflow_provider_deltamerge.engine.resolve.type_widening import (
+    AUTOMATIC_CONF,
+    PREVIEW_FEATURE,
+    check_dependent_expressions,
+    check_type_changes,
+    widening_mode,
+    with_type_changes,
+)
 from airflow_provider_deltamerge.engine.session_confs import case_sensitive, optimize_insert_only
 from airflow_provider_deltamerge.exceptions import MergeSpecError
 from airflow_provider_deltamerge.spec import MatchedUpdate, MergeSpec
@@ -144,6 +152,8 @@ def make_plan(
             f"Unknown executor {forced!r}; choose one of {', '.join(SERVES)}.",
             error_class="DELTAMERGE_INVALID_EXECUTOR",
         )
+    features = snapshot.protocol.writer_features
+    check_type_changes(snapshot.schema, features)
     target = table_schema(snapshot)
     resolved = resolve_clauses(spec, target, source_schema, case_sensitive=case_sensitive(spark))
     if forced is not None and not SERVES[forced](resolved):
@@ -165,8 +175,16 @@ def make_plan(
             target,
             source_schema,
             assigned,
-            timestamp_ntz="timestampNtz" in snapshot.protocol.writer_features,
+            timestamp_ntz="timestampNtz" in features,
+            widening=widening_mode(
+                dict(snapshot.configuration), features, spark.conf.get(AUTOMATIC_CONF, None)
+            ),
         )
+        # Delta records each widening in the field's delta.typeChanges (the commit version only for
+        # preview readers).
+        check_dependent_expressions(target, final, dict(snapshot.configuration))
+        preview = PREVIEW_FEATURE in features
+        final = with_type_changes(final, target, table_version=snapshot.version + 1 if preview else None)
     values = _cast_values(spark, spec, clauses, types, target, final)
     # With optimizeInsertOnlyMerge off, Delta runs insert-only merges the classic way (multiple-match check
     # included).

@@ -208,20 +208,20 @@ class StoreAssignment:
 
 
 def conform(value: Column, from_type: DataType, to_type: DataType) -> Column:
-    """A target column's current value in its evolved type: struct fields that evolution added are NULL.
+    """A target column's current value in its evolved type: struct fields that evolution added are NULL,
+    widened values cast to their new type.
 
-    Evolution only adds fields, so this never fails (and never changes a value).
+    Evolution only adds fields and widens types (type widening, engine/resolve/type_widening.py), and
+    Spark's cast is exact for every widening Delta allows, so this never fails (and never changes a value).
     """
 
-    def same(v: Column, source: DataType, target: DataType, path: str) -> Column:
-        if source != target:
-            raise AssertionError(f"schema evolution changed the type of {path}: {source} -> {target}")
-        return v
+    def widened(v: Column, source: DataType, target: DataType, path: str) -> Column:
+        return v if source == target else v.cast(target)
 
     def added_only(source: DataType, target: DataType, path: str) -> AssertionError:
         return AssertionError(f"schema evolution dropped fields of {path}: {source} -> {target}")
 
-    return _by_name(value, from_type, to_type, "", leaf=same, mismatch=added_only, allow_missing=True)
+    return _by_name(value, from_type, to_type, "", leaf=widened, mismatch=added_only, allow_missing=True)
 
 
 Leaf = Callable[[Column, DataType, DataType, str], Column]

@@ -5,11 +5,13 @@ schema that the merge assigns (``filterSchema``): a source field is kept when an
 WHEN MATCHED / WHEN NOT MATCHED clause assigns its column (``*`` assigns every source column), and a struct
 field is kept with its nested fields. WHEN NOT MATCHED BY SOURCE clauses never add columns.
 
-The two are merged as ``SchemaMergingUtils.mergeSchemas(allowImplicitConversions=true)`` does, without type
-widening: fields match by name (case-insensitively); new fields are appended, nullable, at the end of their
-struct, at any depth and inside arrays and maps; an existing column keeps its type whenever Spark can cast the
-source's type to it implicitly, otherwise the merge fails with DELTA_FAILED_TO_MERGE_FIELDS naming the column
-path and both types.
+The two are merged as ``SchemaMergingUtils.mergeSchemas(allowImplicitConversions=true)`` does: fields match
+by name (case-insensitively); new fields are appended, nullable, at the end of their struct, at any depth and
+inside arrays and maps; an existing column (or field, element, key, value) takes the source's type when the
+table's type widening mode allows that change (engine/resolve/type_widening.py), else keeps its type
+whenever Spark can cast the source's type to it implicitly (the value is then cast when written, as Delta's
+store assignment does), otherwise the merge fails with DELTA_FAILED_TO_MERGE_FIELDS naming the column path
+and both types.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pyspark.sql.types import (
 )
 
 from airflow_provider_deltamerge.engine.resolve.cast_rules import implicit_cast
+from airflow_provider_deltamerge.engine.resolve.type_widening import WideningMode
 from airflow_provider_deltamerge.exceptions import SchemaEvolutionError
 from airflow_provider_deltamerge.session_kind import is_connect
 
@@ -52,6 +55,7 @@ def evolved_schema(
     assigned: Collection[str],
     *,
     timestamp_ntz: bool,
+    widening: WideningMode | None = None,
 ) -> StructType:
     """The target schema after the merge: ``target`` merged with the ``assigned`` columns of ``source``.
 
@@ -59,6 +63,7 @@ def evolved_schema(
         assigned: names of the columns (any case) that some WHEN MATCHED UPDATE or WHEN NOT MATCHED INSERT
             assigns, ``*`` expanded.
         timestamp_ntz: the table's protocol has the timestampNtz feature, so such columns may be added.
+        widening: the type changes the table lets a merge apply (None: the table does not widen types).
 
     Raises:
         SchemaEvolutionError: a source type does not merge into the target's, or a new column has no type
@@ -66,13 +71,14 @@ def evolved_schema(
     """
     wanted = {name.lower() for name in assigned}
     migration = StructType([f for f in source.fields if f.name.lower() in wanted])
-    return _Merger(spark, timestamp_ntz=timestamp_ntz).structs(target, migration, ())
+    return _Merger(spark, timestamp_ntz=timestamp_ntz, widening=widening).structs(target, migration, ())
 
 
 class _Merger:
-    def __init__(self, spark: SparkSession, *, timestamp_ntz: bool) -> None:
+    def __init__(self, spark: SparkSession, *, timestamp_ntz: bool, widening: WideningMode | None) -> None:
         self._spark = spark
         self._timestamp_ntz = timestamp_ntz
+        self._widening = widening
 
     def structs(self, current: StructType, update: StructType, path: Sequence[str]) -> StructType:
         by_name = {f.name.lower(): f for f in update.fields}
@@ -110,8 +116,10 @@ class _Merger:
                 self.types(current.valueType, update.valueType, path),
                 current.valueContainsNull,
             )
-        # With implicit conversions, the target keeps its type whenever Spark casts the source's implicitly
-        # (Delta widens a column only under the type-widening table feature, which this engine refuses).
+        # Widening first, as Delta's mergeDataTypes: it takes precedence over keeping the type.
+        if self._widening is not None and self._widening.widens(current, update):
+            return update
+        # With implicit conversions, the target keeps its type whenever Spark casts the source's implicitly.
         if current == update or isinstance(update, NullType) or self._implicit_cast(update, current):
             return current
         if isinstance(current, DecimalType) and isinstance(update, DecimalType):
