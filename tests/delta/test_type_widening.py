@@ -365,3 +365,25 @@ def test_a_type_change_delta_does_not_allow_in_the_log_is_refused_as_delta_does(
     assert raised.error_class == delta_class == "DELTA_UNSUPPORTED_TYPE_CHANGE_IN_SCHEMA"
     assert first_sentence(delta_message) in raised.message
     assert LogReader(target).latest_version() == 0
+
+
+def test_date_to_timestamp_ntz_without_the_timestamp_ntz_feature_is_refused_as_delta_does(spark, tmp_path):
+    # Given: a table with type widening but without the timestampNtz feature, with a DATE column, and a
+    # source with that column as TIMESTAMP_NTZ
+    target = str(tmp_path / "ours")
+    spark.sql(
+        f"CREATE TABLE delta.`{target}` (id BIGINT, v DATE) USING delta "
+        "TBLPROPERTIES ('delta.enableTypeWidening' = 'true')"
+    ).collect()
+    spark.sql(f"INSERT INTO delta.`{target}` VALUES (1, DATE'2024-01-01'), (2, DATE'2024-01-02')").collect()
+    assert "timestampNtz" not in latest(target, "protocol")["writerFeatures"]
+    theirs = copy_of(target, "theirs")
+    src = str(tmp_path / "source")
+    spark.sql("SELECT CAST(2 AS BIGINT) AS id, TIMESTAMP_NTZ'2024-02-01 10:00:00' AS v").write.parquet(src)
+    statement = PAIR_STATEMENTS["classic"]
+    # When: Delta runs the merge, and ours
+    theirs_outcome = outcome(spark, lambda: delta_merge(spark, statement, theirs, src), theirs)
+    ours_outcome = outcome(spark, lambda: ours(spark, statement, target, src), target)
+    # Then: both refuse, naming the feature the widening needs, and the table stays as it was
+    assert ours_outcome == theirs_outcome == {"error": "DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT"}
+    assert LogReader(target).latest_version() == 1

@@ -47,6 +47,12 @@ _NEEDS_FEATURE = (
     "cast the source column to TIMESTAMP."
 )
 
+_WIDEN_NEEDS_FEATURE = (
+    "Your table schema requires manually enablement of the following table feature(s): timestampNtz. "
+    "Widening column {column} from DATE to TIMESTAMP_NTZ needs it: enable it first (ALTER TABLE ... SET "
+    "TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')), or cast the source column to DATE."
+)
+
 
 def evolved_schema(
     spark: SparkSession,
@@ -118,6 +124,12 @@ class _Merger:
             )
         # Widening first, as Delta's mergeDataTypes: it takes precedence over keeping the type.
         if self._widening is not None and self._widening.widens(current, update):
+            if isinstance(update, TimestampNTZType) and not self._timestamp_ntz:
+                # The commit writes no protocol action, and the type needs the feature.
+                raise SchemaEvolutionError(
+                    _WIDEN_NEEDS_FEATURE.format(column=".".join(path)),
+                    error_class="DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT",
+                )
             return update
         # With implicit conversions, the target keeps its type whenever Spark casts the source's implicitly.
         if current == update or isinstance(update, NullType) or self._implicit_cast(update, current):
