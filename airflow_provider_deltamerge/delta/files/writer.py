@@ -48,6 +48,7 @@ from airflow_provider_deltamerge.delta.format.stats_columns import (
 from airflow_provider_deltamerge.delta.log.protocol import (
     ConstraintCheck,
     constraint_checks,
+    shreds_variants,
     violation_message,
 )
 from airflow_provider_deltamerge.delta.log.row_tracking import materialized_columns, tracks_rows
@@ -65,6 +66,8 @@ _CHANGE_PARTITION = hidden_name("is_cdc")
 # Delta's table property for the size written files aim at, and its usual default (128 MiB).
 TARGET_FILE_SIZE_KEY = "delta.targetFileSize"
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+# Spark's conf (also read as a write option) that lets its parquet writer shred VARIANT columns.
+INFER_SHREDDING_CONF = "spark.sql.variant.inferShreddingSchema"
 # Marks a constraint violation raised inside Spark, so it can be told apart from other task failures.
 _VIOLATION = "DELTAMERGE_CONSTRAINT_VIOLATION"
 _VIOLATION_PATTERN = re.compile(_VIOLATION + r"\[(\d+)\](.*?)(?:" + _VIOLATION + r"_END)", re.S)
@@ -206,7 +209,13 @@ def write_files(
     if with_changes:
         rows = rows.withColumn(_CHANGE_PARTITION, F.col(CHANGE_TYPE_COLUMN).isNotNull())
     # "error" (not its alias "errorifexists"): the one name of the mode Spark Connect's client knows.
-    writer = rows.write.mode("error").option("compression", "snappy")
+    writer = (
+        rows.write.mode("error")
+        .option("compression", "snappy")
+        # Spark 4.1+ shreds VARIANT columns by default; the protocol allows it only where the table enables
+        # shredding. Delta's TransactionalWrite passes this same write option.
+        .option(INFER_SHREDDING_CONF, str(shreds_variants(snapshot)).lower())
+    )
     max_rows = max_records_per_file(snapshot)
     if max_rows is not None:
         writer = writer.option("maxRecordsPerFile", max_rows)

@@ -71,7 +71,9 @@ def footer_stats(
     floats_trusted = (metadata.created_by or "").startswith(NAN_ORDERING_WRITER)
 
     def leaf(path: Path, field: Field) -> LeafStats:
-        index = leaves.get(path)
+        # A VARIANT is a group (value, metadata[, typed_value]); its metadata binary is required inside it,
+        # so that chunk's nulls are exactly the rows where the VARIANT is NULL: Delta's nullCount.
+        index = leaves.get((*path, "metadata") if field["type"] == "variant" else path)
         if index is None:
             # An array or map (its chunks count elements, not rows), or a column the file lacks.
             return LeafStats(None)

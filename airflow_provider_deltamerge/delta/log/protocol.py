@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_deltamerge import __version__
 from airflow_provider_deltamerge.delta.log.row_tracking import FEATURE as ROW_TRACKING
 from airflow_provider_deltamerge.delta.log.row_tracking import materialized_columns
 from airflow_provider_deltamerge.delta.log.snapshot import Snapshot
@@ -32,8 +33,8 @@ INVARIANTS_KEY = "delta.invariants"
 # Delta's texts (delta-error-classes.json) for the storage-side errors.
 MESSAGES = {
     "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE": (
-        "Unable to write this table because it requires writer table features that are unsupported by this "
-        "version of Delta Lake: {features}."
+        'Unsupported Delta write feature: table "{table}" requires writer table feature(s) that are '
+        'unsupported by Delta Lake "{version}": {features}.'
     ),
     "DELTA_CANNOT_MODIFY_APPEND_ONLY": (
         "This table is configured to only allow appends. If you would like to permit updates or deletes, use "
@@ -44,6 +45,14 @@ MESSAGES = {
         "CHECK constraint {name} {expression} violated by row with values:\n{values}"
     ),
 }
+
+VARIANT_FEATURES = ("variantType", "variantType-preview")
+VARIANT_SHREDDING_FEATURES = ("variantShredding", "variantShredding-preview")
+# The table property that lets writers shred VARIANT columns (with a variantShredding feature).
+VARIANT_SHREDDING_KEY = "delta.enableVariantShredding"
+
+# Who refuses, where Delta's message names its own version.
+WRITER_NAME = f"airflow-provider-deltamerge {__version__}"
 
 # Writer features the engine honours: it writes plain parquet files with stats, keeps appendOnly, checks
 # invariants and CHECK constraints, writes in-commit timestamps (delta/commit/commit_actions.py), leaves
@@ -61,7 +70,11 @@ HONOURED_FEATURES = frozenset(
         "inCommitTimestamp",
         "allowColumnDefaults",  # columns an INSERT omits get their defaults (engine/resolve/resolution.py)
         "generatedColumns",  # computed where a clause leaves them, checked where it assigns them
-        "variantType",  # refused below when a column actually has the type
+        # VARIANT columns are read and written as Spark writes them (a group of value and metadata
+        # binaries), never shredded unless the table enables shredding (delta/files/writer.py), with a
+        # nullCount and no bounds (delta/format/stats.py). The preview names share the GA features' spec.
+        *VARIANT_FEATURES,
+        *VARIANT_SHREDDING_FEATURES,
         # Read: a file's deleted rows are left out (delta/files/reader.py). Written: with
         # delta.enableDeletionVectors=true a touched file keeps its unchanged rows under a new vector
         # (delta/commit/deletion_vector_writes.py); otherwise it is rewritten whole and its vector dropped
@@ -90,22 +103,68 @@ HONOURED_FEATURES = frozenset(
         # (check_type_changes).
         "typeWidening",
         "typeWidening-preview",
+        # Checkpoints only from the protected version on, and no log cleanup (delta/commit/checkpoints.py).
+        "checkpointProtection",
     }
 )
 # Highest protocol versions whose implied features are understood (3/7 list their features by name).
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
 
-# What to do about each feature the engine refuses, in Delta's terms.
-_REMEDIES = {
+_ON_DELTA = (
+    'Run the merge on Delta\'s own runtime (the delta-spark backend; backend="auto" does where the session '
+    "has it)"
+)
+_ICEBERG = (
+    "UniForm's Iceberg compatibility: every commit must keep the table readable as Iceberg (partition values "
+    "in the data files, no deletion vectors, INT64 timestamps, Iceberg's types) and, with "
+    "delta.universalFormat.enabledFormats, Delta converts each commit to Iceberg metadata. " + _ON_DELTA
+)
+_NOT_IN_DELTA_SPARK = (
+    "Delta Lake 4.4's runtime does not support this feature either (only Delta Kernel based writers do), "
+    "so no backend of this provider writes the table. Write it with such a writer, or drop the feature"
+)
+# What to do about each feature the engine knows and refuses, in Delta's terms. Every feature of Delta 4.4
+# is either honoured (HONOURED_FEATURES) or listed here (docs/table-features.md has the same list).
+REFUSED_FEATURES = {
     "rowTracking": (
         "the table's properties do not name the columns that keep preserved row ids and commit versions "
         "(delta.rowTracking.materializedRowIdColumnName, ...RowCommitVersionColumnName), or row tracking is "
         "enabled on a protocol without the feature. Run the merge on Delta's own runtime (the delta-spark "
         "backend)"
     ),
-    "variantType": "this engine does not write VARIANT columns yet. Use the delta-spark backend",
+    "materializePartitionColumns": (
+        "every new data file must hold the partition columns' values too, which this engine's writer leaves "
+        "to the folders. " + _ON_DELTA
+    ),
+    "icebergCompatV1": _ICEBERG,
+    "icebergCompatV2": _ICEBERG,
+    "icebergCompatV3": _ICEBERG,
+    "catalogManaged": (
+        "commits go through the table's catalog, not to the log directly, which only Delta's runtime (with "
+        "the catalog's client) does; name the table as the catalog knows it. " + _ON_DELTA
+    ),
+    "coordinatedCommits-preview": (
+        "commits go through the table's commit coordinator, which only Delta's runtime (with that "
+        "coordinator registered) does. " + _ON_DELTA
+    ),
+    "geospatial": "GEOMETRY and GEOGRAPHY columns are Delta's preview, not written by this engine. "
+    + _ON_DELTA,
+    "geospatial-dev": "GEOMETRY and GEOGRAPHY columns are Delta's preview, not written by this engine. "
+    + _ON_DELTA,
+    "adaptiveMetadata-preview": (
+        "Delta's preview of Iceberg-style metadata trees (only with its preview conf on), not written by "
+        "this engine. " + _ON_DELTA
+    ),
+    "collations": _NOT_IN_DELTA_SPARK,
+    "collations-preview": _NOT_IN_DELTA_SPARK,
+    "icebergWriterCompatV1": _NOT_IN_DELTA_SPARK,
+    "icebergWriterCompatV3": _NOT_IN_DELTA_SPARK,
 }
+# Refused features Delta 4.4's runtime cannot write either: backend="auto" does not send such a table there.
+NOT_WRITABLE_BY_DELTA_SPARK = frozenset(
+    f for f, remedy in REFUSED_FEATURES.items() if remedy is _NOT_IN_DELTA_SPARK
+)
 _UNKNOWN_REMEDY = (
     "this engine does not know what the feature requires of a writer, so it will not write the table. Run "
     "the merge on Delta's own runtime (the delta-spark backend)"
@@ -124,7 +183,6 @@ class ConstraintCheck:
 def refused_features(snapshot: Snapshot) -> list[str]:
     """The table features in use that the engine would not honour, by Delta's names, in a stable order."""
     protocol = snapshot.protocol
-    fields = _fields(snapshot.schema)
     found: list[str] = []
     if protocol.min_reader_version > MAX_READER_VERSION or protocol.min_writer_version > MAX_WRITER_VERSION:
         found.append(f"protocol {protocol.min_reader_version}/{protocol.min_writer_version}")
@@ -136,10 +194,18 @@ def refused_features(snapshot: Snapshot) -> list[str]:
     implied = {
         ROW_TRACKING: (tracked and materialized_columns(dict(snapshot.configuration)) is None)
         or (not tracked and _is_true(snapshot.setting("delta.enableRowTracking"))),
-        "variantType": any(f["type"] == "variant" for f in fields),
     }
     found += [name for name, used in implied.items() if used and name not in found]
     return found
+
+
+def shreds_variants(snapshot: Snapshot) -> bool:
+    """Writers may shred VARIANT columns: the table supports a variantShredding feature and enables it
+    (PROTOCOL.md "Variant Shredding"); otherwise files must hold them unshredded."""
+    features = snapshot.protocol.writer_features
+    return any(f in features for f in VARIANT_SHREDDING_FEATURES) and _is_true(
+        snapshot.setting(VARIANT_SHREDDING_KEY)
+    )
 
 
 def check_writable(snapshot: Snapshot, *, modifies_rows: bool) -> None:
@@ -156,11 +222,13 @@ def check_writable(snapshot: Snapshot, *, modifies_rows: bool) -> None:
     refused = refused_features(snapshot)
     if refused:
         steps = "\n".join(
-            f"  {n}. {feature}: {_REMEDIES.get(feature, _UNKNOWN_REMEDY)}."
+            f"  {n}. {feature}: {REFUSED_FEATURES.get(feature, _UNKNOWN_REMEDY)}."
             for n, feature in enumerate(refused, start=1)
         )
         raise TargetTableError(
-            MESSAGES["DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"].format(features=", ".join(refused))
+            MESSAGES["DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"].format(
+                table=snapshot.table_uri, version=WRITER_NAME, features=", ".join(refused)
+            )
             + f"\nThe merge into {snapshot.table_uri} was refused before reading any data:\n{steps}",
             error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE",
         )

@@ -175,7 +175,7 @@ def make_plan(
             target,
             source_schema,
             assigned,
-            timestamp_ntz="timestampNtz" in features,
+            features=features,
             widening=widening_mode(
                 dict(snapshot.configuration), features, spark.conf.get(AUTOMATIC_CONF, None)
             ),

@@ -39,6 +39,7 @@ from pyspark.sql.types import (
     ShortType,
     StringType,
     StructType,
+    VariantType,
 )
 
 from airflow_provider_deltamerge.engine.resolve import cast_rules
@@ -300,6 +301,8 @@ def _without_nullability(value: Any) -> Any:
 
 def _checked_failure(source: DataType, target: DataType, column: str) -> Callable[[Column], Column] | None:
     """For a cast that may fail at run time: value -> the cast value, or a raised Delta/Spark error."""
+    if isinstance(source, VariantType):
+        return None  # Spark's own cast fails as Delta's does: INVALID_VARIANT_CAST, naming the value
     if isinstance(source, StringType) and not isinstance(target, StringType):
         error_class, text = "CAST_INVALID_INPUT", _MALFORMED
     elif isinstance(target, NumericType):

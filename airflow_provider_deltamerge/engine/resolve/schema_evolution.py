@@ -29,8 +29,10 @@ from pyspark.sql.types import (
     StructField,
     StructType,
     TimestampNTZType,
+    VariantType,
 )
 
+from airflow_provider_deltamerge.delta.log.protocol import VARIANT_FEATURES
 from airflow_provider_deltamerge.engine.resolve.cast_rules import implicit_cast
 from airflow_provider_deltamerge.engine.resolve.type_widening import WideningMode
 from airflow_provider_deltamerge.exceptions import SchemaEvolutionError
@@ -42,10 +44,17 @@ _INCOMPATIBLE_DATATYPE = "Failed to merge incompatible data types {current} and 
 _INCOMPATIBLE_DECIMAL = "Failed to merge decimal types with incompatible {ranges}"
 _VOID_COLUMN = "Cannot add column {column} with type VOID. Please explicitly specify a non-void type."
 _NEEDS_FEATURE = (
-    "Cannot add column {column} of type TIMESTAMP_NTZ: the table's protocol lacks the timestampNtz feature. "
-    "Enable it first (ALTER TABLE ... SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')), or "
-    "cast the source column to TIMESTAMP."
+    "Cannot add column {column} of type {type}: the table's protocol lacks the {feature} feature. "
+    "Enable it first (ALTER TABLE ... SET TBLPROPERTIES ('delta.feature.{feature}' = 'supported')), or "
+    "{otherwise}."
 )
+# Types a new column may have only where the protocol lists a feature: (feature names, what else to do).
+# Delta's own MERGE adds the variantType feature to the protocol in the same commit; this engine's commits
+# never change the protocol, so it asks for the feature first.
+_FEATURE_TYPES: dict[type[DataType], tuple[tuple[str, ...], str]] = {
+    TimestampNTZType: (("timestampNtz",), "cast the source column to TIMESTAMP"),
+    VariantType: (VARIANT_FEATURES, "cast the source column to STRING (to_json), or use Delta's runtime"),
+}
 
 _WIDEN_NEEDS_FEATURE = (
     "Your table schema requires manually enablement of the following table feature(s): timestampNtz. "
@@ -60,7 +69,7 @@ def evolved_schema(
     source: StructType,
     assigned: Collection[str],
     *,
-    timestamp_ntz: bool,
+    features: Collection[str],
     widening: WideningMode | None = None,
 ) -> StructType:
     """The target schema after the merge: ``target`` merged with the ``assigned`` columns of ``source``.
@@ -68,7 +77,8 @@ def evolved_schema(
     Args:
         assigned: names of the columns (any case) that some WHEN MATCHED UPDATE or WHEN NOT MATCHED INSERT
             assigns, ``*`` expanded.
-        timestamp_ntz: the table's protocol has the timestampNtz feature, so such columns may be added.
+        features: the table's protocol's writer features: TIMESTAMP_NTZ and VARIANT columns may be added
+            only under theirs.
         widening: the type changes the table lets a merge apply (None: the table does not widen types).
 
     Raises:
@@ -77,13 +87,15 @@ def evolved_schema(
     """
     wanted = {name.lower() for name in assigned}
     migration = StructType([f for f in source.fields if f.name.lower() in wanted])
-    return _Merger(spark, timestamp_ntz=timestamp_ntz, widening=widening).structs(target, migration, ())
+    return _Merger(spark, features=features, widening=widening).structs(target, migration, ())
 
 
 class _Merger:
-    def __init__(self, spark: SparkSession, *, timestamp_ntz: bool, widening: WideningMode | None) -> None:
+    def __init__(
+        self, spark: SparkSession, *, features: Collection[str], widening: WideningMode | None
+    ) -> None:
         self._spark = spark
-        self._timestamp_ntz = timestamp_ntz
+        self._features = features
         self._widening = widening
 
     def structs(self, current: StructType, update: StructType, path: Sequence[str]) -> StructType:
@@ -107,7 +119,7 @@ class _Merger:
                 ) from None
             fields.append(StructField(field.name, merged, field.nullable, field.metadata))
         for added in by_name.values():
-            _refuse_new_type(added.dataType, _path(path, added.name), timestamp_ntz=self._timestamp_ntz)
+            _refuse_new_type(added.dataType, _path(path, added.name), features=self._features)
             fields.append(StructField(added.name, _nullable(added.dataType), True, added.metadata))
         return StructType(fields)
 
@@ -172,7 +184,7 @@ def _path(path: Sequence[str], name: str) -> str:
     return ".".join((*path, name))
 
 
-def _refuse_new_type(data_type: DataType, column: str, *, timestamp_ntz: bool) -> None:
+def _refuse_new_type(data_type: DataType, column: str, *, features: Collection[str]) -> None:
     """A new column (or field) needs a real type, and one the table's protocol allows."""
     if isinstance(data_type, NullType):
         raise SchemaEvolutionError(
@@ -180,9 +192,12 @@ def _refuse_new_type(data_type: DataType, column: str, *, timestamp_ntz: bool) -
             + " The source column is NULL-typed (e.g. a bare NULL literal); cast it to a type in the source.",
             error_class="DELTA_MERGE_ADD_VOID_COLUMN",
         )
-    if isinstance(data_type, TimestampNTZType) and not timestamp_ntz:
+    needs = _FEATURE_TYPES.get(type(data_type))
+    if needs is not None and not any(f in features for f in needs[0]):
         raise SchemaEvolutionError(
-            _NEEDS_FEATURE.format(column=column),
+            _NEEDS_FEATURE.format(
+                column=column, type=data_type.simpleString().upper(), feature=needs[0][0], otherwise=needs[1]
+            ),
             error_class="DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT",
         )
     children: list[tuple[DataType, str]] = []
@@ -193,7 +208,7 @@ def _refuse_new_type(data_type: DataType, column: str, *, timestamp_ntz: bool) -
     elif isinstance(data_type, MapType):
         children = [(data_type.keyType, f"{column}.key"), (data_type.valueType, f"{column}.value")]
     for child, path in children:
-        _refuse_new_type(child, path, timestamp_ntz=timestamp_ntz)
+        _refuse_new_type(child, path, features=features)
 
 
 def _nullable(data_type: DataType) -> DataType:
