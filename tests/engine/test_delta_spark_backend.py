@@ -452,6 +452,14 @@ def write_table(path: Path, feature: str) -> str:
     }
     if feature == "rowTracking":  # deltalake does not write it: a crafted log declares it
         return craft_table(path, writer=7, writer_features=["rowTracking", "domainMetadata"])
+    if feature in ("icebergCompatV2", "collations"):  # crafted too (UniForm, Kernel-only collations)
+        return craft_table(
+            path,
+            reader=3,
+            writer=7,
+            reader_features=["columnMapping"],
+            writer_features=[feature, "columnMapping", "domainMetadata"],
+        )
     if feature == "identityColumns":
         identity = {"delta.identity.start": 1, "delta.identity.step": 1}
         schema = Schema([Field("id", PrimitiveType("long"), nullable=False, metadata=identity)])
@@ -476,6 +484,8 @@ def write_table(path: Path, feature: str) -> str:
         ("changeDataFeed", ()),  # and writes the change data feed
         ("rowTracking", ("rowTracking",)),
         ("identityColumns", ()),  # the engine generates identity values itself
+        ("icebergCompatV2", ("icebergCompatV2",)),  # UniForm: Delta converts its commits to Iceberg
+        ("collations", ()),  # Delta 4.4's runtime cannot write it either: the engine refuses it
     ],
 )
 def test_features_needing_delta_runtime_read_from_the_log(tmp_path, feature, expected):
@@ -488,6 +498,8 @@ def test_features_needing_delta_runtime_read_from_the_log(tmp_path, feature, exp
         ("changeDataFeed", "auto", "engine"),
         ("deletionVectors", "auto", "engine"),
         ("rowTracking", "auto", "delta-spark"),
+        ("icebergCompatV2", "auto", "delta-spark"),
+        ("collations", "auto", "engine"),
         ("columnMapping", "auto", "engine"),
         ("plain", "auto", "engine"),
         ("rowTracking", "engine", "engine"),

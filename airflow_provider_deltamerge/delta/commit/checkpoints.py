@@ -19,6 +19,11 @@ log = logging.getLogger(__name__)
 
 # Delta's default for delta.checkpointInterval (DeltaConfigs.CHECKPOINT_INTERVAL).
 DEFAULT_CHECKPOINT_INTERVAL = 10
+# Writer feature checkpointProtection (protocol_rfcs/checkpoint-protection.md): checkpoints and commits
+# before this version may be cleaned up only together with all history up to it, and only by a writer that
+# supports every protocol in it; checkpoints before it only by one that supports its protocol.
+CHECKPOINT_PROTECTION = "checkpointProtection"
+PROTECTED_BEFORE_KEY = "delta.requireCheckpointProtectionBeforeVersion"
 
 
 def checkpoint_due(snapshot: Snapshot, version: int) -> bool:
@@ -34,8 +39,15 @@ def checkpoint_due(snapshot: Snapshot, version: int) -> bool:
     # delta.rowTracking domain, which Delta's readers need. Delta checkpoints such tables itself.
     if "rowTracking" in snapshot.protocol.writer_features:
         return False
+    # Under checkpoint protection only versions from the protected one on (a merge commits past it).
+    if protects_checkpoints(snapshot) and version < int(snapshot.setting(PROTECTED_BEFORE_KEY) or 0):
+        return False
     interval = int(snapshot.setting("delta.checkpointInterval") or DEFAULT_CHECKPOINT_INTERVAL)
     return version > 0 and version % max(interval, 1) == 0
+
+
+def protects_checkpoints(snapshot: Snapshot) -> bool:
+    return CHECKPOINT_PROTECTION in snapshot.protocol.writer_features
 
 
 def write_checkpoint_if_due(snapshot: Snapshot, version: int) -> None:
@@ -47,7 +59,10 @@ def write_checkpoint_if_due(snapshot: Snapshot, version: int) -> None:
         table.create_checkpoint()
         log_folder = f"{snapshot.table_uri.rstrip('/')}/_delta_log"
         settle_local_modes(log_folder, (f"{version:020d}.checkpoint.parquet", "_last_checkpoint"))
-        if (snapshot.setting("delta.enableExpiredLogCleanup") or "true").lower() != "false":
+        # Log cleanup is optional; deltalake's is not known to keep checkpoint protection's rules, so a
+        # protected table's history is left for Delta to clean up.
+        cleanup = (snapshot.setting("delta.enableExpiredLogCleanup") or "true").lower() != "false"
+        if cleanup and not protects_checkpoints(snapshot):
             table.cleanup_metadata()
     except (DeltaError, OSError) as err:
         log.warning("Committed version %d of %s; its checkpoint failed: %s", version, snapshot.table_uri, err)
