@@ -23,7 +23,7 @@ test: $(STAMP) java docker-compose chromium postgresql
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
 
 bench: $(STAMP) java
 	$(BIN)/python -m bench --scale $(SCALE) $(BENCH_ARGS)

@@ -43,13 +43,19 @@ def pytest_report_header(config: pytest.Config) -> str:
 _ARCHIVE_FAILURE = pytest.StashKey[str | None]()
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Under make test's two workers (tests/worker_plan.py): before xdist names each test's group.
-    if config.getoption("dist", "no") == "loadgroup":
-        from tests.worker_plan import plan_workers
+    # In one of make test's workers (tests/worker_plan.py): the longest work first. Only workers collect.
+    if hasattr(config, "workerinput"):
+        from tests.worker_plan import longest_first
 
-        plan_workers(items)
+        longest_first(items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from tests.worker_plan import PlannedScheduling
+
+    return PlannedScheduling(config, log)
 
 
 ORDERS = pa.table(
