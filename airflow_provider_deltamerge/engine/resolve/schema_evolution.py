@@ -136,7 +136,7 @@ class _Merger:
             )
         # Widening first, as Delta's mergeDataTypes: it takes precedence over keeping the type.
         if self._widening is not None and self._widening.widens(current, update):
-            if isinstance(update, TimestampNTZType) and not self._timestamp_ntz:
+            if isinstance(update, TimestampNTZType) and "timestampNtz" not in self._features:
                 # The commit writes no protocol action, and the type needs the feature.
                 raise SchemaEvolutionError(
                     _WIDEN_NEEDS_FEATURE.format(column=".".join(path)),
