@@ -71,6 +71,16 @@ def widened_table(spark: SparkSession, path: Path) -> str:
     return str(path)
 
 
+def small_table(spark: SparkSession, target: str, columns: str, rows: str, *, enabled: bool = True) -> None:
+    """Delta creates ``target`` with ``columns`` and ``delta.enableTypeWidening`` = ``enabled``, then inserts
+    ``rows`` (the text after ``INSERT INTO t``)."""
+    spark.sql(
+        f"CREATE TABLE delta.`{target}` ({columns}) USING delta "
+        f"TBLPROPERTIES ('delta.enableTypeWidening' = '{str(enabled).lower()}')"
+    ).collect()
+    spark.sql(f"INSERT INTO delta.`{target}` {rows}").collect()
+
+
 def wide_source(spark: SparkSession, tmp_path: Path, columns: str) -> str:
     """A parquet source: deletes 2 (qty < 0), updates 3 and 8, inserts 10 and 11; ``columns`` the SELECT
     list over ``id`` and ``sign`` that gives its columns their types."""
@@ -268,11 +278,13 @@ def test_a_merge_widens_a_column_exactly_when_delta_does(
     # default: always)
     folder = tmp_path_factory.mktemp("pair")
     target = str(folder / "ours")
-    properties = f"'delta.enableTypeWidening' = '{str(enabled).lower()}'"
-    spark.sql(
-        f"CREATE TABLE delta.`{target}` (id BIGINT, v {current}) USING delta TBLPROPERTIES ({properties})"
+    small_table(
+        spark,
+        target,
+        f"id BIGINT, v {current}",
+        f"VALUES (1, {value(current, 1)}), (2, {value(current, 2)})",
+        enabled=enabled,
     )
-    spark.sql(f"INSERT INTO delta.`{target}` VALUES (1, {value(current, 1)}), (2, {value(current, 2)})")
     theirs = copy_of(target, "theirs")
     src = str(folder / "source")
     spark.sql(
@@ -320,11 +332,7 @@ def test_widening_a_column_an_expression_depends_on_is_refused_as_delta_does(spa
     # and a source with that column as BIGINT
     columns, alter = DEPENDENT[kind]
     target = str(tmp_path / "ours")
-    spark.sql(
-        f"CREATE TABLE delta.`{target}` (id BIGINT, {columns}) USING delta "
-        "TBLPROPERTIES ('delta.enableTypeWidening' = 'true')"
-    ).collect()
-    spark.sql(f"INSERT INTO delta.`{target}` (id, v) VALUES (1, 1), (2, 2)").collect()
+    small_table(spark, target, f"id BIGINT, {columns}", "(id, v) VALUES (1, 1), (2, 2)")
     if alter:
         spark.sql(alter.format(target=target)).collect()
     theirs = copy_of(target, "theirs")
@@ -371,11 +379,7 @@ def test_date_to_timestamp_ntz_without_the_timestamp_ntz_feature_is_refused_as_d
     # Given: a table with type widening but without the timestampNtz feature, with a DATE column, and a
     # source with that column as TIMESTAMP_NTZ
     target = str(tmp_path / "ours")
-    spark.sql(
-        f"CREATE TABLE delta.`{target}` (id BIGINT, v DATE) USING delta "
-        "TBLPROPERTIES ('delta.enableTypeWidening' = 'true')"
-    ).collect()
-    spark.sql(f"INSERT INTO delta.`{target}` VALUES (1, DATE'2024-01-01'), (2, DATE'2024-01-02')").collect()
+    small_table(spark, target, "id BIGINT, v DATE", "VALUES (1, DATE'2024-01-01'), (2, DATE'2024-01-02')")
     assert "timestampNtz" not in latest(target, "protocol")["writerFeatures"]
     theirs = copy_of(target, "theirs")
     src = str(tmp_path / "source")
