@@ -5,15 +5,21 @@ by spark-submit on ``local[*]``, and against one Spark Connect server (``local[*
 once and reports on its own. Two figures per run: seconds from the hook's call to the job's "Spark started"
 line (the merge's own work starts there; the hook notes when it came) and to the hook's return. The ways
 alternate run by run, so a shared machine's drifts fall on both alike.
+
+Each run is also split into phases by when the job's own lines reached the hook (``SubmitOutputLog``):
+the job's start line says how long its session took, and the snapshot, plan, scan and commit lines close
+the phases after it (``PHASES``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import json
 import os
+import re
 import shutil
 import statistics
 import time
@@ -39,6 +45,27 @@ TARGET_ROWS = 1000
 SOURCE_IDS = range(950, 1010)
 # Connections as the hook reads them, from the environment (AIRFLOW_CONN_<ID>).
 CONN_IDS: dict[Way, str] = {"spark-submit": "bench_spark_submit", "connect": "bench_spark_connect"}
+# The job's start line, "Spark started in 3.2 s: ..." (job/main.py): its session's seconds.
+SESSION_SECONDS = re.compile(r"^Spark started in ([0-9.]+) s")
+# A merge's phases, each closed by the first job line that starts with its text (engine/merge.py's lines);
+# "launch" and "session" come from the start line, "stop" runs to the hook's return.
+PHASE_ENDS: tuple[tuple[str, str], ...] = (
+    ("log read", "Snapshot:"),
+    ("plan", "Plan:"),
+    ("Spark jobs", "Scan:"),
+    ("commit", "Committed version"),
+)
+PHASES: tuple[str, ...] = ("launch", "session", *(name for name, _ in PHASE_ENDS), "stop")
+PHASE_MEANINGS = {
+    "launch": "from the hook's call to the job's start: spark-submit's JVM (or the Connect job's Python "
+    "process) and the job's imports",
+    "session": "the job's SparkSession, as its start line times it",
+    "log read": "to the snapshot's line: the conf checks, the table's log",
+    "plan": "to the plan's line: the source loaded, resolution, the materialization decision, pruning",
+    "Spark jobs": "to the scan's line: finding the touched files, the rewrite and inserts",
+    "commit": "to the commit's line: the record counts checked, the log entry written",
+    "stop": "to the hook's return: the session stopped, the answer read",
+}
 
 
 @dataclass(frozen=True)
@@ -51,6 +78,8 @@ class OverheadRun:
     whole: float
     inserted: int
     updated: int
+    # Seconds per phase (``PHASES``); empty when the job's lines did not say them all.
+    phases: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 @dataclass
@@ -60,33 +89,41 @@ class OverheadResult:
     started: str
     runs: int
     server_startup_seconds: float
+    # The machine's 1-minute load average as the runs began: what else was running (a shared machine).
+    load_average: float = 0.0
     records: list[OverheadRun] = dataclasses.field(default_factory=list)
 
 
-def measure_overhead(runs: int, work: Path, progress: Callable[[str], None]) -> OverheadResult:
-    """Run the small merge ``runs`` times each way, alternating, each on a fresh table under ``work``."""
+def measure_overhead(
+    runs: int, work: Path, progress: Callable[[str], None], ways: Sequence[Way] = WAYS
+) -> OverheadResult:
+    """Run the small merge ``runs`` times each of ``ways``, alternating, each on a fresh table under
+    ``work``."""
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     source = work / "source.parquet"
     pq.write_table(_orders(SOURCE_IDS, 2.0), source)
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     token = f"bench-{uuid.uuid4().hex}"
-    with connect_server(work / "connect-server.log", token=token, master="local[*]") as server:
-        progress(f"Spark Connect server started in {server.startup_seconds:.1f} s")
-        result = OverheadResult(started, runs, server.startup_seconds)
-        connections: dict[Way, dict[str, object]] = {
-            "spark-submit": {"conn_type": "spark", "host": "local[*]"},
-            "connect": {
-                "conn_type": "spark_connect",
-                "host": server.host,
-                "port": server.port,
-                "password": token,
-            },
-        }
-        for way, conn in connections.items():
-            os.environ[f"AIRFLOW_CONN_{CONN_IDS[way].upper()}"] = json.dumps(conn)
+    os.environ[f"AIRFLOW_CONN_{CONN_IDS['spark-submit'].upper()}"] = json.dumps(
+        {"conn_type": "spark", "host": "local[*]"}
+    )
+    server_wanted = "connect" in ways
+    with (
+        connect_server(work / "connect-server.log", token=token, master="local[*]")
+        if server_wanted
+        else contextlib.nullcontext()
+    ) as server:
+        result = OverheadResult(
+            started, runs, server.startup_seconds if server else 0.0, load_average=os.getloadavg()[0]
+        )
+        if server:
+            progress(f"Spark Connect server started in {server.startup_seconds:.1f} s")
+            os.environ[f"AIRFLOW_CONN_{CONN_IDS['connect'].upper()}"] = json.dumps(
+                {"conn_type": "spark_connect", "host": server.host, "port": server.port, "password": token}
+            )
         for run in range(runs):
-            for way in WAYS if run % 2 == 0 else WAYS[::-1]:
+            for way in ways if run % 2 == 0 else ways[::-1]:
                 record = _one_merge(way, run, work / f"{way}-{run}", source)
                 result.records.append(record)
                 progress(
@@ -118,7 +155,26 @@ def _one_merge(way: Way, run: int, table: Path, source: Path) -> OverheadRun:
         end - start,
         metrics["numTargetRowsInserted"],
         metrics["numTargetRowsUpdated"],
+        phase_seconds(hook.job_lines(), start, end),
     )
+
+
+def phase_seconds(lines: Sequence[tuple[float, str]], start: float, end: float) -> dict[str, float]:
+    """Seconds per phase (``PHASES``) of a merge called at ``start`` and returned at ``end``, from the job's
+    lines as they came (``time.monotonic()``, text); empty when a line that closes a phase is missing."""
+    session = next((SESSION_SECONDS.match(text) for _, text in lines if SESSION_SECONDS.match(text)), None)
+    ready = next((at for at, text in lines if SESSION_SECONDS.match(text)), None)
+    if session is None or ready is None:
+        return {}
+    phases = {"launch": ready - start - float(session.group(1)), "session": float(session.group(1))}
+    since = ready
+    for name, opening in PHASE_ENDS:
+        at = next((at for at, text in lines if at >= since and text.startswith(opening)), None)
+        if at is None:
+            return {}
+        phases[name], since = at - since, at
+    phases["stop"] = end - since
+    return phases
 
 
 def _orders(ids: range, amount_factor: float) -> pa.Table:
@@ -141,9 +197,10 @@ def write_overhead(result: OverheadResult, results_dir: Path) -> Path:
 
 
 def overhead_markdown(result: OverheadResult) -> str:
+    ways = [way for way in WAYS if any(r.way == way for r in result.records)]
     medians = {
         (way, figure): statistics.median(getattr(r, figure) for r in result.records if r.way == way)
-        for way in WAYS
+        for way in ways
         for figure in ("to_merge_start", "whole")
     }
 
@@ -156,21 +213,39 @@ def overhead_markdown(result: OverheadResult) -> str:
         "",
         f"Started {result.started}; engine {__version__}; {result.runs} run(s) each way, alternating; "
         f"{os.cpu_count()} cores. {len(SOURCE_IDS)} source rows upserted into a {TARGET_ROWS:,}-row table "
-        "through `DeltaMergeHook.run_merge`, as a task runs it; spark-submit on `local[*]`, and one Connect "
-        f"server on `local[*]`, started once in {result.server_startup_seconds:.1f} s (in no figure below).",
+        "through `DeltaMergeHook.run_merge`, as a task runs it; spark-submit on `local[*]`"
+        + (
+            f", and one Connect server on `local[*]`, started once in {result.server_startup_seconds:.1f} s "
+            "(in no figure below)."
+            if "connect" in ways
+            else " only."
+        ),
+        f"Load average (1 min) at the start: {result.load_average:.1f}.",
         "",
         "Seconds are medians (min-max). *To merge start*: from the hook's call to the job's "
         "\"Spark started\" line, where the merge's own work begins. *Whole*: to the hook's return.",
         "",
         "| way | to merge start s | whole s |",
         "|---|---|---|",
-        *(f"| {way} | {cell(way, 'to_merge_start')} | {cell(way, 'whole')} |" for way in WAYS),
-        "| **spark-submit ÷ connect** | "
-        + " | ".join(
-            f"**{medians['spark-submit', f] / medians['connect', f]:.1f}x**"
-            for f in ("to_merge_start", "whole")
-        )
-        + " |",
+        *(f"| {way} | {cell(way, 'to_merge_start')} | {cell(way, 'whole')} |" for way in ways),
+        *(
+            [
+                "| **spark-submit ÷ connect** | "
+                + " | ".join(
+                    f"**{medians['spark-submit', f] / medians['connect', f]:.1f}x**"
+                    for f in ("to_merge_start", "whole")
+                )
+                + " |"
+            ]
+            if len(ways) == len(WAYS)
+            else []
+        ),
+        "",
+        "## Where the time goes",
+        "",
+        "Medians per phase, seconds (runs whose lines lacked a phase are left out):",
+        "",
+        *phase_table(result),
         "",
         "## Every run",
         "",
@@ -187,19 +262,39 @@ def overhead_markdown(result: OverheadResult) -> str:
     return "\n".join(lines)
 
 
+def phase_table(result: OverheadResult) -> list[str]:
+    """The median seconds of each phase, a row per phase and a column per way, with what each phase is."""
+    ways = [way for way in WAYS if any(r.way == way and r.phases for r in result.records)]
+
+    def median(way: Way, phase: str) -> str:
+        return (
+            f"{statistics.median(r.phases[phase] for r in result.records if r.way == way and r.phases):.2f}"
+        )
+
+    return [
+        f"| phase | {' | '.join(ways)} | what |",
+        f"|---|{'---|' * len(ways)}---|",
+        *(f"| {p} | {' | '.join(median(w, p) for w in ways)} | {PHASE_MEANINGS[p]} |" for p in PHASES),
+    ]
+
+
 def overhead_main(argv: Sequence[str], *, work: Path, results_dir: Path) -> int:
-    """``python -m bench overhead [--runs N]``: measure, write the report, print where it is."""
-    runs = parse_runs(argv)
-    result = measure_overhead(runs, work, progress=lambda line: print(line, flush=True))
+    """``python -m bench overhead [--runs N] [--ways W,...]``: measure, write the report, say where."""
+    runs, ways = parse_args(argv)
+    result = measure_overhead(runs, work, progress=lambda line: print(line, flush=True), ways=ways)
     print(f"Report: {write_overhead(result, results_dir)}")
     return 0
 
 
-def parse_runs(argv: Sequence[str]) -> int:
-    """``--runs N``; N at least 1 (default 5)."""
+def parse_args(argv: Sequence[str]) -> tuple[int, tuple[Way, ...]]:
+    """``--runs N`` (at least 1, default 5) and ``--ways`` (comma-separated, default both)."""
     parser = argparse.ArgumentParser(prog="python -m bench overhead", description=__doc__)
     parser.add_argument("--runs", type=int, default=5, help="merges each way (default 5)")
-    runs = int(parser.parse_args(argv).runs)
-    if runs < 1:
+    parser.add_argument("--ways", default=",".join(WAYS), help=f"comma-separated, of {', '.join(WAYS)}")
+    args = parser.parse_args(argv)
+    if args.runs < 1:
         parser.error("--runs must be at least 1")
-    return runs
+    ways = tuple(way for way in WAYS if way in args.ways.split(","))
+    if not ways or len(ways) != len(set(args.ways.split(","))):
+        parser.error(f"--ways takes {', '.join(WAYS)}")
+    return int(args.runs), ways

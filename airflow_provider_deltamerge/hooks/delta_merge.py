@@ -265,6 +265,14 @@ class DeltaMergeHook(BaseHook):
         output = None if self._submit is None else self._submit.output_log
         return None if output is None else output.started_at
 
+    def job_lines(self) -> list[tuple[float, str]]:
+        """The last job's own lines so far, each with when it came (``time.monotonic()``): where its time
+        went (bench/overhead.py)."""
+        if self._connect_job is not None:
+            return list(self._connect_job.output_log.job_lines)
+        output = None if self._submit is None else self._submit.output_log
+        return [] if output is None else list(output.job_lines)
+
     def on_kill(self) -> None:
         if self._connect_job is not None:
             self._connect_job.kill()

@@ -49,6 +49,9 @@ class SubmitOutputLog:
         self._started = False  # the job has said its SparkSession is up: Spark's start-up is over
         # When that line came (time.monotonic()): the merge's own work starts there (bench/overhead.py).
         self.started_at: float | None = None
+        # The job's own lines (a few per merge, one per progress interval) with when each came: where a
+        # merge's time went, phase by phase (bench/overhead.py).
+        self.job_lines: list[tuple[float, str]] = []
         self._level = logging.DEBUG  # the level of the record the next non-record line continues
         self.spark_ui: str | None = None  # the driver's Spark UI, as the job's start line names it
         self.tracking_url: str | None = None  # YARN's page of the application (its proxy to the UI)
@@ -68,6 +71,7 @@ class SubmitOutputLog:
         self._note_application(line)
         job = JOB_LINE.match(line)
         if job:
+            self.job_lines.append((time.monotonic(), job.group(2)))
             if job.group(2).startswith(SPARK_STARTED):
                 self._started = True
                 self.started_at = time.monotonic()

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -58,8 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _log_to_stdout()
     # From the first second: starting Spark alone can take a minute on a busy machine.
     remote = os.environ.pop(CONNECT_REMOTE_ENV, None)
+    begun = time.monotonic()
     with ProgressReporter() as progress:
-        spark = _connect_session(remote) if remote else _submitted_session()
+        spark = _connect_session(remote, begun) if remote else _submitted_session(begun)
         progress.watch(spark)
         answer_file = Path(args.answer_file) if args.answer_file else None
         try:
@@ -74,16 +76,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             spark.stop()
 
 
-def _submitted_session() -> SparkSession:
-    """The session spark-submit started this process for; its JVM is the job's own."""
+def _submitted_session(begun: float) -> SparkSession:
+    """The session spark-submit started this process for; its JVM is the job's own. Its start line says
+    how long the session took since ``begun`` (``time.monotonic()``)."""
     # The app's name is spark-submit's --name, which the hook sets.
     spark = SparkSession.builder.config(map=ENGINE_SESSION_CONF).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     quiet_known_warnings(spark)
     ui = spark.sparkContext.uiWebUrl
     log.info(
-        "%s: Spark %s, master %s%s",
+        "%s in %.1f s: Spark %s, master %s%s",
         SPARK_STARTED,
+        time.monotonic() - begun,
         spark.version,
         spark.sparkContext.master,
         f", {SPARK_UI} {ui}" if ui else "",
@@ -92,8 +96,9 @@ def _submitted_session() -> SparkSession:
     return spark
 
 
-def _connect_session(url: str) -> SparkSession:
-    """A session of the Spark Connect server at ``url``, with the operator's conf where the server takes it.
+def _connect_session(url: str, begun: float) -> SparkSession:
+    """A session of the Spark Connect server at ``url``, with the operator's conf where the server takes it;
+    its start line says how long that took since ``begun``.
 
     The server is shared and long-lived: its JVM's log levels and function registry are not the job's to
     change (the spec's validation still refuses reflection functions by name), and a static conf (memory,
@@ -111,7 +116,13 @@ def _connect_session(url: str) -> SparkSession:
                 err.getCondition() or type(err).__name__,
             )
     host = urlsplit(url.replace("sc://", "http://", 1)).hostname
-    log.info("%s: Spark %s, Spark Connect server %s", SPARK_STARTED, spark.version, host)
+    log.info(
+        "%s in %.1f s: Spark %s, Spark Connect server %s",
+        SPARK_STARTED,
+        time.monotonic() - begun,
+        spark.version,
+        host,
+    )
     return spark
 
 

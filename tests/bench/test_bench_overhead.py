@@ -8,14 +8,42 @@ from pathlib import Path
 
 import pytest
 
-from bench.overhead import OverheadResult, OverheadRun, parse_runs, write_overhead
+from bench.overhead import OverheadResult, OverheadRun, parse_args, phase_seconds, write_overhead
 
 
-def test_runs_default_to_five_and_must_be_positive() -> None:
-    assert parse_runs([]) == 5
-    assert parse_runs(["--runs", "3"]) == 3
+def test_runs_default_to_five_both_ways_and_must_be_positive() -> None:
+    assert parse_args([]) == (5, ("spark-submit", "connect"))
+    assert parse_args(["--runs", "3", "--ways", "spark-submit"]) == (3, ("spark-submit",))
     with pytest.raises(SystemExit):
-        parse_runs(["--runs", "0"])
+        parse_args(["--runs", "0"])
+    with pytest.raises(SystemExit):
+        parse_args(["--ways", "spark-shell"])
+
+
+def test_phases_are_split_by_when_the_job_s_lines_came() -> None:
+    # Given: a merge called at 100.0 whose job said its session took 3.0 s, then its lines, returning at 115
+    lines = [
+        (106.0, "Spark started in 3.0 s: Spark 4.2.0, master local[*]"),
+        (106.5, "Snapshot: /t at version 0, 1 files"),
+        (108.5, "Progress: loading the source and planning, 10 s"),
+        (109.0, "Plan: classic executor; pruning kept 1 of 1 files (0 skipped)"),
+        (113.0, "Scan: 60 source rows, 1 files touched, 900 ms"),
+        (113.5, "Committed version 1: 1 files removed, 1 added"),
+    ]
+    # When
+    phases = phase_seconds(lines, 100.0, 115.0)
+    # Then: launch is what came before the job's session; each later phase ends at its line
+    assert phases == {
+        "launch": 3.0,
+        "session": 3.0,
+        "log read": 0.5,
+        "plan": 2.5,
+        "Spark jobs": 4.0,
+        "commit": 0.5,
+        "stop": 1.5,
+    }
+    # And: a merge whose lines lack one (it committed nothing) has no phases
+    assert phase_seconds(lines[:-1], 100.0, 115.0) == {}
 
 
 def test_report_gives_medians_ranges_and_the_ratio(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -94,7 +95,11 @@ def test_two_runs_merge_through_one_server_without_a_spark_start(
     assert {k: extras[1][k] for k in second} == second
     # And: the job ran as the worker's child against the server; no task started Spark, nothing was submitted
     for output in runs.outputs:
-        assert f"Spark started: Spark {pyspark.__version__}, Spark Connect server {server.host}" in output
+        assert re.search(
+            rf"Spark started in [0-9.]+ s: Spark {re.escape(pyspark.__version__)}, Spark Connect server "
+            rf"{re.escape(server.host)}",
+            output,
+        )
         assert "Spark-Submit cmd" not in output
     assert any(JOB_COMMAND in line for line in runs.command_lines)
     # Spark processes of this environment started during the runs: other work on the machine, and this
