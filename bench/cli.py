@@ -14,7 +14,7 @@ from typing import cast
 
 from pyspark.sql import SparkSession
 
-from airflow_provider_deltamerge.engine.session_confs import ENGINE_SESSION_CONF
+from airflow_provider_deltamerge.job_contract import ENGINE_SESSION_CONF
 from bench.cases import select_cases
 from bench.contenders import CONTENDERS, ContenderName
 from bench.report import write_results

@@ -91,7 +91,7 @@ def local_session_builder(app_name: str) -> SparkSession.Builder:
     data is tiny)."""
     from pyspark.sql import SparkSession
 
-    from airflow_provider_deltamerge.engine.session_confs import ENGINE_SESSION_CONF
+    from airflow_provider_deltamerge.job_contract import ENGINE_SESSION_CONF
 
     return (
         SparkSession.builder.master("local[2]")

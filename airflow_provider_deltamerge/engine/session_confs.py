@@ -28,14 +28,6 @@ CASE_SENSITIVE = "spark.sql.caseSensitive"
 ANSI_ENABLED = "spark.sql.ansi.enabled"
 STORE_ASSIGNMENT_POLICY = "spark.sql.storeAssignmentPolicy"
 
-# The job's SparkSession starts with these (static confs: they cannot change once a session runs).
-# PySpark's DataFrame debugging records the Python call site of every DataFrame and Column call in the JVM:
-# about ten extra JVM round trips per call, so the thousands of calls the engine makes to build one merge's
-# queries cost three times what they need, and the call sites it records only ever point into the engine.
-ENGINE_SESSION_CONF: dict[str, bool | float | int | str | None] = {
-    "spark.python.sql.dataFrameDebugging.enabled": "false"
-}
-
 # The spark.databricks.delta.* confs the engine honours (listed in docs/semantics.md, "Session confs").
 HONOURED_DELTA_CONFS = frozenset(
     {

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_provider_deltamerge.hooks.submit_log import SubmitOutputLog
-from airflow_provider_deltamerge.spec.transport import CONNECT_CONF_ENV, CONNECT_REMOTE_ENV
+from airflow_provider_deltamerge.job_contract import CONNECT_CONF_ENV, CONNECT_REMOTE_ENV
 
 JOB_MODULE = "airflow_provider_deltamerge.job.main"
 

@@ -22,6 +22,7 @@ from airflow_provider_deltamerge.delta.log.idempotency import SPEC_HASH_KEY, fin
 from airflow_provider_deltamerge.delta.log.job_reports import take_report
 from airflow_provider_deltamerge.delta.log.merge_commits import SUBMISSION_ID, MergeCommit, find_merge_commit
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
+from airflow_provider_deltamerge.hooks.class_archive import class_archive
 from airflow_provider_deltamerge.hooks.cloud_credentials import gcs_keyfile_conf
 from airflow_provider_deltamerge.hooks.connect_job import ConnectJob
 from airflow_provider_deltamerge.hooks.spark_setup import (
@@ -31,12 +32,11 @@ from airflow_provider_deltamerge.hooks.spark_setup import (
     spark_submit_binary,
 )
 from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
+from airflow_provider_deltamerge.job_contract import ANSWER_FILE_ARG, REQUEST_FILE_ARG
 from airflow_provider_deltamerge.metrics import merge_result
 from airflow_provider_deltamerge.spec import MergeSpec
 from airflow_provider_deltamerge.spec.sql_parse import is_path_like
 from airflow_provider_deltamerge.spec.transport import (
-    ANSWER_FILE_ARG,
-    REQUEST_FILE_ARG,
     JobRequest,
     encode_request,
     job_rerun_policy,
@@ -192,14 +192,21 @@ class DeltaMergeHook(BaseHook):
                 **kwargs,
             )
             self._submit = submit
+            # A client-mode driver reads the credentials from its own environment, never its arguments.
+            env = {**os.environ, **credentials}
+            # The driver's JVM starts here in client mode only: there it maps Spark's classes from an archive.
+            archive = None if in_cluster else class_archive(env)
             try:
-                # A client-mode driver reads the credentials from its own environment, never its arguments.
-                submit.submit(application=_job_path(), env={**os.environ, **credentials})
+                submit.submit(application=_job_path(), env=archive.job_env(env) if archive else env)
             except AirflowException as err:
+                if archive:
+                    archive.keep(succeeded=False)
                 failed = self._answer(spec, submission_id, None if in_cluster else answer_file)
                 if isinstance(failed, DeltaMergeError):
                     raise failed from err
                 raise
+            if archive:
+                archive.keep(succeeded=True)
             answered = self._answer(spec, submission_id, None if in_cluster else answer_file)
         if isinstance(answered, DeltaMergeError):
             raise answered

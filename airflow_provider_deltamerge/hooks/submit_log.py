@@ -22,7 +22,7 @@ import re
 import time
 from typing import Any
 
-from airflow_provider_deltamerge.spec.transport import SPARK_STARTED, SPARK_UI
+from airflow_provider_deltamerge.job_contract import SPARK_STARTED, SPARK_UI
 
 UI_ADDRESS = re.compile(rf"{SPARK_UI} (https?://\S+)")
 # Lines of YARN's Client.formatReportDetails and Kubernetes' KubernetesUtils.formatPodState.

@@ -1,8 +1,11 @@
 """The Spark job: read the merge request, run the merge in a SparkSession, answer how it ended.
 
 Submitted by ``DeltaMergeHook`` as ``spark-submit .../job/main.py --request-file <path>``, in client mode
-with ``--answer-file <path>`` too (``spec/transport.py``). The request file is the hook's owner-only file
+with ``--answer-file <path>`` too (``job_contract.py``). The request file is the hook's owner-only file
 (client mode) or one shipped with ``--files`` (cluster mode, where the answer goes beside the table).
+
+This module imports little: the merge's own work (``job/answer.py``: the engine, sqlglot, pyarrow,
+deltalake, seconds of imports) loads in a thread while the SparkSession starts.
 """
 
 from __future__ import annotations
@@ -14,40 +17,33 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from importlib import import_module
 from pathlib import Path
+from types import ModuleType
 from urllib.parse import urlsplit
 
-from py4j.protocol import Py4JJavaError
-from pyspark import SparkFiles
 from pyspark.errors import PySparkException
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
-from airflow_provider_deltamerge.delta.files.writer import table_files
-from airflow_provider_deltamerge.delta.log.commit_match import MetricBounds
-from airflow_provider_deltamerge.delta.log.job_reports import report_path
-from airflow_provider_deltamerge.delta.log.merge_commits import SUBMISSION_ID
-from airflow_provider_deltamerge.engine import MergeResult, run_merge
-from airflow_provider_deltamerge.engine.backends.delta_spark import choose_backend, run_with_delta_spark
 from airflow_provider_deltamerge.engine.progress import ProgressReporter, enter_phase
-from airflow_provider_deltamerge.engine.resolve.target_table import table_location
-from airflow_provider_deltamerge.engine.session_confs import ENGINE_SESSION_CONF
-from airflow_provider_deltamerge.exceptions import DeltaMergeError, MergeSpecError
-from airflow_provider_deltamerge.metrics import DRY_RUN, merge_result
-from airflow_provider_deltamerge.spec.transport import (
+from airflow_provider_deltamerge.exceptions import DeltaMergeError
+from airflow_provider_deltamerge.job_contract import (
     ANSWER_FILE_ARG,
     CONNECT_CONF_ENV,
     CONNECT_REMOTE_ENV,
+    ENGINE_SESSION_CONF,
     REQUEST_FILE_ARG,
     SPARK_STARTED,
     SPARK_UI,
-    JobRequest,
-    answer_text,
-    decode_request,
 )
-from airflow_provider_deltamerge.spec.validation import REFLECTION_FUNCTIONS
+
+WORK_MODULE = "airflow_provider_deltamerge.job.answer"
 
 log = logging.getLogger("airflow_provider_deltamerge")
+
+WORK_MODULE = "airflow_provider_deltamerge.job.answer"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -60,29 +56,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     # From the first second: starting Spark alone can take a minute on a busy machine.
     remote = os.environ.pop(CONNECT_REMOTE_ENV, None)
     begun = time.monotonic()
-    with ProgressReporter() as progress:
-        spark = _connect_session(remote, begun) if remote else _submitted_session(begun)
-        progress.watch(spark)
-        answer_file = Path(args.answer_file) if args.answer_file else None
-        try:
-            request = decode_request(_request_text(args.request_file))
-        except (DeltaMergeError, OSError) as err:
-            log.error("The merge request cannot be read: %s", err)
-            return 1
-        try:
-            return answer(spark, request, answer_file=answer_file)
-        finally:
-            enter_phase("stopping Spark")
-            spark.stop()
+    # The merge's modules load while the session starts, which is mostly the JVM's work (or the server's).
+    with ThreadPoolExecutor(1, thread_name_prefix="deltamerge-imports") as imports:
+        work = imports.submit(import_module, WORK_MODULE)
+        with ProgressReporter() as progress:
+            spark = _connect_session(remote, work, begun) if remote else _submitted_session(work, begun)
+            progress.watch(spark)
+            try:
+                return _answer(work.result(), spark, args.request_file, args.answer_file)
+            finally:
+                enter_phase("stopping Spark")
+                spark.stop()
 
 
-def _submitted_session(begun: float) -> SparkSession:
+def _answer(work: ModuleType, spark: SparkSession, request_file: str, answer_file: str | None) -> int:
+    """Read the request and answer it (``job/answer.py``); the job's exit status."""
+    try:
+        request = work.read_request(request_file)
+    except (DeltaMergeError, OSError) as err:
+        log.error("The merge request cannot be read: %s", err)
+        return 1
+    return int(work.answer(spark, request, answer_file=Path(answer_file) if answer_file else None))
+
+
+def _submitted_session(work: Future[ModuleType], begun: float) -> SparkSession:
     """The session spark-submit started this process for; its JVM is the job's own. Its start line says
-    how long the session took since ``begun`` (``time.monotonic()``)."""
+    how long the session and the merge's imports (``work``) took since ``begun`` (``time.monotonic()``)."""
     # The app's name is spark-submit's --name, which the hook sets.
     spark = SparkSession.builder.config(map=ENGINE_SESSION_CONF).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     quiet_known_warnings(spark)
+    work.result().drop_reflection_functions(spark)
     ui = spark.sparkContext.uiWebUrl
     log.info(
         "%s in %.1f s: Spark %s, master %s%s",
@@ -92,13 +96,12 @@ def _submitted_session(begun: float) -> SparkSession:
         spark.sparkContext.master,
         f", {SPARK_UI} {ui}" if ui else "",
     )
-    drop_reflection_functions(spark)
     return spark
 
 
-def _connect_session(url: str, begun: float) -> SparkSession:
+def _connect_session(url: str, work: Future[ModuleType], begun: float) -> SparkSession:
     """A session of the Spark Connect server at ``url``, with the operator's conf where the server takes it;
-    its start line says how long that took since ``begun``.
+    its start line says how long that and the merge's imports (``work``) took since ``begun``.
 
     The server is shared and long-lived: its JVM's log levels and function registry are not the job's to
     change (the spec's validation still refuses reflection functions by name), and a static conf (memory,
@@ -116,6 +119,7 @@ def _connect_session(url: str, begun: float) -> SparkSession:
                 err.getCondition() or type(err).__name__,
             )
     host = urlsplit(url.replace("sc://", "http://", 1)).hostname
+    work.result()
     log.info(
         "%s in %.1f s: Spark %s, Spark Connect server %s",
         SPARK_STARTED,
@@ -143,91 +147,6 @@ def quiet_known_warnings(spark: SparkSession) -> None:
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
             name, jvm.org.apache.logging.log4j.Level.ERROR
         )
-
-
-def _request_text(name: str) -> str:
-    """The request file: the hook's own path (client mode), or where the cluster put the shipped file."""
-    for candidate in (Path(name), Path(Path(name).name)):
-        if candidate.is_file():
-            return candidate.read_text(encoding="utf-8")
-    return Path(SparkFiles.get(Path(name).name)).read_text(encoding="utf-8")
-
-
-def drop_reflection_functions(spark: SparkSession) -> None:
-    """Take Spark's reflection functions out of the job's session, so no SQL the merge runs can call them.
-
-    The spec's validation refuses them by name already; this also covers what it cannot see, such as a view
-    or SQL function defined elsewhere. Spark 4.1+ keys built-ins as ``system.builtin.<name>``, 4.0 by name.
-    """
-    registry = spark._jsparkSession.sessionState().functionRegistry()
-    jvm = spark._jvm
-    assert jvm is not None  # a classic (non-Connect) session, as spark-submit gives the job
-    identifier = jvm.org.apache.spark.sql.catalyst.FunctionIdentifier
-    for name in REFLECTION_FUNCTIONS:
-        for key in (
-            identifier(name, jvm.scala.Some("builtin"), jvm.scala.Some("system")),
-            identifier.apply(name),
-        ):
-            try:
-                if registry.dropFunction(key):
-                    break
-            except Py4JJavaError:  # the registry of this Spark version keys built-ins the other way
-                continue
-
-
-def answer(spark: SparkSession, request: JobRequest, *, answer_file: Path | None = None) -> int:
-    """Run the request's merge and answer how it ended; the job's exit status.
-
-    The answer goes to ``answer_file`` (client mode) and, when the request asks for it, to the report file
-    beside the table that the Airflow side reads in cluster deploy mode. Standard output gets log lines only.
-    """
-    submission_id = str(request.provenance.get(SUBMISSION_ID, ""))
-    try:
-        result = _run(spark, request)
-    except DeltaMergeError as err:
-        log.error("Merge failed: %s", err)
-        text, status = answer_text(submission_id, error=err), 1
-    else:
-        report = merge_result(
-            result.metrics,
-            version=result.version,
-            executor=result.executor,
-            spec_hash=request.spec.spec_hash,
-            runs=result.runs,
-        )
-        if result.dry_run is not None:
-            report[DRY_RUN] = dict(result.dry_run)
-        text, status = answer_text(submission_id, result=report), 0
-    if answer_file is not None:
-        answer_file.write_text(text, encoding="utf-8")
-    if request.report_file and submission_id:
-        table = table_location(spark, request.spec.target)
-        table_files(spark, table).write_text(report_path(submission_id), text)
-    return status
-
-
-def _run(spark: SparkSession, request: JobRequest) -> MergeResult:
-    """Our engine, or Delta's own MERGE where the table needs it and the session has Delta's runtime."""
-    if choose_backend(spark, request.spec, request.backend) == "delta-spark":
-        if request.bounds or request.dry_run:
-            # Delta's MERGE commits as it finishes writing: there is no moment to check or stop before it.
-            raise MergeSpecError(
-                "Metric bounds and dry runs need this provider's engine, which holds a merge's metrics "
-                "before its commit; this merge runs on Delta's own runtime (backend='delta-spark', or "
-                "'auto' on a table with features only that runtime writes). Drop bounds/dry_run, or check "
-                "the metrics after the merge with DeltaMergeCheckOperator.",
-                error_class="DELTAMERGE_GUARDS_NEED_ENGINE",
-            )
-        return run_with_delta_spark(spark, request.spec, provenance=request.provenance, rerun=request.rerun)
-    return run_merge(
-        spark,
-        request.spec,
-        executor=request.executor,  # type: ignore[arg-type]
-        provenance=request.provenance,
-        rerun=request.rerun,
-        bounds=MetricBounds(request.bounds) if request.bounds else None,
-        dry_run=request.dry_run,
-    )
 
 
 def _log_to_stdout() -> None:

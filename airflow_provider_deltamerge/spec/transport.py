@@ -21,17 +21,6 @@ from airflow_provider_deltamerge.exceptions import ERRORS_BY_PHASE, DeltaMergeEr
 from airflow_provider_deltamerge.spec.json_form import spec_from_dict, spec_to_dict
 from airflow_provider_deltamerge.spec.merge_spec import MergeSpec
 
-REQUEST_FILE_ARG = "--request-file"
-ANSWER_FILE_ARG = "--answer-file"
-# The job's line once its SparkSession is up: the task log treats Spark's output before it as start-up.
-SPARK_STARTED = "Spark started"
-# How that line names the Spark UI's address, which the task's "Spark application" link points at.
-SPARK_UI = "UI at"
-
-# With a spark_connect connection the job runs on the worker (hooks/connect_job.py): it reads, and removes
-# from its environment, the server's URL (which may hold a token) and the Spark conf for its session.
-CONNECT_REMOTE_ENV = "DELTAMERGE_SPARK_REMOTE"
-CONNECT_CONF_ENV = "DELTAMERGE_SPARK_CONF"
 # What a job does when its run's merge is already in the log: return that commit, or merge again. The operator
 # resolves its own policy (``auto`` among them) to one of these.
 JobRerunPolicy = Literal["skip", "merge"]

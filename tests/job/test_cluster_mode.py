@@ -25,9 +25,10 @@ from airflow_provider_deltamerge.delta.log.job_reports import report_path
 from airflow_provider_deltamerge.delta.log.merge_commits import SUBMISSION_ID
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
-from airflow_provider_deltamerge.job.main import answer
+from airflow_provider_deltamerge.job.answer import answer
+from airflow_provider_deltamerge.job_contract import REQUEST_FILE_ARG
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all
-from airflow_provider_deltamerge.spec.transport import REQUEST_FILE_ARG, decode_request
+from airflow_provider_deltamerge.spec.transport import decode_request
 from tests.conftest import make_table, table_state, upsert_from_extract
 
 

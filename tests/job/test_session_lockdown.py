@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pyspark.errors import AnalysisException
 
-from airflow_provider_deltamerge.job.main import drop_reflection_functions
+from airflow_provider_deltamerge.job.answer import drop_reflection_functions
 
 CALLS = [
     "reflect('java.lang.System', 'getProperty', 'java.version')",
