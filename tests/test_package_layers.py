@@ -205,15 +205,8 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
     assert arrows_up(PACKAGE) == []
 
 
-# Cycles left for later, each with its reason; a new one fails, and so does one that is gone.
-KNOWN_CYCLES = {
-    # MergeSpec.to_json, from_json and spec_hash import json_form in their bodies; it builds MergeSpecs.
-    ("spec.json_form", "spec.merge_spec"),
-}
-
-
 def test_no_import_cycle_between_modules() -> None:
-    assert {tuple(c) for c in cycles(PACKAGE)} == KNOWN_CYCLES
+    assert cycles(PACKAGE) == []
 
 
 def test_only_delta_files_reaches_pyspark() -> None:

@@ -62,7 +62,7 @@ from airflow_provider_deltamerge.exceptions import (
     MergeGuardError,
 )
 from airflow_provider_deltamerge.metrics import MetricsRecorder
-from airflow_provider_deltamerge.spec import MergeSpec
+from airflow_provider_deltamerge.spec import MergeSpec, spec_hash
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
 from airflow_provider_deltamerge.spec.transport import JobRerunPolicy, job_rerun_policy
 
@@ -137,7 +137,7 @@ def run_merge(
         DeltaMergeError: a subclass naming the phase; the table is unchanged.
     """
     rerun = job_rerun_policy(rerun)
-    info = {"engineVersion": __version__, "specHash": spec.spec_hash, **(provenance or {})}
+    info = {"engineVersion": __version__, "specHash": spec_hash(spec), **(provenance or {})}
     info.setdefault(SUBMISSION_ID, uuid.uuid4().hex)
     warn_ignored_delta_confs(spark)
     if auto_merge(spark) and not spec.schema_evolution:

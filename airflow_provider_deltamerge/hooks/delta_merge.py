@@ -34,7 +34,7 @@ from airflow_provider_deltamerge.hooks.spark_setup import (
 from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
 from airflow_provider_deltamerge.job_contract import ANSWER_FILE_ARG, REQUEST_FILE_ARG
 from airflow_provider_deltamerge.metrics import merge_result
-from airflow_provider_deltamerge.spec import MergeSpec
+from airflow_provider_deltamerge.spec import MergeSpec, spec_hash
 from airflow_provider_deltamerge.spec.sql_parse import is_path_like
 from airflow_provider_deltamerge.spec.transport import (
     JobRequest,
@@ -314,7 +314,7 @@ class DeltaMergeHook(BaseHook):
 
     def committed_run(self, spec: MergeSpec, provenance: Mapping[str, Any]) -> MergeCommit | None:
         """This run's newest earlier commit of ``spec`` (a retry, or a cleared task), read from the log."""
-        identity = {**provenance, SPEC_HASH_KEY: spec.spec_hash}
+        identity = {**provenance, SPEC_HASH_KEY: spec_hash(spec)}
         return find_committed_run(spec.target, identity, storage_options=self.storage_options() or None)
 
     def _job_conf(self, credentials: Mapping[str, str]) -> dict[str, Any]:

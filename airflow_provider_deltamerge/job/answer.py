@@ -22,6 +22,7 @@ from airflow_provider_deltamerge.engine.backends.delta_spark import choose_backe
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
 from airflow_provider_deltamerge.exceptions import DeltaMergeError, MergeSpecError
 from airflow_provider_deltamerge.metrics import DRY_RUN, merge_result
+from airflow_provider_deltamerge.spec.json_form import spec_hash
 from airflow_provider_deltamerge.spec.transport import JobRequest, answer_text, decode_request
 from airflow_provider_deltamerge.spec.validation import REFLECTION_FUNCTIONS
 
@@ -80,7 +81,7 @@ def answer(spark: SparkSession, request: JobRequest, *, answer_file: Path | None
             result.metrics,
             version=result.version,
             executor=result.executor,
-            spec_hash=request.spec.spec_hash,
+            spec_hash=spec_hash(request.spec),
             runs=result.runs,
         )
         if result.dry_run is not None:

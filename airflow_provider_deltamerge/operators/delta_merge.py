@@ -52,7 +52,7 @@ from airflow_provider_deltamerge.spec import (
     parse_merge_sql,
     to_merge_sql,
 )
-from airflow_provider_deltamerge.spec.json_form import spec_from_dict, spec_to_dict
+from airflow_provider_deltamerge.spec.json_form import spec_from_dict, spec_to_dict, spec_to_json
 from airflow_provider_deltamerge.spec.locations import ANY_PATH, AnyPath, WrittenPlaces, check_spec_locations
 from airflow_provider_deltamerge.spec.preflight import run_preflight
 from airflow_provider_deltamerge.spec.sql_parse import is_path_like
@@ -677,4 +677,4 @@ def _statement(spec: MergeSpec) -> str:
     try:
         return to_merge_sql(spec)
     except MergeSpecError:
-        return spec.to_json()
+        return spec_to_json(spec)

@@ -17,7 +17,7 @@ from airflow_provider_deltamerge.spec.clauses import (
     update_all,
     update_by_source,
 )
-from airflow_provider_deltamerge.spec.json_form import SPEC_VERSION, spec_hash
+from airflow_provider_deltamerge.spec.json_form import SPEC_VERSION, spec_from_json, spec_hash, spec_to_json
 from airflow_provider_deltamerge.spec.merge_spec import MergeSpec
 from airflow_provider_deltamerge.spec.preflight import (
     ColumnSchema,
@@ -54,7 +54,9 @@ __all__ = [
     "parse_merge_sql",
     "preflight_problems",
     "run_preflight",
+    "spec_from_json",
     "spec_hash",
+    "spec_to_json",
     "to_merge_sql",
     "update",
     "update_all",

@@ -50,26 +50,6 @@ class MergeSpec:
         """The clauses of one WHEN group with their 1-based positions in the spec."""
         return [(n, c) for n, c in enumerate(self.clauses, start=1) if c.group == group]
 
-    def to_json(self) -> str:
-        """The canonical JSON form (stable key order), the one ``spec_hash`` is taken over."""
-        from airflow_provider_deltamerge.spec.json_form import spec_to_json
-
-        return spec_to_json(self)
-
-    @classmethod
-    def from_json(cls, text: str) -> MergeSpec:
-        """Read a spec written by ``to_json``; unknown versions and fields are refused."""
-        from airflow_provider_deltamerge.spec.json_form import spec_from_json
-
-        return spec_from_json(text)
-
-    @property
-    def spec_hash(self) -> str:
-        """sha256 of the canonical JSON form: the identity of this merge in commits and retries."""
-        from airflow_provider_deltamerge.spec.json_form import spec_hash
-
-        return spec_hash(self)
-
 
 def _problems(clauses: Sequence[MergeClause | Problem], fields: dict[str, Any]) -> list[Problem]:
     return merge_problems(

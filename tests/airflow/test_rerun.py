@@ -14,6 +14,7 @@ from airflow_provider_deltamerge.metrics import merge_result, readable
 from airflow_provider_deltamerge.operators.assets import target_asset
 from airflow_provider_deltamerge.operators.delta_merge import DeltaMergeOperator
 from airflow_provider_deltamerge.spec import insert_all
+from airflow_provider_deltamerge.spec.json_form import spec_hash
 from tests.airflow.conftest import make_table, merge_commit
 from tests.airflow.test_template_injection import run_task
 
@@ -35,7 +36,7 @@ def committed_table(tmp_path, **merge) -> str:
 
 
 def merge_hash(merge: dict[str, object]) -> str:
-    return DeltaMergeOperator(task_id="merge", **merge).build_spec().spec_hash  # type: ignore[arg-type]
+    return spec_hash(DeltaMergeOperator(task_id="merge", **merge).build_spec())  # type: ignore[arg-type]
 
 
 def orders_merge(table: str, **fields: object) -> dict[str, object]:

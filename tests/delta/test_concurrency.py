@@ -20,6 +20,7 @@ from airflow_provider_deltamerge.delta.log.merge_commits import find_merge_commi
 from airflow_provider_deltamerge.hooks.delta_merge import commit_result
 from airflow_provider_deltamerge.metrics import summary_line
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update, update_all
+from airflow_provider_deltamerge.spec.json_form import spec_to_json
 from tests.conftest import make_table
 from tests.delta import workers
 from tests.engine.test_identity_columns import high_water_mark, identity_table, insert_new
@@ -61,7 +62,7 @@ def test_racing_insert_only_merges_of_the_same_new_key_leave_one_row(tmp_path):
     results, barrier = CTX.Queue(), CTX.Barrier(2)
     run_all(
         [
-            (workers.merge_job, (spec.to_json(), {"taskId": name}, results), {"barrier": barrier})
+            (workers.merge_job, (spec_to_json(spec), {"taskId": name}, results), {"barrier": barrier})
             for name in ("a", "b")
         ]
     )
@@ -84,7 +85,9 @@ def test_racing_inserts_into_an_identity_column_get_unique_values(tmp_path):
             {"id": pa.array([first, first + 1, first + 2], pa.int64()), "qty": pa.array([1, 2, 3])}
         )
         spec = insert_new(target, source_file(tmp_path, name, rows))
-        jobs.append((workers.merge_job, (spec.to_json(), {"taskId": name}, results), {"barrier": barrier}))
+        jobs.append(
+            (workers.merge_job, (spec_to_json(spec), {"taskId": name}, results), {"barrier": barrier})
+        )
     run_all(jobs)
     outcomes = collect(results, 2)
     assert sorted(o["attempts"] for o in outcomes.values()) == [1, 2]
@@ -112,7 +115,11 @@ def test_concurrent_update_is_never_lost(tmp_path):
     results, ready, go = CTX.Queue(), CTX.Event(), CTX.Event()
     run_all(
         [
-            (workers.merge_job, (spec.to_json(), {"taskId": "merge"}, results), {"ready": ready, "go": go}),
+            (
+                workers.merge_job,
+                (spec_to_json(spec), {"taskId": "merge"}, results),
+                {"ready": ready, "go": go},
+            ),
             (workers.deltalake_update, (target, "id = 3", {"qty": "qty + 100"}, ready, go), {}),
         ]
     )
@@ -149,7 +156,7 @@ def test_merges_into_four_date_partitions_all_commit_without_rerun(tmp_path):
             clauses=(update_all(), insert_all()),
         )
         jobs.append(
-            (workers.merge_job, (spec.to_json(), {"taskId": f"day{n}"}, results), {"barrier": barrier})
+            (workers.merge_job, (spec_to_json(spec), {"taskId": f"day{n}"}, results), {"barrier": barrier})
         )
     run_all(jobs)
     outcomes = collect(results, 4)

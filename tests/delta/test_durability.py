@@ -16,6 +16,7 @@ from airflow_provider_deltamerge.delta.files.writer import STAGING_PREFIX
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import MergeSpecError
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update
+from airflow_provider_deltamerge.spec.json_form import spec_to_json
 from tests.conftest import make_table, table_state
 from tests.delta import workers
 from tests.delta.helpers import files_on_disk_match_log
@@ -85,7 +86,7 @@ def test_a_merge_killed_at_any_stage_leaves_a_consistent_table(spark, tmp_path):
     processes = [
         CTX.Process(
             target=workers.merge_job,
-            args=(add_to_qty(tmp_path, targets[stage]).to_json(), RUN, results),
+            args=(spec_to_json(add_to_qty(tmp_path, targets[stage])), RUN, results),
             kwargs={"env": {CRASH_ENV: stage}},
         )
         for stage in STAGES

@@ -9,6 +9,8 @@ from typing import Any
 
 from deltalake import DeltaTable
 
+from airflow_provider_deltamerge.spec.json_form import spec_from_json
+
 
 def local_spark() -> Any:
     from pyspark.sql import SparkSession
@@ -46,7 +48,6 @@ def merge_job(
     from airflow_provider_deltamerge.delta.commit import transaction as commit
     from airflow_provider_deltamerge.engine import run_merge
     from airflow_provider_deltamerge.exceptions import DeltaMergeError
-    from airflow_provider_deltamerge.spec import MergeSpec
 
     real, waited = commit._try_commit, []
 
@@ -64,7 +65,7 @@ def merge_job(
     spark = local_spark()
     name = provenance.get("taskId", "merge")
     try:
-        result = run_merge(spark, MergeSpec.from_json(spec_json), provenance=provenance)
+        result = run_merge(spark, spec_from_json(spec_json), provenance=provenance)
         results.put(
             (
                 name,

@@ -33,6 +33,7 @@ from airflow_provider_deltamerge.engine.session_confs import AUTO_MERGE
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.session_kind import session_confs_set
 from airflow_provider_deltamerge.spec import MergeSpec, to_merge_sql
+from airflow_provider_deltamerge.spec.json_form import spec_from_json
 from tests.delta_runtime import delta_jars
 
 ENGINE = "engine"
@@ -60,7 +61,7 @@ _MAX_CHAIN = 20
 
 def run_case(spark: SparkSession, specs: Mapping[str, str], run: Mapping[str, Any]) -> dict[str, Any]:
     """What each runner made of one case; ``specs`` holds each runner's spec (the same but for its target)."""
-    engine, backend, sql = (MergeSpec.from_json(specs[runner]) for runner in RUNNERS)
+    engine, backend, sql = (spec_from_json(specs[runner]) for runner in RUNNERS)
     outcomes = {
         ENGINE: _merge_outcome(spark, engine, lambda: run_merge(spark, engine)),
         BACKEND: _merge_outcome(

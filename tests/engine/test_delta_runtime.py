@@ -39,6 +39,7 @@ from airflow_provider_deltamerge.spec import (
     update_all,
     update_by_source,
 )
+from airflow_provider_deltamerge.spec.json_form import spec_to_json
 from tests.conftest import make_table
 from tests.engine.delta_outcomes import (
     BACKEND,
@@ -233,13 +234,15 @@ def delta_runs(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) ->
             tables[case.catalog_table] = named[BACKEND]
             named[BACKEND] = case.catalog_table
         specs[name] = {
-            runner: MergeSpec(
-                target=target,
-                source=PathSource(str(source)),
-                condition="t.id = s.id",
-                clauses=case.clauses,
-                schema_evolution=case.schema_evolution,
-            ).to_json()
+            runner: spec_to_json(
+                MergeSpec(
+                    target=target,
+                    source=PathSource(str(source)),
+                    condition="t.id = s.id",
+                    clauses=case.clauses,
+                    schema_evolution=case.schema_evolution,
+                )
+            )
             for runner, target in named.items()
         }
     for name, path in tables.items():

@@ -56,6 +56,7 @@ from airflow_provider_deltamerge.spec import (
     update_all,
     update_by_source,
 )
+from airflow_provider_deltamerge.spec.json_form import spec_hash
 from tests.conftest import make_table
 from tests.delta.helpers import craft_table
 from tests.engine.test_catalog_target import register_delta_table
@@ -639,7 +640,7 @@ def test_run_identity_is_in_user_metadata_only_during_execute(delta, spark, tmp_
         (seen,) = delta.user_metadata_seen
         assert json.loads(seen) == {
             "submissionId": "sub-1",
-            "specHash": spec.spec_hash,
+            "specHash": spec_hash(spec),
             "engineVersion": __version__,
             "executor": "delta-spark",
             "dag_id": "orders",
@@ -957,11 +958,11 @@ def test_the_xcom_value_is_the_same_for_a_fresh_merge_and_a_commit_found_from_ai
         fresh.metrics,
         version=fresh.version,
         executor=fresh.executor,
-        spec_hash=spec.spec_hash,
+        spec_hash=spec_hash(spec),
         runs=fresh.runs,
     )
     # When: a retry's Airflow side finds that commit in the log instead (no Spark, no Delta runtime)
-    found = find_committed_run(spec.target, {**RUN, "specHash": spec.spec_hash})
+    found = find_committed_run(spec.target, {**RUN, "specHash": spec_hash(spec)})
     assert found is not None
     from_log = commit_result(found)
     # Then: the same value, key for key, log-derived metrics and None metrics included

@@ -24,6 +24,7 @@ from airflow_provider_deltamerge.spec import (
     update,
     update_all,
 )
+from airflow_provider_deltamerge.spec.json_form import spec_hash
 from tests.conftest import make_table, table_state
 from tests.oracle import merge_with_deltalake, sorted_rows
 
@@ -87,7 +88,7 @@ def test_metrics_reach_the_commit_and_follow_delta_definitions(spark, tmp_path):
     assert metrics[m.NUM_TARGET_FILES_ADDED] >= 1
     commit = DeltaTable(target).history(1)[0]
     assert {k: int(v) for k, v in commit["operationMetrics"].items()} == dict(metrics)
-    assert commit["deltamerge"]["specHash"] == spec.spec_hash
+    assert commit["deltamerge"]["specHash"] == spec_hash(spec)
     assert commit["deltamerge"]["dagId"] == "d"
     assert commit["operationParameters"]["predicate"] == '["t.id = s.id"]'
 

@@ -28,6 +28,7 @@ from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
 from airflow_provider_deltamerge.job.answer import answer
 from airflow_provider_deltamerge.job_contract import REQUEST_FILE_ARG
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all
+from airflow_provider_deltamerge.spec.json_form import spec_hash
 from airflow_provider_deltamerge.spec.transport import decode_request
 from tests.conftest import make_table, table_state, upsert_from_extract
 
@@ -92,7 +93,7 @@ def test_cluster_mode_ships_the_package_and_reads_metrics_from_the_log(
     assert "airflow_provider_deltamerge/job/main.py" in driver.shipped
     assert (metrics[m.NUM_TARGET_ROWS_UPDATED], metrics[m.NUM_TARGET_ROWS_INSERTED]) == (1, 1)
     assert metrics[m.TABLE_VERSION] == 1
-    assert metrics[m.SPEC_HASH] == spec.spec_hash
+    assert metrics[m.SPEC_HASH] == spec_hash(spec)
     assert not Path(command[command.index("--py-files") + 1].split(",")[-1]).exists()  # scratch cleaned up
 
 

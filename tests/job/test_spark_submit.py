@@ -13,6 +13,7 @@ from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.exceptions import MergeExecutionError, MergeGuardError, SourceError
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all
+from airflow_provider_deltamerge.spec.json_form import spec_hash
 from tests.conftest import make_table, table_state, upsert_from_extract
 from tests.oracle import sorted_rows
 
@@ -29,7 +30,7 @@ def test_hook_runs_the_merge_and_returns_metrics(tmp_path, local_spark_connectio
     assert metrics[m.NUM_TARGET_ROWS_UPDATED] == 1
     assert metrics[m.NUM_TARGET_ROWS_INSERTED] == 1
     assert metrics[m.TABLE_VERSION] == DeltaTable(target).version() == 1
-    assert metrics[m.SPEC_HASH] == spec.spec_hash
+    assert metrics[m.SPEC_HASH] == spec_hash(spec)
     assert metrics[m.EXECUTOR] == "classic"
     # The driver's Spark UI, which the task's "Spark application" link points at.
     assert re.fullmatch(r"http://[^\s:]+:\d+", hook.spark_application_url() or "")

@@ -59,6 +59,7 @@ from airflow_provider_deltamerge.spec import (
     NotMatchedBySourceDelete,
     NotMatchedBySourceUpdate,
     NotMatchedInsert,
+    spec_hash,
 )
 
 if TYPE_CHECKING:
@@ -283,7 +284,7 @@ def run_with_delta_spark(
     require_delta_runtime(spark)
     from delta.tables import DeltaTable
 
-    info = {"engineVersion": __version__, "specHash": spec.spec_hash, **(provenance or {})}
+    info = {"engineVersion": __version__, "specHash": spec_hash(spec), **(provenance or {})}
     info.setdefault(SUBMISSION_ID, uuid.uuid4().hex)
     info["executor"] = EXECUTOR_NAME
     source = merge_source(spark, spec)
