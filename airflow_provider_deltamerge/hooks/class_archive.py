@@ -5,7 +5,9 @@ The JDK (13 and later) maps them from an archive instead when one is given (``-X
 JVM dumps one of the classes it loaded as it exits (``-XX:ArchiveClassesAtExit``). So the first client-mode
 job of a worker dumps one into a private cache folder, and every later job maps it. It changes how the JVM
 finds classes, nothing Spark or the merge does; a JVM whose Java or class path differs from the archive's
-runs without it (``-Xshare:auto``, the default), silently.
+runs without it (``-Xshare:auto``, the default), silently. A worker's very first merge only notes that it ran
+there: dumping costs its job seconds at exit, which a worker that runs one merge and goes (a Kubernetes pod
+per task, a fresh container) would pay on every merge for nothing. The second merge of a worker dumps it.
 
 The archive is named by the Java runtime and Spark's jars it was made with; a new one replaces it. Nothing
 here can fail a merge: without a private cache folder, a Java or Spark's jars to name the archive by, the
@@ -32,14 +34,18 @@ class ClassArchive:
     """The archive for one job: the ``SPARK_SUBMIT_OPTS`` that map it (or dump it), and ``keep`` after the
     job, which puts a dumped archive in place for the next ones."""
 
-    def __init__(self, archive: Path) -> None:
+    def __init__(self, archive: Path, *, dump: bool) -> None:
         self.archive = archive
+        self._dump = dump
         self._dumped: Path | None = None
 
     def job_env(self, env: Mapping[str, str]) -> dict[str, str]:
-        """``env`` with ``SPARK_SUBMIT_OPTS`` mapping the archive, or dumping it when there is none yet."""
+        """``env`` with ``SPARK_SUBMIT_OPTS`` mapping the archive, or dumping it when there is none yet and
+        this worker has merged before; else ``env`` as it is."""
         if self.archive.exists():
             option = f"-XX:SharedArchiveFile={self.archive}"
+        elif not self._dump:
+            return dict(env)
         else:
             # A name of its own, renamed in place by ``keep``: a job beside it never maps half an archive.
             self._dumped = self.archive.with_name(f"{self.archive.stem}.{os.getpid()}.{id(self)}.partial")
@@ -70,7 +76,10 @@ def class_archive(env: Mapping[str, str]) -> ClassArchive | None:
     made_with = _made_with(env)
     if folder is None or made_with is None:
         return None
-    return ClassArchive(folder / f"spark-classes-{made_with}.jsa")
+    merged_here = folder / "merged-here"
+    dump = merged_here.exists()
+    merged_here.touch()
+    return ClassArchive(folder / f"spark-classes-{made_with}.jsa", dump=dump)
 
 
 def cache_folder(env: Mapping[str, str]) -> Path | None:

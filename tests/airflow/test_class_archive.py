@@ -1,5 +1,6 @@
-"""The JVM class archive of spark-submit jobs (hooks/class_archive.py): dumped by the first job, mapped by
-the next, never in the way. The options go to a real JVM (``java -version``), which must accept them."""
+"""The JVM class archive of spark-submit jobs (hooks/class_archive.py): dumped by a worker's second job,
+mapped by the next, never in the way. The options go to a real JVM (``java -version``), which must accept
+them."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_deltamerge.hooks.class_archive import SUBMIT_OPTS, class_archive
+
+MARKER = "merged-here"  # the file that says a worker has merged before
 
 
 @pytest.fixture
@@ -30,8 +33,18 @@ def run_java(env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[st
     return subprocess.run([java, *options, *extra, "-version"], capture_output=True, text=True, check=False)
 
 
-def test_the_first_job_dumps_the_archive_and_the_next_maps_it(env: dict[str, str]) -> None:
-    # Given: no archive yet
+def test_a_worker_s_first_job_leaves_the_jvm_alone(env: dict[str, str]) -> None:
+    # A worker that runs one merge and goes (a pod per task) never pays for dumping an archive.
+    archive = class_archive(env)
+    assert archive is not None
+    assert archive.job_env(env) == env
+    archive.keep(succeeded=True)
+    assert not archive.archive.exists()
+
+
+def test_the_second_job_dumps_the_archive_and_the_next_maps_it(env: dict[str, str]) -> None:
+    # Given: a worker that merged before, and no archive yet
+    assert class_archive(env) is not None
     first = class_archive(env)
     assert first is not None and not first.archive.exists()
     # When: a job's JVM runs with the options and ends well
@@ -40,7 +53,9 @@ def test_the_first_job_dumps_the_archive_and_the_next_maps_it(env: dict[str, str
     first.keep(succeeded=True)
     # Then: the archive is in the private cache folder, under its final name only
     assert first.archive.exists()
-    assert [p.name for p in first.archive.parent.iterdir()] == [first.archive.name]
+    assert sorted(p.name for p in first.archive.parent.iterdir()) == sorted(
+        [first.archive.name, "merged-here"]
+    )
     assert first.archive.parent.stat().st_mode & 0o777 == 0o700
     # And: the next job maps it, which a JVM told to use it or fail (-Xshare:on) accepts
     second = class_archive(env)
@@ -54,13 +69,14 @@ def test_the_first_job_dumps_the_archive_and_the_next_maps_it(env: dict[str, str
 
 
 def test_a_failed_job_leaves_no_archive(env: dict[str, str]) -> None:
+    assert class_archive(env) is not None
     archive = class_archive(env)
     assert archive is not None
     assert run_java(archive.job_env(env)).returncode == 0
     # When: the job failed (its JVM may have died while writing)
     archive.keep(succeeded=False)
     # Then: nothing is kept; the next job dumps again
-    assert list(archive.archive.parent.iterdir()) == []
+    assert [p.name for p in archive.archive.parent.iterdir()] == [MARKER]
 
 
 @pytest.mark.parametrize(
@@ -72,6 +88,7 @@ def test_the_users_own_sharing_options_are_left_alone(env: dict[str, str], users
 
 
 def test_the_users_other_options_are_kept(env: dict[str, str]) -> None:
+    assert class_archive(env) is not None
     archive = class_archive({**env, SUBMIT_OPTS: "-Dfoo=bar"})
     assert archive is not None
     assert archive.job_env({**env, SUBMIT_OPTS: "-Dfoo=bar"})[SUBMIT_OPTS].startswith("-Dfoo=bar -XX:")
