@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_deltamerge import __version__
+from bench.result_files import write_result
 
 ROOT = Path(__file__).parents[1]
 PACKAGE = "airflow_provider_deltamerge"
@@ -170,12 +171,7 @@ def _child(source: Path, pycache: Path, *, bytecode: bool, cwd: Path) -> dict[st
 
 def write_dag_parse(result: ParseResult, results_dir: Path) -> Path:
     """Write ``dag-parse-<timestamp>.md/.json``; returns the report."""
-    results_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"dag-parse-{result.started.replace(':', '').replace('-', '')}"
-    (results_dir / f"{stem}.json").write_text(json.dumps(dataclasses.asdict(result), indent=1))
-    report = results_dir / f"{stem}.md"
-    report.write_text(dag_parse_markdown(result))
-    return report
+    return write_result("dag-parse", result, dag_parse_markdown(result), results_dir)
 
 
 def dag_parse_markdown(result: ParseResult) -> str:

@@ -37,6 +37,7 @@ from airflow_provider_deltamerge import __version__
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update_all
 from bench.connect_server import connect_server
+from bench.result_files import write_result
 
 Way = Literal["spark-submit", "connect"]
 WAYS: tuple[Way, ...] = ("spark-submit", "connect")
@@ -188,12 +189,7 @@ def _orders(ids: range, amount_factor: float) -> pa.Table:
 
 def write_overhead(result: OverheadResult, results_dir: Path) -> Path:
     """Write ``overhead-<timestamp>.md/.json``; returns the report."""
-    results_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"overhead-{result.started.replace(':', '').replace('-', '')}"
-    (results_dir / f"{stem}.json").write_text(json.dumps(dataclasses.asdict(result), indent=1))
-    report = results_dir / f"{stem}.md"
-    report.write_text(overhead_markdown(result))
-    return report
+    return write_result("overhead", result, overhead_markdown(result), results_dir)
 
 
 def overhead_markdown(result: OverheadResult) -> str:
