@@ -84,7 +84,6 @@ NON_PRODUCT_RAISES = {
     ): "a programming error (a schema change without metadata)",
     ("delta/files/sql_text.py", "TypeError"): "a programming error: callers pass atomic types only",
     ("metrics.py", "KeyError"): "a programming error: an undeclared metric name",
-    ("engine/resolve/casting.py", "AssertionError"): "an invariant of schema evolution, never expected",
     ("engine/resolve/schema_evolution.py", "_Incompatible"): "internal, caught and raised as a product error",
     ("operators/lineage.py", "TypeError"): "a programming error: a source form without a lineage dataset",
     ("session_kind.py", "ValueError"): "parsing a memory size; the caller falls back when it fails",

@@ -33,7 +33,7 @@ from airflow_provider_deltamerge.delta.commit.log_store import LogStore, commit_
 from airflow_provider_deltamerge.delta.format.column_mapping import maps_columns
 from airflow_provider_deltamerge.delta.format.provenance import COMMIT_INFO_KEY
 from airflow_provider_deltamerge.delta.log.log_reader import LogReader
-from airflow_provider_deltamerge.delta.log.protocol import MESSAGES
+from airflow_provider_deltamerge.delta.log.protocol import unsupported_features_message
 from airflow_provider_deltamerge.delta.log.row_tracking import high_water_mark, tracks_rows
 from airflow_provider_deltamerge.delta.log.snapshot import DataFile, Snapshot, open_table
 from airflow_provider_deltamerge.exceptions import MergeCommitError, TargetTableError
@@ -104,6 +104,7 @@ def commit_merge(
         )
     if store is None and (readded or any(f.deletion_vector is not None for f in removed)):
         raise _unsupported_here(
+            snapshot.table_uri,
             "deletionVectors",
             f"The merge into {snapshot.table_uri} rewrites files that carry deletion vectors, and this store "
             "has no conditional write this engine can use (deltalake's transaction cannot name a deletion "
@@ -112,6 +113,7 @@ def commit_merge(
         )
     if store is None and maps_columns(dict(snapshot.configuration)):
         raise _unsupported_here(
+            snapshot.table_uri,
             "columnMapping",
             f"The merge into {snapshot.table_uri} writes a table with column mapping, and this store has no "
             "conditional write this engine can use (deltalake's transaction would key the partition values "
@@ -119,6 +121,7 @@ def commit_merge(
         )
     if store is None and change_files:
         raise _unsupported_here(
+            snapshot.table_uri,
             "changeDataFeed",
             f"The merge into {snapshot.table_uri} writes change data files (the table has the change data "
             "feed on), and this store has no conditional write this engine can use (deltalake's transaction "
@@ -127,6 +130,7 @@ def commit_merge(
         )
     if store is None and tracks_rows(snapshot.protocol.writer_features):
         raise _unsupported_here(
+            snapshot.table_uri,
             "rowTracking",
             f"The merge into {snapshot.table_uri} writes a table with row tracking, and this store has no "
             "conditional write this engine can use (deltalake's transaction cannot give the added files "
@@ -266,11 +270,11 @@ def _try_commit_with_deltalake(base: Snapshot, commit: MergeCommitActions) -> bo
     return True
 
 
-def _unsupported_here(feature: str, why: str) -> TargetTableError:
+def _unsupported_here(table_uri: str, feature: str, why: str) -> TargetTableError:
     """A table feature this engine writes only with its own commit, which this store cannot take: the same
     refusal on every try, so final."""
     return TargetTableError(
-        MESSAGES["DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"].format(features=feature) + " " + why,
+        unsupported_features_message(table_uri, [feature]) + " " + why,
         error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE",
     )
 

@@ -226,9 +226,7 @@ def check_writable(snapshot: Snapshot, *, modifies_rows: bool) -> None:
             for n, feature in enumerate(refused, start=1)
         )
         raise TargetTableError(
-            MESSAGES["DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"].format(
-                table=snapshot.table_uri, version=WRITER_NAME, features=", ".join(refused)
-            )
+            unsupported_features_message(snapshot.table_uri, refused)
             + f"\nThe merge into {snapshot.table_uri} was refused before reading any data:\n{steps}",
             error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE",
         )
@@ -241,6 +239,13 @@ def check_writable(snapshot: Snapshot, *, modifies_rows: bool) -> None:
             "allowed.",
             error_class="DELTA_CANNOT_MODIFY_APPEND_ONLY",
         )
+
+
+def unsupported_features_message(table_uri: str, features: Sequence[str]) -> str:
+    """Delta's first sentence for a table whose writer features this engine will not write."""
+    return MESSAGES["DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"].format(
+        table=table_uri, version=WRITER_NAME, features=", ".join(features)
+    )
 
 
 def constraint_checks(snapshot: Snapshot) -> list[ConstraintCheck]:
