@@ -43,8 +43,6 @@ WORK_MODULE = "airflow_provider_deltamerge.job.answer"
 
 log = logging.getLogger("airflow_provider_deltamerge")
 
-WORK_MODULE = "airflow_provider_deltamerge.job.answer"
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one merge; exit status 0 when it succeeded (also when it changed nothing), 1 when it failed."""
