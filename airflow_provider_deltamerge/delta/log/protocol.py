@@ -120,6 +120,7 @@ _ICEBERG = (
     "in the data files, no deletion vectors, INT64 timestamps, Iceberg's types) and, with "
     "delta.universalFormat.enabledFormats, Delta converts each commit to Iceberg metadata. " + _ON_DELTA
 )
+_GEOSPATIAL = "GEOMETRY and GEOGRAPHY columns are Delta's preview, not written by this engine. " + _ON_DELTA
 _NOT_IN_DELTA_SPARK = (
     "Delta Lake 4.4's runtime does not support this feature either (only Delta Kernel based writers do), "
     "so no backend of this provider writes the table. Write it with such a writer, or drop the feature"
@@ -148,10 +149,8 @@ REFUSED_FEATURES = {
         "commits go through the table's commit coordinator, which only Delta's runtime (with that "
         "coordinator registered) does. " + _ON_DELTA
     ),
-    "geospatial": "GEOMETRY and GEOGRAPHY columns are Delta's preview, not written by this engine. "
-    + _ON_DELTA,
-    "geospatial-dev": "GEOMETRY and GEOGRAPHY columns are Delta's preview, not written by this engine. "
-    + _ON_DELTA,
+    "geospatial": _GEOSPATIAL,
+    "geospatial-dev": _GEOSPATIAL,
     "adaptiveMetadata-preview": (
         "Delta's preview of Iceberg-style metadata trees (only with its preview conf on), not written by "
         "this engine. " + _ON_DELTA
