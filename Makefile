@@ -33,16 +33,15 @@ bench-overhead: $(STAMP) java
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt overrides.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (set PYTHON=python3.11)")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip --default-pip >/dev/null
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
 	# delta-spark: Delta Lake's own runtime is the tests' oracle (its jars are resolved on first use, see
 	# tests/delta_runtime.py); users need neither.
-	$(BIN)/uv pip install --quiet -p $(BIN)/python -c constraints.txt -e ".[dev,delta-spark]"
-	# The Spark provider pulls in pyspark-client, which ships part of pyspark's files; put pyspark's back.
-	$(BIN)/uv pip install --quiet -p $(BIN)/python -c constraints.txt --reinstall-package pyspark pyspark
+	# overrides.txt leaves out pyspark-client, the Spark provider's partial copy of pyspark's files.
+	$(BIN)/uv pip install --quiet -p $(BIN)/python -c constraints.txt --overrides overrides.txt -e ".[dev,delta-spark]"
 	touch $(STAMP)
 
 java:
