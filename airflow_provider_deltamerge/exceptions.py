@@ -44,6 +44,14 @@ class TargetTableError(DeltaMergeError):
     phase = "target"
 
 
+class UnsupportedFeaturesError(TargetTableError):
+    """The target uses table features this engine does not write (DELTA_UNSUPPORTED_FEATURES_FOR_WRITE)."""
+
+    def __init__(self, message: str, *, features: tuple[str, ...]) -> None:
+        super().__init__(message, error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
+        self.features = features  # by Delta's names: what sends the table to Delta's runtime
+
+
 class MergeExecutionError(DeltaMergeError):
     """The merge failed while its files were computed (e.g. multiple source rows matched a target row)."""
 

@@ -419,11 +419,14 @@ class DeltaMergeOperator(BaseOperator):
             )
         elif self.preflight:
             # Columns and clauses against the target's schema from the Delta log: no Spark job is paid for
-            # a merge that cannot resolve.
+            # a merge that cannot resolve. A table only Delta's runtime reads is refused here where only the
+            # engine may run the merge; otherwise the job decides (backend="auto").
             options = self._hook.storage_options() or None
             run_preflight(
                 spec,
-                read_target_schema=partial(read_table_schema, storage_options=options),
+                read_target_schema=partial(
+                    read_table_schema, storage_options=options, refuse_unsupported=self.backend == "engine"
+                ),
                 read_source_schema=partial(read_path_schema, storage_options=options),
                 conf=conf,
             )

@@ -11,8 +11,9 @@ import pytest
 from deltalake import DeltaTable, Field, Schema, write_deltalake
 
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.delta.log.protocol import REFUSED_FEATURES, refused_features
+from airflow_provider_deltamerge.delta.log.protocol import refused_features
 from airflow_provider_deltamerge.delta.log.snapshot import read_snapshot
+from airflow_provider_deltamerge.delta.log.table_features import REFUSED_FEATURES
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import MergeExecutionError, TargetTableError
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, delete, insert_all, update, update_all
@@ -43,8 +44,8 @@ REFUSED = {
 }
 # Delta's reader-writer features among them (deltalake checks that the log lists them in both).
 READER_WRITER = {"typeWidening-preview"}
-# Reader-writer features deltalake 1.6.6 cannot open a table with, so no crafted table reaches the engine's
-# check (the snapshot read fails first; docs/table-features.md says so).
+# Reader-writer features deltalake 1.6.6 cannot open a table with: refused when the snapshot read fails, by
+# the log's protocol, on tables Delta made (tests/delta/test_unreadable_features.py).
 UNREADABLE = {"catalogManaged", "geospatial", "geospatial-dev", "adaptiveMetadata-preview"}
 # Every other feature the engine refuses by name, declared by a crafted log (docs/table-features.md).
 REFUSED.update(
@@ -74,7 +75,7 @@ def test_unsupported_feature_is_refused_naming_it_and_the_fix(spark, tmp_path, f
         f'[DELTA_UNSUPPORTED_FEATURES_FOR_WRITE] Unsupported Delta write feature: table "{target}" requires '
         'writer table feature(s) that are unsupported by Delta Lake "airflow-provider-deltamerge '
     )
-    assert any(way in str(raised.value) for way in ("delta-spark backend", "ALTER TABLE", "Kernel"))
+    assert any(way in str(raised.value) for way in ('backend="delta-spark"', "ALTER TABLE", "Kernel"))
     assert DeltaTable(target).version() == before
 
 

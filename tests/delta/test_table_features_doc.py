@@ -1,9 +1,9 @@
 """docs/table-features.md lists every table feature of Delta Lake 4.4, each with what the engine does, and
 the engine knows exactly those (issue 39, item 5).
 
-The doc's table against ``delta/log/protocol.py`` (honoured natively, or refused with a reason) and against
-the features Delta's own runtime reports (``TableFeature.allSupportedFeaturesMap``, read through the JVM of
-the tests' session, which has Delta 4.4).
+The doc's table against ``delta/log/table_features.py`` (honoured natively, or refused with a reason) and
+against the features Delta's own runtime reports (``TableFeature.allSupportedFeaturesMap``, read through the
+JVM of the tests' session, which has Delta 4.4).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from airflow_provider_deltamerge.delta.log.protocol import (
+from airflow_provider_deltamerge.delta.log.table_features import (
     HONOURED_FEATURES,
     NOT_WRITABLE_BY_DELTA_SPARK,
     REFUSED_FEATURES,

@@ -33,9 +33,9 @@ from airflow_provider_deltamerge.delta.commit.log_store import LogStore, commit_
 from airflow_provider_deltamerge.delta.format.column_mapping import maps_columns
 from airflow_provider_deltamerge.delta.format.provenance import COMMIT_INFO_KEY
 from airflow_provider_deltamerge.delta.log.log_reader import LogReader
-from airflow_provider_deltamerge.delta.log.protocol import unsupported_features_message
 from airflow_provider_deltamerge.delta.log.row_tracking import high_water_mark, tracks_rows
 from airflow_provider_deltamerge.delta.log.snapshot import DataFile, Snapshot, open_table
+from airflow_provider_deltamerge.delta.log.table_features import unsupported_features_message
 from airflow_provider_deltamerge.exceptions import MergeCommitError, TargetTableError
 
 log = logging.getLogger(__name__)

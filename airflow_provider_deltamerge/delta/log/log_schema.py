@@ -19,8 +19,10 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from deltalake import Schema
 
+from airflow_provider_deltamerge.delta.log.log_reader import LogReader
+from airflow_provider_deltamerge.delta.log.newest_actions import newest_action
 from airflow_provider_deltamerge.delta.log.snapshot import open_table
-from airflow_provider_deltamerge.exceptions import SourceError, TargetTableError
+from airflow_provider_deltamerge.exceptions import SourceError, TargetTableError, UnsupportedFeaturesError
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
 
 # Wildcards Python's glob reads as Hadoop's globbing (which Spark's paths use) does.
@@ -29,13 +31,27 @@ _GLOB = re.compile(r"[*?\[]")
 _HADOOP_ONLY_GLOB = re.compile(r"[{}\\]|\[\^")
 
 
-def read_table_schema(path: str, *, storage_options: dict[str, str] | None = None) -> dict[str, Any]:
+def read_table_schema(
+    path: str, *, storage_options: dict[str, str] | None = None, refuse_unsupported: bool = False
+) -> dict[str, Any]:
     """The current schema of the Delta table at ``path``, from its log (last checkpoint and later commits).
+
+    A table ``deltalake`` cannot open (reader features such as geospatial or catalogManaged, which send a
+    merge to Delta's runtime) gives the schema of the log's newest metadata action instead, unless
+    ``refuse_unsupported`` (the merge can only run on this engine, which refuses such a table).
 
     Raises:
         TargetTableError: ``DELTA_TABLE_NOT_FOUND`` when there is no Delta table at ``path``.
+        UnsupportedFeaturesError: ``refuse_unsupported`` and ``deltalake`` cannot open the table.
     """
-    table = open_table(path, storage_options=storage_options)
+    try:
+        table = open_table(path, storage_options=storage_options)
+    except UnsupportedFeaturesError:
+        if refuse_unsupported:
+            raise
+        reader = LogReader(path, storage_options)
+        metadata = newest_action(reader, reader.latest_version(), "metaData") or {}
+        return dict(json.loads(metadata["schemaString"]))
     return json.loads(table.schema().to_json())
 
 

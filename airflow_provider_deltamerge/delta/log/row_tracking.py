@@ -19,11 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from airflow_provider_deltamerge.delta.log.live_adds import checkpoint_files
 from airflow_provider_deltamerge.delta.log.log_reader import LogReader
+from airflow_provider_deltamerge.delta.log.newest_actions import newest_actions
 
 FEATURE = "rowTracking"
 DOMAIN = "delta.rowTracking"
@@ -58,21 +55,11 @@ def materialized_columns(configuration: dict[str, str | None]) -> MaterializedCo
 
 
 def high_water_mark(table_uri: str, version: int) -> int:
-    """The table's row id high-water mark at ``version``: the newest ``delta.rowTracking`` domain metadata,
-    read from the commits down to the newest checkpoint, then from the checkpoint; ``NO_ROW_IDS`` without."""
-    reader = LogReader(table_uri)
-    checkpoint = checkpoint_files(reader, version)
-    first_commit = checkpoint[0] + 1 if checkpoint else 0
-    for commit in range(version, first_commit - 1, -1):
-        for action in reversed(reader.actions(commit)):
-            domain = action.get("domainMetadata")
-            if domain and domain.get("domain") == DOMAIN:
-                return _mark(domain)
-    if checkpoint:
-        for name in checkpoint[1]:
-            for domain in _checkpoint_domains(reader, name):
-                if domain.get("domain") == DOMAIN:
-                    return _mark(domain)
+    """The table's row id high-water mark at ``version``: the newest ``delta.rowTracking`` domain metadata
+    (commits down to the newest checkpoint, then the checkpoint); ``NO_ROW_IDS`` without."""
+    for domain in newest_actions(LogReader(table_uri), version, "domainMetadata"):
+        if domain.get("domain") == DOMAIN:
+            return _mark(domain)
     return NO_ROW_IDS
 
 
@@ -86,17 +73,3 @@ def _mark(domain: dict[str, Any]) -> int:
     if domain.get("removed"):
         return NO_ROW_IDS
     return int(json.loads(domain["configuration"]).get(HIGH_WATER_MARK_KEY, NO_ROW_IDS))
-
-
-def _checkpoint_domains(reader: LogReader, name: str) -> list[dict[str, Any]]:
-    """The domainMetadata actions of one checkpoint file (JSON or parquet)."""
-    with reader.filesystem.open_input_stream(name) as stream:
-        data = stream.read()
-    if name.endswith(".json"):
-        actions = [json.loads(line) for line in data.decode().splitlines() if line.strip()]
-        return [a["domainMetadata"] for a in actions if "domainMetadata" in a]
-    checkpoint = pq.ParquetFile(pa.BufferReader(data))
-    if "domainMetadata" not in checkpoint.schema_arrow.names:
-        return []
-    column = checkpoint.read(columns=["domainMetadata"]).column(0).to_pylist()
-    return [dict(d) for d in column if d]

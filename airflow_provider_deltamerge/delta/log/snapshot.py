@@ -11,12 +11,18 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 from deltalake import DeltaTable
-from deltalake.exceptions import TableNotFoundError
+from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from airflow_provider_deltamerge.delta.format.column_mapping import logical_stats_columns, maps_columns
 from airflow_provider_deltamerge.delta.format.deletion_vectors import DeletionVector
 from airflow_provider_deltamerge.delta.log.live_adds import add_actions_of, deletion_vectors_of
 from airflow_provider_deltamerge.delta.log.row_tracking import tracks_rows
+from airflow_provider_deltamerge.delta.log.table_features import (
+    Protocol,
+    read_protocol,
+    unreadable_features,
+    unsupported_features_error,
+)
 from airflow_provider_deltamerge.exceptions import TargetTableError
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
 
@@ -49,16 +55,6 @@ class DataFile:
     def relative_path(self) -> str:
         """The file's path below the table root on the file system (the log path, decoded)."""
         return unquote(self.log_path)
-
-
-@dataclass(frozen=True)
-class Protocol:
-    """The table's protocol action: minimum reader/writer versions and, from 3/7 on, named features."""
-
-    min_reader_version: int
-    min_writer_version: int
-    reader_features: tuple[str, ...] = ()
-    writer_features: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -114,6 +110,8 @@ def open_table(
 
     Raises:
         TargetTableError: naming the path when there is no Delta table there.
+        UnsupportedFeaturesError: the table has reader features ``deltalake`` cannot open it with (read from
+            the log's protocol when the open fails), named with the way out.
     """
     try:
         return DeltaTable(table_uri, version=version, storage_options=storage_options)
@@ -123,6 +121,11 @@ def open_table(
             + " Check the target path (after templating), or create the table before merging into it.",
             error_class="DELTA_TABLE_NOT_FOUND",
         ) from err
+    except DeltaError as err:
+        unreadable = unreadable_features(read_protocol(table_uri, version, storage_options=storage_options))
+        if not unreadable:
+            raise
+        raise unsupported_features_error(table_uri, unreadable) from err
 
 
 def read_snapshot(table_uri: str, version: int | None = None) -> Snapshot:

@@ -34,8 +34,9 @@ from airflow_provider_deltamerge.delta.log.operation_metrics import (
     before_skipping,
     delta_merge_metrics,
 )
-from airflow_provider_deltamerge.delta.log.protocol import NOT_WRITABLE_BY_DELTA_SPARK, refused_features
+from airflow_provider_deltamerge.delta.log.protocol import refused_features
 from airflow_provider_deltamerge.delta.log.snapshot import read_snapshot
+from airflow_provider_deltamerge.delta.log.table_features import NOT_WRITABLE_BY_DELTA_SPARK
 from airflow_provider_deltamerge.engine.merge import MergeResult
 from airflow_provider_deltamerge.engine.resolve.resolution import quote
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
@@ -49,6 +50,7 @@ from airflow_provider_deltamerge.exceptions import (
     MergeExecutionError,
     MergeSpecError,
     TargetTableError,
+    UnsupportedFeaturesError,
 )
 from airflow_provider_deltamerge.metrics import MetricsRecorder, MetricValue
 from airflow_provider_deltamerge.session_kind import session_confs_set
@@ -236,10 +238,15 @@ def choose_backend(spark: SparkSession, spec: MergeSpec, requested: str) -> Back
 
 def features_needing_delta_runtime(table_uri: str) -> tuple[str, ...]:
     """The table features of ``table_uri`` that only Delta's runtime handles, by Delta's feature names: the
-    ones our engine refuses (``delta/log/protocol.py``: row tracking, type widening, UniForm's Iceberg
-    compatibility, unknown features). None when one of them is a feature Delta 4.4's runtime cannot write
-    either (collations, icebergWriterCompat): then the engine refuses the table itself, naming it."""
-    refused = tuple(refused_features(read_snapshot(table_uri)))
+    ones our engine refuses (``delta/log/table_features.py``: row tracking, type widening, UniForm's Iceberg
+    compatibility, unknown features), and the reader features ``deltalake`` cannot open the table with (the
+    log's protocol names them: catalogManaged, geospatial, ...). None when one of them is a feature Delta
+    4.4's runtime cannot write either (collations, icebergWriterCompat): then the engine refuses the table
+    itself, naming it."""
+    try:
+        refused = tuple(refused_features(read_snapshot(table_uri)))
+    except UnsupportedFeaturesError as unreadable:
+        refused = unreadable.features
     return () if NOT_WRITABLE_BY_DELTA_SPARK.intersection(refused) else refused
 
 

@@ -32,7 +32,7 @@ from pyspark.sql.types import (
     VariantType,
 )
 
-from airflow_provider_deltamerge.delta.log.protocol import VARIANT_FEATURES
+from airflow_provider_deltamerge.delta.log.table_features import VARIANT_FEATURES
 from airflow_provider_deltamerge.engine.resolve.cast_rules import implicit_cast
 from airflow_provider_deltamerge.engine.resolve.type_widening import WideningMode
 from airflow_provider_deltamerge.exceptions import SchemaEvolutionError

@@ -19,7 +19,8 @@ from sqlglot.tokens import Token, TokenType
 
 from airflow_provider_deltamerge.delta.files.reader import read_table
 from airflow_provider_deltamerge.delta.log.snapshot import read_snapshot
-from airflow_provider_deltamerge.exceptions import SourceError, TargetTableError
+from airflow_provider_deltamerge.delta.log.table_features import MESSAGES, WRITER_NAME
+from airflow_provider_deltamerge.exceptions import SourceError, TargetTableError, UnsupportedFeaturesError
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
 from airflow_provider_deltamerge.spec.sql_parse import is_path_like
 
@@ -43,10 +44,21 @@ def read_delta_table(spark: SparkSession, path: str, *, where: str = "the source
     """The rows of the latest version of the Delta table at ``path`` (its table columns only).
 
     Raises:
-        SourceError: DELTA_TABLE_NOT_FOUND naming ``path``, which ``where`` says where to fix.
+        SourceError: DELTA_TABLE_NOT_FOUND naming ``path``, which ``where`` says where to fix;
+            DELTA_UNSUPPORTED_FEATURES_FOR_READ for a table with reader features ``deltalake`` cannot read.
     """
     try:
         snapshot = read_snapshot(path)
+    except UnsupportedFeaturesError as err:
+        raise SourceError(
+            MESSAGES["DELTA_UNSUPPORTED_FEATURES_FOR_READ"].format(
+                table=path, version=WRITER_NAME, features=", ".join(err.features)
+            )
+            + f" This provider reads {where} with deltalake, which cannot read these features. Register the "
+            "table in the session's catalog and name it as the source: Spark reads a table source, with "
+            "Delta's runtime where the session has it.",
+            error_class="DELTA_UNSUPPORTED_FEATURES_FOR_READ",
+        ) from err
     except TargetTableError as err:
         raise SourceError(
             delta_message("DELTA_TABLE_NOT_FOUND", tableName=path)
