@@ -33,6 +33,7 @@ from airflow_provider_deltamerge.spec.source import (
     QuerySource,
     TableSource,
 )
+from airflow_provider_deltamerge.spec.sql_dialect import SparkSql
 from airflow_provider_deltamerge.spec.sql_parse import is_path_like
 
 UNSAFE_PATH = "DELTAMERGE_UNSAFE_PATH"
@@ -195,7 +196,7 @@ def file_paths_in_query(sql: str) -> Iterable[str]:
 def _query_places(sql: str) -> list[tuple[str | None, tuple[str, ...]]]:
     """Each table a query reads: (its path, for ``format.`path```, else None; its name parts, lower case)."""
     try:
-        tree = sqlglot.parse_one(sql, read="spark")
+        tree = sqlglot.parse_one(sql, read=SparkSql)
     except (ParseError, TokenError):
         return []
     places: list[tuple[str | None, tuple[str, ...]]] = []

@@ -11,6 +11,8 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
+from airflow_provider_deltamerge.spec.sql_dialect import SparkSql
+
 
 @dataclass(frozen=True)
 class ExpressionSyntaxError:
@@ -32,7 +34,7 @@ def column_references(sql: str) -> tuple[tuple[str, ...], ...] | ExpressionSynta
         The references, or an ``ExpressionSyntaxError`` if ``sql`` is not a Spark SQL expression.
     """
     try:
-        tree = sqlglot.parse_one(sql, read="spark", into=exp.Condition)
+        tree = sqlglot.parse_one(sql, read=SparkSql, into=exp.Condition)
     except ParseError as err:
         first = err.errors[0] if err.errors else {}
         return ExpressionSyntaxError(
@@ -60,7 +62,7 @@ def column_references(sql: str) -> tuple[tuple[str, ...], ...] | ExpressionSynta
 def conjuncts(sql: str) -> list[exp.Expr] | None:
     """The ``AND``-ed parts of a condition, parentheses removed; None if ``sql`` does not parse."""
     try:
-        condition = sqlglot.parse_one(sql, read="spark")
+        condition = sqlglot.parse_one(sql, read=SparkSql)
     except ParseError:
         return None
     parts = condition.flatten() if isinstance(condition, exp.And) else [condition]

@@ -39,6 +39,7 @@ from airflow_provider_deltamerge.spec.source import (
     QuerySource,
     TableSource,
 )
+from airflow_provider_deltamerge.spec.sql_dialect import SparkSql
 from airflow_provider_deltamerge.spec.sql_grammar import Violation, WhenClause, parse_checks, read_clauses
 from airflow_provider_deltamerge.spec.validation import problem, raise_problems
 
@@ -155,7 +156,7 @@ def _without_schema_evolution(sql: str, tokens: list[Token]) -> tuple[str, bool]
 def _parse_statement(sql: str, violation: Violation | None) -> exp.Merge:
     """The statement's tree; a syntax error is the earlier of sqlglot's and Spark's grammar ``violation``."""
     try:
-        statements = [s for s in sqlglot.parse(sql, read="spark") if s is not None]
+        statements = [s for s in sqlglot.parse(sql, read=SparkSql) if s is not None]
     except ParseError as err:
         first = err.errors[0] if err.errors else {}
         line, column = int(first.get("line") or 0), int(first.get("col") or 0)

@@ -2,7 +2,8 @@
 
 Delta made each table with a VARIANT column ``v`` and one inside a struct (``st.w``), rows written with
 ``parse_json`` (an object, an array, a JSON null and a SQL NULL). Each statement assigns, compares
-(``variant_get`` in ON and clause conditions) and inserts VARIANT values; our merge and Delta's own MERGE of
+(``variant_get`` and Spark 4's path syntax ``t.v:a::int`` in ON and clause conditions) and inserts VARIANT
+values; our merge and Delta's own MERGE of
 the same statement on an identical copy give the same rows (VARIANT compared through ``to_json``), the same
 counts, schema and protocol, and the same nullCount per column in the new files (Delta collects no
 min/max for VARIANT). Our files hold VARIANT as Spark writes it, a group of ``value`` and ``metadata``
@@ -48,6 +49,14 @@ STATEMENTS = {
     "WHEN NOT MATCHED AND is_variant_null(s.v) IS NOT TRUE THEN INSERT (id, v) VALUES (s.id, s.v)",
     "insert-only": MERGE + "ON t.id = s.id WHEN NOT MATCHED THEN INSERT *",
     "matched-only": MERGE + "ON t.id = s.id WHEN MATCHED THEN UPDATE SET st.w = s.v",
+    # Spark 4's path syntax (``column:path``, ``::type``) in the ON condition, a clause condition, SET and
+    # INSERT values
+    "path-syntax": MERGE + "ON t.id = s.id AND t.v:a::int > 1 "
+    "WHEN MATCHED THEN UPDATE SET st.a = s.v:a::int, st.w = s.v:['a'] "
+    "WHEN NOT MATCHED AND s.v:a IS NOT NULL THEN INSERT *",
+    "path-syntax-clauses": MERGE + "ON t.id = s.id WHEN MATCHED AND t.v:b[1]::int = 2 THEN DELETE "
+    "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT (id, v, st) "
+    "VALUES (s.id, s.v:a, named_struct('a', s.v:a::bigint, 'w', s.v))",
 }
 # Statements where VARIANT meets another type: each must end as Delta's own MERGE ends (same rows, or the
 # same error class, the table unchanged).

@@ -83,6 +83,12 @@ def test_a_source_query_may_read_files_only_under_the_roots():
     with pytest.raises(MergeSpecError, match="'/etc/passwd' lies outside"):
         check_spec_locations(spec(source=QuerySource(query)), allowed_paths=ROOTS)
     check_spec_locations(spec(source=QuerySource("SELECT * FROM delta.`/lake/x`")), allowed_paths=ROOTS)
+    # A query Spark reads, VARIANT paths and all, has its files found too (it used not to parse here)
+    query = (
+        "SELECT v:a::int AS a FROM parquet.`/lake/x` WHERE v:b.c[0] IS NOT NULL "
+        "UNION SELECT 1 FROM csv.`/etc/x`"
+    )
+    assert list(file_paths_in_query(query)) == ["/lake/x", "/etc/x"]
 
 
 @pytest.mark.parametrize(

@@ -20,12 +20,14 @@ from airflow_provider_deltamerge.spec import (
     QuerySource,
     TableSource,
     delete,
+    insert,
     insert_all,
     parse_merge_sql,
     to_merge_sql,
     update,
     update_all,
 )
+from airflow_provider_deltamerge.spec.references import column_references
 
 CDC_SQL = """
 -- the nightly CDC merge
@@ -244,6 +246,24 @@ def test_expressions_reach_the_spec_verbatim() -> None:
     )
     assert spec.condition == "t.id == s.id"
     assert spec.clauses == (update({"qty": "CAST(s.qty AS INT)  +1"}),)
+
+
+def test_variant_paths_reach_the_spec_verbatim() -> None:
+    # Spark 4's VARIANT path extraction: sqlglot's Spark dialect reads ``:`` only as a parameter marker
+    sql = (
+        "MERGE INTO t USING s ON t.id = s.id AND t.v:a::int > 1 "
+        "WHEN MATCHED AND s.v:['k'].b[0]::string = 'x' THEN UPDATE SET x = s.v:a::int, w = s.v:a "
+        "WHEN NOT MATCHED THEN INSERT (id, x) VALUES (s.id, s.v:`a b`.c::decimal(10, 2))"
+    )
+    spec = parse_merge_sql(sql)
+    assert spec.condition == "t.id = s.id AND t.v:a::int > 1"
+    assert spec.clauses == (
+        update({"x": "s.v:a::int", "w": "s.v:a"}, condition="s.v:['k'].b[0]::string = 'x'"),
+        insert({"id": "s.id", "x": "s.v:`a b`.c::decimal(10, 2)"}),
+    )
+    assert parse_merge_sql(to_merge_sql(spec)) == spec
+    # Only the VARIANT column is a column reference; the path's keys are not
+    assert set(column_references("t.v:a.b[0]::int > s.v:c")) == {("t", "v"), ("s", "v")}
 
 
 def test_a_merge_without_on_is_spark_s_syntax_error_at_when():

@@ -33,20 +33,28 @@ ACTIONS = [
     "INSERT (id, v) VALUES (s.id)",
     "INSERT (id) VALUES (s.id, 2)",
     "INSERT VALUES (s.id)",
+    # Spark 4's VARIANT path extraction (``column:path``, ``::type``), which sqlglot's Spark dialect lacks
+    "UPDATE SET v = s.v:a::int",
+    "INSERT (id, v) VALUES (s.id, s.v:a.b[0])",
 ]
 clauses = st.lists(
     st.tuples(
-        st.sampled_from(KINDS), st.sampled_from([None, "t.v > 1", "s.v IS NULL"]), st.sampled_from(ACTIONS)
+        st.sampled_from(KINDS),
+        st.sampled_from([None, "t.v > 1", "s.v IS NULL", "t.v:a::int > 1", "s.v:['a'].b[0]::string = 'x'"]),
+        st.sampled_from(ACTIONS),
     ),
     max_size=4,
 )
 heads = st.sampled_from(["MERGE INTO", "MERGE WITH SCHEMA EVOLUTION INTO"])
 targets = st.sampled_from(["t", "delta.`/lake/t` AS t", "cat.db.t AS t"])
 sources = st.sampled_from(["s", "(SELECT 1 AS id, 2 AS v) AS s", "parquet.`/in/s` s"])
+ons = st.sampled_from(["t.id = s.id", "t.id = s.id AND t.v:a::int > 1"])
 
 
-def statement(head: str, target: str, source: str, whens: list[tuple[str, str | None, str]]) -> str:
-    text = f"{head} {target} USING {source} ON t.id = s.id"
+def statement(
+    head: str, target: str, source: str, whens: list[tuple[str, str | None, str]], on: str = "t.id = s.id"
+) -> str:
+    text = f"{head} {target} USING {source} ON {on}"
     for kind, condition, action in whens:
         text += f"\nWHEN {kind}{f' AND {condition}' if condition else ''} THEN {action}"
     return text
@@ -84,11 +92,11 @@ def our_outcome(sql: str) -> tuple[str, str] | None:
 
 
 @settings(max_examples=300)
-@given(heads, targets, sources, clauses)
+@given(heads, targets, sources, clauses, ons)
 def test_the_front_door_accepts_and_refuses_what_sparks_parser_does(
-    spark_parser: Any, head: str, target: str, source: str, whens: list[tuple[str, str | None, str]]
+    spark_parser: Any, head: str, target: str, source: str, whens: list[tuple[str, str | None, str]], on: str
 ) -> None:
-    sql = statement(head, target, source, whens)
+    sql = statement(head, target, source, whens, on)
     assert our_outcome(sql) == spark_outcome(spark_parser, sql), sql
 
 
