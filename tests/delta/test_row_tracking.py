@@ -23,6 +23,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge.delta.commit import transaction as commit_module
+from airflow_provider_deltamerge.delta.log.log_reader import LogReader
 from airflow_provider_deltamerge.delta.log.row_tracking import high_water_mark
 from tests.delta.helpers import (
     STATEMENTS,
@@ -161,3 +162,15 @@ def test_a_concurrent_commit_that_assigned_row_ids_moves_ours_above_its_mark(spa
         6: (ids[6][0], 0),
     }
     assert high_water_mark(target, 3) == domain_mark(target, 3) > raced[0]
+
+
+def test_the_high_water_mark_is_read_from_delta_s_checkpoint_too(spark, tmp_path):
+    # Given: a table Delta made with row tracking (its mark in version 0's commit), then Delta's checkpoint
+    target = delta_table(spark, tmp_path / "t", ROW_TRACKING)
+    written = domain_mark(target, 0)
+    assert written is not None and high_water_mark(target, 0) == written
+    jvm = spark.sparkContext._jvm
+    jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, target).checkpoint()
+    # When/Then: read at the checkpoint's version, the mark comes from the checkpoint file alone
+    assert LogReader(target).last_checkpoint()["version"] == 0
+    assert high_water_mark(target, 0) == written
