@@ -28,7 +28,19 @@ _HOOK = str(Path(__file__).parent / "subprocess_hook")
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_HOOK, os.environ.get("PYTHONPATH")) if p)
 
 
+# Every JVM the tests start (their SparkSession, each spark-submit, the Connect server) lives seconds to
+# minutes on small data: C2, the JIT's optimizing compiler, and G1's threads cost such a JVM more CPU than
+# they ever pay back, and on a 2-core machine they take it from the work itself. C1 and the serial collector
+# halve a short job's CPU time (tests/job/test_spark_submit.py: 175 s to 93 s). They change how the JVM
+# compiles and collects, nothing Spark or the merge does.
+SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    # An xdist worker inherits the options its controller set here
+    opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    if SHORT_LIVED_JVM not in opts:
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{opts} {SHORT_LIVED_JVM}".strip()
     # Before the first JVM: every spark-submit started from here maps one archive of Spark's classes.
     from tests.spark_class_archive import share_spark_classes
 
