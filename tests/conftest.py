@@ -28,12 +28,16 @@ _HOOK = str(Path(__file__).parent / "subprocess_hook")
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_HOOK, os.environ.get("PYTHONPATH")) if p)
 
 
-# Every JVM the tests start (their SparkSession, each spark-submit, the Connect server) lives seconds to
-# minutes on small data: C2, the JIT's optimizing compiler, and G1's threads cost such a JVM more CPU than
-# they ever pay back, and on a 2-core machine they take it from the work itself. C1 and the serial collector
-# halve a short job's CPU time (tests/job/test_spark_submit.py: 175 s to 93 s). They change how the JVM
-# compiles and collects, nothing Spark or the merge does.
+# Nearly every JVM the tests start (each spark-submit, an Airflow task's, the Connect server) lives seconds
+# on small data: C2, the JIT's optimizing compiler, and G1's threads cost such a JVM more CPU than they ever
+# pay back, and on a 2-core machine they take it from the work itself. C1 and the serial collector halve a
+# short job's CPU time (tests/job/test_spark_submit.py: 175 s to 93 s). They change how the JVM compiles and
+# collects, nothing Spark or the merge does.
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# The session's own SparkSession is the exception: it runs thousands of queries over the whole session
+# (the differential suite's 150 statements took 628 s with C1 alone against 511 s), so C2 is back for it;
+# its driver options come after SPARK_SUBMIT_OPTS on the JVM's command line, and the last one wins.
+LONG_LIVED_JVM = "-XX:TieredStopAtLevel=4"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -128,6 +132,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         # Delta rebuilds a snapshot's state in this many tasks (50 by default), as its own test suites do
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.extraJavaOptions", LONG_LIVED_JVM)
     )
     session = with_delta(builder).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

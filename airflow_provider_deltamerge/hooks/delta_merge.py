@@ -25,6 +25,7 @@ from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.hooks.class_archive import class_archive
 from airflow_provider_deltamerge.hooks.cloud_credentials import gcs_keyfile_conf
 from airflow_provider_deltamerge.hooks.connect_job import ConnectJob
+from airflow_provider_deltamerge.hooks.driver_jit import driver_jit_env
 from airflow_provider_deltamerge.hooks.spark_setup import (
     JobSubmitHook,
     is_local_default,
@@ -194,10 +195,13 @@ class DeltaMergeHook(BaseHook):
             self._submit = submit
             # A client-mode driver reads the credentials from its own environment, never its arguments.
             env = {**os.environ, **credentials}
-            # The driver's JVM starts here in client mode only: there it maps Spark's classes from an archive.
+            # The driver's JVM starts here in client mode only: there it maps Spark's classes from an archive
+            # and leaves C2 to the code that stays hot.
             archive = None if in_cluster else class_archive(env)
+            if not in_cluster:
+                env = driver_jit_env(archive.job_env(env) if archive else env)
             try:
-                submit.submit(application=_job_path(), env=archive.job_env(env) if archive else env)
+                submit.submit(application=_job_path(), env=env)
             except AirflowException as err:
                 if archive:
                     archive.keep(succeeded=False)
