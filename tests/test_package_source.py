@@ -54,6 +54,24 @@ def product_errors(trees: list[tuple[str, ast.Module]]) -> set[str]:
         names |= more
 
 
+def errors_of_one_class(trees: list[tuple[str, ast.Module]]) -> set[str]:
+    """The classes whose ``__init__`` passes one constant error_class to ``super().__init__``: their
+    constructions carry that class without naming it."""
+    return {
+        c.name
+        for _, tree in trees
+        for c in ast.walk(tree)
+        if isinstance(c, ast.ClassDef)
+        for f in c.body
+        if isinstance(f, ast.FunctionDef) and f.name == "__init__"
+        for call in ast.walk(f)
+        if isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "__init__"
+        and any(k.arg == "error_class" and isinstance(k.value, ast.Constant) for k in call.keywords)
+    }
+
+
 def annotation_name(node: ast.expr | None) -> str | None:
     if isinstance(node, ast.Name):
         return node.id
@@ -110,6 +128,7 @@ def raises_without_class(trees: list[tuple[str, ast.Module]]) -> tuple[list[str]
     """Every construction of a product error without an error_class, and every other raise not listed; and
     the listed raises met."""
     errors = product_errors(trees)
+    of_one_class = errors_of_one_class(trees)
     functions = [n for _, tree in trees for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
     # Type variables bound to a product error (``ErrorT = TypeVar("ErrorT", bound=DeltaMergeError)``).
     bound = {
@@ -131,7 +150,7 @@ def raises_without_class(trees: list[tuple[str, ast.Module]]) -> tuple[list[str]
     for name, tree in trees:
         module = name.split("/", 1)[1]
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and callee(node) in errors and not has_class(node):
+            if isinstance(node, ast.Call) and callee(node) in errors - of_one_class and not has_class(node):
                 found.append(f"{name}:{node.lineno}: {callee(node)}(...) without error_class")
             if not isinstance(node, ast.Raise) or node.exc is None or isinstance(node.exc, ast.Name):
                 continue  # a bare raise, or a re-raise of an exception object built elsewhere
