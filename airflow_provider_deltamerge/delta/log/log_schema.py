@@ -50,7 +50,9 @@ def read_table_schema(
         if refuse_unsupported:
             raise
         reader = LogReader(path, storage_options)
-        metadata = newest_action(reader, reader.latest_version(), "metaData") or {}
+        metadata = newest_action(reader, reader.latest_version(), "metaData")
+        if metadata is None:  # no schema to check against: the refusal is all there is to say
+            raise
         return dict(json.loads(metadata["schemaString"]))
     return json.loads(table.schema().to_json())
 
