@@ -16,11 +16,10 @@ from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 import pyarrow as pa
-import pyarrow.dataset as ds
-from deltalake import Schema
 
 from airflow_provider_deltamerge.delta.log.log_reader import LogReader
 from airflow_provider_deltamerge.delta.log.newest_actions import newest_action
+from airflow_provider_deltamerge.delta.log.parquet_source_schema import parquet_source_schema
 from airflow_provider_deltamerge.delta.log.snapshot import open_table
 from airflow_provider_deltamerge.exceptions import SourceError, TargetTableError, UnsupportedFeaturesError
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
@@ -80,14 +79,15 @@ def read_path_schema(
     local = local_path(path)
     if local is None or storage_options:
         return None
+    # Whether the path is there is one stat: a missing extract fails here in a second, not minutes later in
+    # a started Spark job.
+    check_path_exists(path, local)
     if file_format != "parquet" or _GLOB.search(local):
-        # Spark infers a csv, json or orc schema with a scan of the data, but whether the path is there is
-        # one stat: a missing extract fails here in a second, not minutes later in a started Spark job.
-        check_path_exists(path, local)
+        # Spark infers a csv, json or orc schema with a scan of the data.
         return None
     try:
-        # Dataset discovery lists the files and reads one footer; no row is read.
-        arrow_schema = ds.dataset(local, format="parquet", partitioning="hive").schema
+        # One footer and the directories' names; no row is read.
+        return parquet_source_schema(local)
     except FileNotFoundError as err:
         raise path_not_found(path) from err
     except pa.ArrowInvalid as err:
@@ -97,7 +97,6 @@ def read_path_schema(
             "source files are complete parquet files (a truncated upload, or another format?).",
             error_class="FAILED_READ_FILE.CANNOT_READ_FILE_FOOTER",
         ) from err
-    return json.loads(Schema.from_arrow(arrow_schema).to_json())
 
 
 def local_path(path: str) -> str | None:
