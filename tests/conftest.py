@@ -41,13 +41,10 @@ LONG_LIVED_JVM = "-XX:TieredStopAtLevel=4"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # An xdist worker inherits the options its controller set here
-    opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
-    if SHORT_LIVED_JVM not in opts:
-        os.environ["SPARK_SUBMIT_OPTS"] = f"{opts} {SHORT_LIVED_JVM}".strip()
-    # Before the first JVM: every spark-submit started from here maps one archive of Spark's classes.
-    from tests.spark_class_archive import share_spark_classes
+    from tests.spark_class_archive import add_submit_options, share_spark_classes
 
+    add_submit_options(SHORT_LIVED_JVM)
+    # Before the first JVM: every spark-submit started from here maps one archive of Spark's classes.
     config.stash[_ARCHIVE_FAILURE] = share_spark_classes()
 
 

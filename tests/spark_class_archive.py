@@ -56,10 +56,15 @@ def share_spark_classes() -> str | None:
     # A JVM whose class path differs from the archive's (a test's extra jars) says so on its standard output,
     # which would land in the middle of a task's log: it runs without the archive, silently.
     shared = f"-XX:SharedArchiveFile={archive} -Xlog:cds=off,cds+dynamic=off"
-    # An xdist worker inherits the options its controller set here
-    if shared not in os.environ.get(OPTS, ""):
-        os.environ[OPTS] = f"{os.environ.get(OPTS, '')} {shared}".strip()
+    add_submit_options(shared)
     return None
+
+
+def add_submit_options(options: str) -> None:
+    """Append ``options`` to ``SPARK_SUBMIT_OPTS`` unless they are there: an xdist worker inherits the
+    options its controller set."""
+    if options not in os.environ.get(OPTS, ""):
+        os.environ[OPTS] = f"{os.environ.get(OPTS, '')} {options}".strip()
 
 
 def _made_with(java: str) -> str:
