@@ -14,7 +14,7 @@ SCALE ?= S
 PYTEST_WORKERS ?= 2
 RUNS ?= 5
 
-.PHONY: demo test bench bench-overhead venv java docker-compose chromium postgresql clean
+.PHONY: demo test bench bench-overhead bench-first-dag venv java docker-compose chromium postgresql clean
 
 demo: $(STAMP) java
 	$(BIN)/python scripts/demo.py
@@ -30,6 +30,9 @@ bench: $(STAMP) java
 
 bench-overhead: $(STAMP) java
 	$(BIN)/python -m bench overhead --runs $(RUNS)
+
+bench-first-dag: $(STAMP) java
+	$(BIN)/python -m bench first-dag --runs $(RUNS)
 
 venv: $(STAMP)
 

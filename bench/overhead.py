@@ -285,7 +285,16 @@ def overhead_main(argv: Sequence[str], *, work: Path, results_dir: Path) -> int:
 def parse_args(argv: Sequence[str]) -> tuple[int, tuple[Way, ...]]:
     """``--runs N`` (at least 1, default 5) and ``--ways`` (comma-separated, default both)."""
     parser = argparse.ArgumentParser(prog="python -m bench overhead", description=__doc__)
-    parser.add_argument("--runs", type=int, default=5, help="merges each way (default 5)")
+    return parse_ways(parser, argv, default_runs=5)
+
+
+def parse_ways(
+    parser: argparse.ArgumentParser, argv: Sequence[str], *, default_runs: int
+) -> tuple[int, tuple[Way, ...]]:
+    """``--runs N`` (at least 1) and ``--ways`` (comma-separated, default both), added to ``parser``."""
+    parser.add_argument(
+        "--runs", type=int, default=default_runs, help=f"runs each way (default {default_runs})"
+    )
     parser.add_argument("--ways", default=",".join(WAYS), help=f"comma-separated, of {', '.join(WAYS)}")
     args = parser.parse_args(argv)
     if args.runs < 1:

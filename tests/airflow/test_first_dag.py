@@ -6,25 +6,19 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
 
-from tests.e2e.conftest import ROOT, xcom_value
+from bench.first_dag import readme_first_dag_blocks, task_figures
+from tests.e2e.conftest import xcom_value
 
 pytestmark = pytest.mark.slow
 
 # A PATH such as a service manager gives: Java, no virtual environment, so no spark-submit.
 BARE_PATH = "/usr/bin:/bin"
-
-
-def readme_first_dag_blocks() -> list[str]:
-    """The fenced code blocks of the README's "Your first DAG" section, in order, without their indent."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Your first DAG\n", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"^( *)```\w+\n(.*?)^\1```$", section, flags=re.MULTILINE | re.DOTALL)
-    return [re.sub(rf"^{indent}", "", body, flags=re.MULTILINE) for indent, body in blocks]
 
 
 def test_readme_first_dag_runs_on_a_fresh_airflow(airflow_env, tmp_path):
@@ -47,6 +41,7 @@ def test_readme_first_dag_runs_on_a_fresh_airflow(airflow_env, tmp_path):
 
     # When: the README's command runs the DAG for its day
     airflow = str(Path(sys.executable).parent / "airflow")
+    started = time.monotonic()
     result = subprocess.run(
         [airflow, "dags", "test", "my_first_merge", "2024-01-02"],
         env=env,
@@ -54,6 +49,7 @@ def test_readme_first_dag_runs_on_a_fresh_airflow(airflow_env, tmp_path):
         text=True,
         check=False,
     )
+    command_seconds = time.monotonic() - started
 
     # Then: the merge ran on this machine's Spark, with pyspark's spark-submit, as the README says
     output = result.stdout + result.stderr
@@ -75,3 +71,8 @@ def test_readme_first_dag_runs_on_a_fresh_airflow(airflow_env, tmp_path):
     assert "SparkContext: Running Spark version" not in output
     assert "was locally checkpointed" not in output  # the materialized source's warning, expected
     assert re.search(r"\[info +\] Snapshot: \S+/orders at version 0", output)
+    # What `python -m bench first-dag` reads of such a run: the task's seconds lie within the command's and
+    # hold the merge's own, and its XCom value is the one above.
+    task_seconds, bench_metrics = task_figures(home / "airflow.db")
+    assert metrics["executionTimeMs"] / 1000 < task_seconds < command_seconds
+    assert bench_metrics == metrics

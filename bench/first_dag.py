@@ -1,0 +1,254 @@
+"""``python -m bench first-dag``: what the README's first DAG costs, from the task's start to its success.
+
+The README's "Your first DAG" as a user runs it: its table and extract written by its own code block, its
+DAG file as printed, a fresh Airflow home on SQLite, and ``airflow dags test my_first_merge 2024-01-02``.
+Each run gets a fresh table and a fresh copy of a migrated metadata database (the migration is not timed).
+Two ways: with no ``spark_default`` connection, as the README has it (spark-submit on ``local[*]``), and
+with ``spark_default`` naming a warm Spark Connect server (``local[*]`` too), started once and reported on
+its own. They alternate run by run, so a shared machine's drifts fall on both alike.
+
+Three figures per run: the task instance's start to its end as Airflow's metadata database records them
+(what the UI shows as the task's duration), the merge's own time from its XCom value (the headline's
+figure), and the whole ``airflow dags test`` command (its start, the DAG's parse and the run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import datetime
+import json
+import os
+import re
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from airflow_provider_deltamerge import __version__
+from airflow_provider_deltamerge import metrics as m
+from bench.connect_server import connect_server
+from bench.overhead import WAYS, Way, parse_ways
+from bench.result_files import write_result
+
+ROOT = Path(__file__).resolve().parent.parent
+README_LAKE = "/tmp/my-lake"
+DAG_ID = "my_first_merge"
+TASK_ID = "merge_orders"
+LOGICAL_DATE = "2024-01-02"
+AIRFLOW = str(Path(sys.executable).parent / "airflow")
+
+
+def readme_first_dag_blocks() -> list[str]:
+    """The fenced code blocks of the README's "Your first DAG" section, in order, without their indent:
+    the table and extract, the DAG, the commands."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Your first DAG\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"^( *)```\w+\n(.*?)^\1```$", section, flags=re.MULTILINE | re.DOTALL)
+    return [re.sub(rf"^{indent}", "", body, flags=re.MULTILINE) for indent, body in blocks]
+
+
+@dataclass(frozen=True)
+class FirstDagRun:
+    """One ``airflow dags test`` of the first DAG: seconds of the task, of the merge, of the command."""
+
+    way: Way
+    run: int
+    task: float
+    merge: float
+    command: float
+    inserted: int
+    updated: int
+
+
+@dataclass
+class FirstDagResult:
+    """Every run of both ways, and the seconds the Connect server took to start (in no run's figures)."""
+
+    started: str
+    runs: int
+    server_startup_seconds: float
+    # The machine's 1-minute load average as the runs began: what else was running (a shared machine).
+    load_average: float = 0.0
+    records: list[FirstDagRun] = dataclasses.field(default_factory=list)
+
+
+def measure_first_dag(
+    runs: int, work: Path, progress: Callable[[str], None], ways: Sequence[Way] = WAYS
+) -> FirstDagResult:
+    """Run the README's first DAG ``runs`` times each of ``ways``, alternating, under ``work``."""
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "dags").mkdir(parents=True)
+    lake = work / "my-lake"
+    setup, dag, _ = readme_first_dag_blocks()
+    (work / "dags" / f"{DAG_ID}.py").write_text(dag.replace(README_LAKE, str(lake)))
+    template = work / "airflow.db"
+    progress("Migrating a fresh metadata database (not timed) ...")
+    _airflow(["db", "migrate"], _env(work / "template-home", work, connection=None), template.parent)
+    shutil.move(work / "template-home" / "airflow.db", template)
+    started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    token = f"bench-{uuid.uuid4().hex}"
+    with (
+        connect_server(work / "connect-server.log", token=token, master="local[*]")
+        if "connect" in ways
+        else contextlib.nullcontext()
+    ) as server:
+        result = FirstDagResult(
+            started, runs, server.startup_seconds if server else 0.0, load_average=os.getloadavg()[0]
+        )
+        if server:
+            progress(f"Spark Connect server started in {server.startup_seconds:.1f} s")
+        for run in range(runs):
+            for way in ways if run % 2 == 0 else ways[::-1]:
+                shutil.rmtree(lake, ignore_errors=True)
+                subprocess.run([sys.executable, "-c", setup.replace(README_LAKE, str(lake))], check=True)
+                home = work / f"home-{way}-{run}"
+                home.mkdir()
+                shutil.copy(template, home / "airflow.db")
+                connection = (
+                    {
+                        "conn_type": "spark_connect",
+                        "host": server.host,
+                        "port": server.port,
+                        "password": token,
+                    }
+                    if server and way == "connect"
+                    else None
+                )
+                record = _one_run(way, run, _env(home, work, connection), home)
+                result.records.append(record)
+                progress(
+                    f"{way} run {run + 1}/{runs}: task {record.task:.1f} s (merge {record.merge:.1f} s), "
+                    f"command {record.command:.1f} s"
+                )
+    return result
+
+
+def _env(home: Path, work: Path, connection: dict[str, object] | None) -> dict[str, str]:
+    """The environment of a user's shell with only this Airflow home, DAG folder and connection set."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "SPARK_SUBMIT_OPTS"))}
+    env.update(
+        AIRFLOW_HOME=str(home),
+        AIRFLOW__CORE__DAGS_FOLDER=str(work / "dags"),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+    )
+    if connection is not None:
+        env["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps(connection)
+    return env
+
+
+def _airflow(arguments: list[str], env: dict[str, str], cwd: Path) -> float:
+    """Run ``airflow <arguments>``; its seconds. A failure stops the benchmark with the command's output."""
+    cwd.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    done = subprocess.run(
+        [AIRFLOW, *arguments], env=env, cwd=cwd, capture_output=True, text=True, check=False
+    )
+    seconds = time.monotonic() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"airflow {' '.join(arguments)} failed:\n{(done.stdout + done.stderr)[-4000:]}")
+    return seconds
+
+
+def _one_run(way: Way, run: int, env: dict[str, str], home: Path) -> FirstDagRun:
+    command = _airflow(["dags", "test", DAG_ID, LOGICAL_DATE], env, home)
+    task, metrics = task_figures(home / "airflow.db")
+    return FirstDagRun(
+        way,
+        run,
+        task,
+        metrics[m.EXECUTION_TIME_MS] / 1000,
+        command,
+        metrics[m.NUM_TARGET_ROWS_INSERTED],
+        metrics[m.NUM_TARGET_ROWS_UPDATED],
+    )
+
+
+def task_figures(database: Path) -> tuple[float, dict[str, Any]]:
+    """The merge task's seconds from its start to its end, and its XCom value, from a SQLite metadata
+    database that holds one run of the first DAG.
+
+    Raises:
+        RuntimeError: the task did not succeed.
+    """
+    with sqlite3.connect(database) as db:
+        start, end, state = db.execute(
+            "SELECT start_date, end_date, state FROM task_instance WHERE dag_id = ? AND task_id = ?",
+            (DAG_ID, TASK_ID),
+        ).fetchone()
+        (value,) = db.execute(
+            "SELECT value FROM xcom WHERE dag_id = ? AND task_id = ? AND key = 'return_value'",
+            (DAG_ID, TASK_ID),
+        ).fetchone()
+    if state != "success":
+        raise RuntimeError(f"The task {DAG_ID}.{TASK_ID} ended {state}")
+    seconds = (datetime.datetime.fromisoformat(end) - datetime.datetime.fromisoformat(start)).total_seconds()
+    return seconds, dict(json.loads(value if isinstance(value, str) else value.decode()))
+
+
+def write_first_dag(result: FirstDagResult, results_dir: Path) -> Path:
+    """Write ``first-dag-<timestamp>.md/.json``; returns the report."""
+    return write_result("first-dag", result, first_dag_markdown(result), results_dir)
+
+
+def first_dag_markdown(result: FirstDagResult) -> str:
+    ways = [way for way in WAYS if any(r.way == way for r in result.records)]
+
+    def cell(way: Way, figure: str) -> str:
+        seconds = [getattr(r, figure) for r in result.records if r.way == way]
+        return f"{statistics.median(seconds):.1f} ({min(seconds):.1f}-{max(seconds):.1f})"
+
+    server = (
+        f" The Connect server (`local[*]`) started once in {result.server_startup_seconds:.1f} s, in no "
+        "figure below."
+        if "connect" in ways
+        else ""
+    )
+    return "\n".join(
+        [
+            "# The README's first DAG: the task's real time",
+            "",
+            f"Started {result.started}; engine {__version__}; {result.runs} run(s) each way, alternating; "
+            f"{os.cpu_count()} cores; load average (1 min) at the start {result.load_average:.1f}. "
+            f"`airflow dags test {DAG_ID} {LOGICAL_DATE}` on a fresh SQLite home, the README's table and "
+            "DAG; *spark-submit*: no `spark_default` connection, as the README has it (`local[*]`); "
+            f"*connect*: `spark_default` names a warm Spark Connect server.{server}",
+            "",
+            "Seconds are medians (min-max). *Task*: the task instance's start to its end in Airflow's "
+            "metadata database (the UI's duration). *Merge*: the merge's own time (its XCom value's "
+            "`executionTimeMs`, the headline's figure). *Command*: the whole `airflow dags test`, its start "
+            "and the DAG's parse included.",
+            "",
+            "| way | task s | merge s | command s |",
+            "|---|---|---|---|",
+            *(f"| {w} | {cell(w, 'task')} | {cell(w, 'merge')} | {cell(w, 'command')} |" for w in ways),
+            "",
+            "## Every run",
+            "",
+            "| run | way | task s | merge s | command s | inserted | updated |",
+            "|---|---|---|---|---|---|---|",
+            *(
+                f"| {r.run + 1} | {r.way} | {r.task:.1f} | {r.merge:.1f} | {r.command:.1f} | {r.inserted} | "
+                f"{r.updated} |"
+                for r in result.records
+            ),
+            "",
+        ]
+    )
+
+
+def first_dag_main(argv: Sequence[str], *, work: Path, results_dir: Path) -> int:
+    """``python -m bench first-dag [--runs N] [--ways W,...]``: measure, write the report, say where."""
+    parser = argparse.ArgumentParser(prog="python -m bench first-dag", description=__doc__)
+    runs, ways = parse_ways(parser, argv, default_runs=3)
+    result = measure_first_dag(runs, work, progress=lambda line: print(line, flush=True), ways=ways)
+    print(f"Report: {write_first_dag(result, results_dir)}")
+    return 0
