@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pytest
@@ -32,7 +33,11 @@ from airflow_provider_deltamerge.delta.format.deletion_vectors import (
     z85_decode,
     z85_encode,
 )
-from airflow_provider_deltamerge.delta.log.live_adds import add_actions_of, deletion_vectors_of
+from airflow_provider_deltamerge.delta.log.live_adds import (
+    add_actions_of,
+    deletion_vectors_of,
+    live_file_sizes,
+)
 from airflow_provider_deltamerge.delta.log.snapshot import read_snapshot
 from airflow_provider_deltamerge.exceptions import TargetTableError
 from tests.delta.dv_tables import data_file_paths, delete_rows, enable_deletion_vectors
@@ -169,6 +174,24 @@ def test_each_file_gets_its_newest_vector_from_commits_and_checkpoints(tmp_path:
     # An older version sees the vector of its own time.
     older = deletion_vectors_of(table, version - 2, [first, second])
     assert older[first].storage_type == "i" and second not in older
+
+
+def test_the_log_replayed_alone_lists_the_live_files_deltalake_lists(tmp_path: Path) -> None:
+    # Given: files re-added under vectors (remove and add of one path in a commit), an append, a checkpoint
+    # in the middle and an overwrite after it
+    table = _table_with_vectors(tmp_path)
+    delete_rows(table, {_file_holding(table, 1): [1]})
+    write_deltalake(
+        table, pa.table({"id": pa.array([100, 101], pa.int64()), "day": ["c", "c"]}), mode="append"
+    )
+    DeltaTable(table).create_checkpoint()
+    delete_rows(table, {_file_holding(table, 5): [0]})
+    write_deltalake(table, pa.table({"id": pa.array([7], pa.int64()), "day": ["d"]}), mode="overwrite")
+    # Then: at every version, the files and sizes deltalake's snapshot has
+    for version in range(DeltaTable(table).version() + 1):
+        adds = pa.table(DeltaTable(table, version=version).get_add_actions()).to_pylist()
+        expected = {unquote(a["path"]): a["size_bytes"] for a in adds}
+        assert {unquote(p): size for p, size in live_file_sizes(table, version).items()} == expected, version
 
 
 @pytest.mark.parametrize("partitioned", [False, True])

@@ -167,6 +167,7 @@ def test_auto_merges_on_delta_s_runtime_as_delta_s_own_merge(spark, tmp_path, fe
     )
     src = source(tmp_path)
     theirs = copy_of(target, "theirs")
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{target}`").first()
     spec = parse_merge_sql(text.format(target=target, source=src))
     assert backend.choose_backend(spark, spec, "auto") == "delta-spark"
     result = backend.run_with_delta_spark(spark, spec)
@@ -175,8 +176,11 @@ def test_auto_merges_on_delta_s_runtime_as_delta_s_own_merge(spark, tmp_path, fe
     expected = last_history(spark, theirs)["operationMetrics"]
     assert {k: result.metrics[k] for k in CHANGES} == {k: int(expected[k]) for k in CHANGES}
     assert result.committed and result.version == 1
-    # The snapshot Delta read is sized with deltalake, which cannot open the table: not measured, never 0
-    assert result.metrics[m.NUM_TARGET_FILES_BEFORE_SKIPPING] is None
+    # The snapshot Delta read, sized from the log (deltalake cannot open the table) as Delta sizes it
+    assert (
+        result.metrics[m.NUM_TARGET_FILES_BEFORE_SKIPPING],
+        result.metrics[m.NUM_TARGET_BYTES_BEFORE_SKIPPING],
+    ) == (detail["numFiles"], detail["sizeInBytes"])
 
 
 def test_delta_s_runtime_refuses_a_catalog_managed_table_by_path_in_its_own_words(spark, tmp_path):

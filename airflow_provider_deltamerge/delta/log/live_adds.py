@@ -67,6 +67,29 @@ def add_actions_of(
     return found
 
 
+def live_file_sizes(
+    table_uri: str, version: int, *, storage_options: Mapping[str, str] | None = None
+) -> dict[str, int]:
+    """Every file live at ``version`` (its log path) and its size, replayed from the log alone: the
+    checkpoint's add actions, then each later commit's removes and adds. For tables ``deltalake`` cannot
+    open (reader features it lacks), whose size Delta's merge metrics still report."""
+    reader = LogReader(table_uri, storage_options)
+    checkpoint = checkpoint_files(reader, version)
+    live = (
+        {add["path"]: int(add["size"]) for add in _checkpoint_adds(reader, checkpoint[1], ("path", "size"))}
+        if checkpoint
+        else {}
+    )
+    for commit in range(checkpoint[0] + 1 if checkpoint else 0, version + 1):
+        actions = reader.actions(commit)
+        # A file re-added under a new deletion vector is removed and added in one commit: the add stays.
+        for action in actions:
+            if "remove" in action:
+                live.pop(action["remove"]["path"], None)
+        live.update({a["add"]["path"]: int(a["add"]["size"]) for a in actions if "add" in a})
+    return live
+
+
 def _take(add: Mapping[str, Any], wanted: set[str], found: dict[str, dict[str, Any]]) -> None:
     """Keep the newest add of a path still wanted (the first one met, reading newest first)."""
     path = add.get("path")

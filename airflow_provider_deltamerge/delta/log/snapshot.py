@@ -15,7 +15,11 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from airflow_provider_deltamerge.delta.format.column_mapping import logical_stats_columns, maps_columns
 from airflow_provider_deltamerge.delta.format.deletion_vectors import DeletionVector
-from airflow_provider_deltamerge.delta.log.live_adds import add_actions_of, deletion_vectors_of
+from airflow_provider_deltamerge.delta.log.live_adds import (
+    add_actions_of,
+    deletion_vectors_of,
+    live_file_sizes,
+)
 from airflow_provider_deltamerge.delta.log.row_tracking import tracks_rows
 from airflow_provider_deltamerge.delta.log.table_features import (
     Protocol,
@@ -23,7 +27,7 @@ from airflow_provider_deltamerge.delta.log.table_features import (
     unreadable_features,
     unsupported_features_error,
 )
-from airflow_provider_deltamerge.exceptions import TargetTableError
+from airflow_provider_deltamerge.exceptions import TargetTableError, UnsupportedFeaturesError
 from airflow_provider_deltamerge.spec.delta_messages import delta_message
 
 # The reader and writer feature of tables whose files may carry deletion vectors.
@@ -143,7 +147,13 @@ def table_size(
     Raises:
         TargetTableError: when there is no Delta table at ``table_uri``.
     """
-    adds = pa.table(open_table(table_uri, version, storage_options=storage_options).get_add_actions())
+    try:
+        table = open_table(table_uri, version, storage_options=storage_options)
+    except UnsupportedFeaturesError:
+        # deltalake cannot open the table (a merge of it runs on Delta's runtime): its log can be replayed.
+        sizes = live_file_sizes(table_uri, version, storage_options=storage_options)
+        return len(sizes), sum(sizes.values())
+    adds = pa.table(table.get_add_actions())
     return adds.num_rows, sum(adds.column("size_bytes").to_pylist())
 
 
