@@ -24,6 +24,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge import metrics as m
+from airflow_provider_deltamerge.delta.commit import transaction as commit_module
 from airflow_provider_deltamerge.delta.log.log_reader import LogReader
 from airflow_provider_deltamerge.engine.resolve.type_widening import AUTOMATIC_CONF
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
@@ -391,3 +392,47 @@ def test_date_to_timestamp_ntz_without_the_timestamp_ntz_feature_is_refused_as_d
     # Then: both refuse, naming the feature the widening needs, and the table stays as it was
     assert ours_outcome == theirs_outcome == {"error": "DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT"}
     assert LogReader(target).latest_version() == 1
+
+
+# --- the preview's commit version ------------------------------------------------------------------------
+
+
+def preview_table(spark: SparkSession, target: str) -> None:
+    """Delta makes ``target`` with ``typeWidening-preview`` (whose type changes carry ``tableVersion``)."""
+    spark.sql(
+        f"CREATE TABLE delta.`{target}` (id BIGINT, qty SMALLINT) USING delta TBLPROPERTIES "
+        "('delta.feature.typeWidening-preview' = 'supported', 'delta.enableTypeWidening' = 'true')"
+    ).collect()
+    spark.sql(f"INSERT INTO delta.`{target}` VALUES (1, 1), (2, 2)").collect()
+
+
+def test_a_preview_table_s_type_change_names_the_version_the_merge_lands_at(spark, tmp_path, monkeypatch):
+    # Given: a typeWidening-preview table Delta made, a copy of it, and a source that widens qty to INT
+    target = str(tmp_path / "ours")
+    preview_table(spark, target)
+    theirs, raced = copy_of(target, "theirs"), copy_of(target, "raced")
+    src = str(tmp_path / "source")
+    spark.sql("SELECT CAST(2 AS BIGINT) AS id, 100000 AS qty").write.parquet(src)
+    statement = PAIR_STATEMENTS["classic"]
+    # When: our merge and Delta's each commit version 2 of their copy
+    ours(spark, statement, target, src)
+    delta_merge(spark, statement, theirs, src)
+    # Then: the same type change, recorded at version 2
+    assert type_changes(logged_schema(target)) == type_changes(logged_schema(theirs))
+    assert type_changes(logged_schema(target))["qty"][0]["tableVersion"] == 2
+    # When: Delta inserts a row our merge never reads (version 2) just before our commit's first attempt
+    real = commit_module._try_commit
+
+    def after_a_concurrent_insert(base: Any, actions: Any, store: Any) -> bool:
+        if LogReader(raced).latest_version() == 1:
+            spark.sql(f"INSERT INTO delta.`{raced}` VALUES (100, 7)").collect()
+        return real(base, actions, store)
+
+    monkeypatch.setattr(commit_module, "_try_commit", after_a_concurrent_insert)
+    result = ours(spark, statement, raced, src)
+    # Then: rebased over it, the merge lands at version 3 and its type change says 3, as Delta's conflict
+    # checker rewrites it
+    assert (result.rebased_over, result.version) == ((2,), 3)
+    changes = type_changes(logged_schema(raced))["qty"]
+    assert changes == [{**type_changes(logged_schema(theirs))["qty"][0], "tableVersion": 3}]
+    assert sorted(r["id"] for r in delta_rows(spark, raced)) == [1, 2, 100]

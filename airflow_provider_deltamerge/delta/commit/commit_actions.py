@@ -22,6 +22,7 @@ from airflow_provider_deltamerge.delta.format.column_mapping import (
     stored_name,
 )
 from airflow_provider_deltamerge.delta.format.provenance import COMMIT_INFO_KEY
+from airflow_provider_deltamerge.delta.format.type_changes import with_type_change_version
 from airflow_provider_deltamerge.delta.log.row_tracking import domain_metadata
 from airflow_provider_deltamerge.delta.log.snapshot import DataFile, Snapshot
 
@@ -75,7 +76,7 @@ class MergeCommitActions:
         """
         actions = [{"commitInfo": self._commit_info(timestamp, in_commit_timestamp)}]
         if self.schema is not None:
-            actions.append({"metaData": self._metadata()})
+            actions.append({"metaData": self._metadata(version)})
         txn = _txn(self.info, timestamp)
         if txn is not None:
             actions.append({"txn": txn})
@@ -116,15 +117,21 @@ class MergeCommitActions:
             COMMIT_INFO_KEY: dict(self.info),
         }
 
-    def _metadata(self) -> dict[str, Any]:
-        if self.metadata is None:
+    def _metadata(self, version: int | None) -> dict[str, Any]:
+        if self.metadata is None or self.schema is None:
             raise ValueError("a schema change needs the table's metadata")
+        # Type changes of a typeWidening-preview table name the version they were planned for, the one after
+        # the snapshot's; a rebased commit lands later.
+        planned = self.snapshot.version + 1
+        schema = self.schema
+        if version is not None and version != planned:
+            schema = with_type_change_version(schema, planned, version)
         return {
             "id": self.metadata.id,
             **({"name": self.metadata.name} if self.metadata.name is not None else {}),
             **({"description": self.metadata.description} if self.metadata.description is not None else {}),
             "format": {"provider": "parquet", "options": {}},
-            "schemaString": self.schema,
+            "schemaString": schema,
             "partitionColumns": list(self.snapshot.partition_columns),
             "configuration": self._configuration(),
             **({"createdTime": self.metadata.created_time} if self.metadata.created_time is not None else {}),
