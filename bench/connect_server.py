@@ -6,7 +6,8 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,3 +86,24 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+@contextmanager
+def server_for(
+    ways: Sequence[str], work: Path, progress: Callable[[str], None]
+) -> Iterator[ConnectServer | None]:
+    """A warm Connect server on ``local[*]`` (its start reported) when ``ways`` has ``connect``, else None;
+    the benchmarks' ways to merge (bench/overhead.py, bench/first_dag.py)."""
+    if "connect" not in ways:
+        yield None
+        return
+    with connect_server(
+        work / "connect-server.log", token=f"bench-{uuid.uuid4().hex}", master="local[*]"
+    ) as server:
+        progress(f"Spark Connect server started in {server.startup_seconds:.1f} s")
+        yield server
+
+
+def connection_of(server: ConnectServer) -> dict[str, object]:
+    """Airflow's ``spark_connect`` connection to ``server``, as ``AIRFLOW_CONN_<ID>`` holds it."""
+    return {"conn_type": "spark_connect", "host": server.host, "port": server.port, "password": server.token}

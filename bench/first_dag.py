@@ -15,7 +15,6 @@ figure), and the whole ``airflow dags test`` command (its start, the DAG's parse
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import datetime
 import json
@@ -27,7 +26,6 @@ import statistics
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,8 +33,8 @@ from typing import Any
 
 from airflow_provider_deltamerge import __version__
 from airflow_provider_deltamerge import metrics as m
-from bench.connect_server import connect_server
-from bench.overhead import WAYS, Way, parse_ways
+from bench.connect_server import connection_of, server_for
+from bench.overhead import WAYS, Way, WaysResult, parse_ways
 from bench.result_files import write_result
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,14 +68,9 @@ class FirstDagRun:
 
 
 @dataclass
-class FirstDagResult:
-    """Every run of both ways, and the seconds the Connect server took to start (in no run's figures)."""
+class FirstDagResult(WaysResult):
+    """Every run of both ways."""
 
-    started: str
-    runs: int
-    server_startup_seconds: float
-    # The machine's 1-minute load average as the runs began: what else was running (a shared machine).
-    load_average: float = 0.0
     records: list[FirstDagRun] = dataclasses.field(default_factory=list)
 
 
@@ -95,17 +88,10 @@ def measure_first_dag(
     _airflow(["db", "migrate"], _env(work / "template-home", work, connection=None), template.parent)
     shutil.move(work / "template-home" / "airflow.db", template)
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    token = f"bench-{uuid.uuid4().hex}"
-    with (
-        connect_server(work / "connect-server.log", token=token, master="local[*]")
-        if "connect" in ways
-        else contextlib.nullcontext()
-    ) as server:
+    with server_for(ways, work, progress) as server:
         result = FirstDagResult(
             started, runs, server.startup_seconds if server else 0.0, load_average=os.getloadavg()[0]
         )
-        if server:
-            progress(f"Spark Connect server started in {server.startup_seconds:.1f} s")
         for run in range(runs):
             for way in ways if run % 2 == 0 else ways[::-1]:
                 shutil.rmtree(lake, ignore_errors=True)
@@ -113,16 +99,7 @@ def measure_first_dag(
                 home = work / f"home-{way}-{run}"
                 home.mkdir()
                 shutil.copy(template, home / "airflow.db")
-                connection = (
-                    {
-                        "conn_type": "spark_connect",
-                        "host": server.host,
-                        "port": server.port,
-                        "password": token,
-                    }
-                    if server and way == "connect"
-                    else None
-                )
+                connection = connection_of(server) if server and way == "connect" else None
                 record = _one_run(way, run, _env(home, work, connection), home)
                 result.records.append(record)
                 progress(

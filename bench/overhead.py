@@ -14,7 +14,6 @@ the phases after it (``PHASES``).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import datetime
 import json
@@ -23,7 +22,6 @@ import re
 import shutil
 import statistics
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +34,7 @@ from deltalake import write_deltalake
 from airflow_provider_deltamerge import __version__
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update_all
-from bench.connect_server import connect_server
+from bench.connect_server import connection_of, server_for
 from bench.result_files import write_result
 
 Way = Literal["spark-submit", "connect"]
@@ -84,14 +82,21 @@ class OverheadRun:
 
 
 @dataclass
-class OverheadResult:
-    """Every run of both ways, and the seconds the Connect server took to start (in no run's figures)."""
+class WaysResult:
+    """A measurement of both ways: when it started, runs per way, the seconds the Connect server took to
+    start (in no run's figures), and the machine's 1-minute load average as the runs began (what else was
+    running on a shared machine)."""
 
     started: str
     runs: int
     server_startup_seconds: float
-    # The machine's 1-minute load average as the runs began: what else was running (a shared machine).
     load_average: float = 0.0
+
+
+@dataclass
+class OverheadResult(WaysResult):
+    """Every run of both ways."""
+
     records: list[OverheadRun] = dataclasses.field(default_factory=list)
 
 
@@ -105,24 +110,15 @@ def measure_overhead(
     source = work / "source.parquet"
     pq.write_table(_orders(SOURCE_IDS, 2.0), source)
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    token = f"bench-{uuid.uuid4().hex}"
     os.environ[f"AIRFLOW_CONN_{CONN_IDS['spark-submit'].upper()}"] = json.dumps(
         {"conn_type": "spark", "host": "local[*]"}
     )
-    server_wanted = "connect" in ways
-    with (
-        connect_server(work / "connect-server.log", token=token, master="local[*]")
-        if server_wanted
-        else contextlib.nullcontext()
-    ) as server:
+    with server_for(ways, work, progress) as server:
         result = OverheadResult(
             started, runs, server.startup_seconds if server else 0.0, load_average=os.getloadavg()[0]
         )
         if server:
-            progress(f"Spark Connect server started in {server.startup_seconds:.1f} s")
-            os.environ[f"AIRFLOW_CONN_{CONN_IDS['connect'].upper()}"] = json.dumps(
-                {"conn_type": "spark_connect", "host": server.host, "port": server.port, "password": token}
-            )
+            os.environ[f"AIRFLOW_CONN_{CONN_IDS['connect'].upper()}"] = json.dumps(connection_of(server))
         for run in range(runs):
             for way in ways if run % 2 == 0 else ways[::-1]:
                 record = _one_merge(way, run, work / f"{way}-{run}", source)
