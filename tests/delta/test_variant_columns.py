@@ -213,3 +213,29 @@ def test_new_variant_column_on_a_table_without_the_feature_asks_for_it_where_del
     delta_merge(spark, statement, theirs, src)
     (protocol,) = log_actions(theirs, 1, "protocol")
     assert "variantType" in protocol["writerFeatures"]
+
+
+@pytest.mark.parametrize("name", ["update-star", "insert-only"])
+def test_a_shredding_enabled_table_merges_as_deltas_merge_does(spark, tmp_path, name):
+    # Given: a table Delta made with VARIANT columns and shredding enabled, and an identical copy
+    target = variant_table(
+        spark, tmp_path / "ours", "TBLPROPERTIES ('delta.enableVariantShredding' = 'true')"
+    )
+    theirs = copy_of(target, "theirs")
+    # Delta 4.4 enables shredding with the preview feature
+    assert "variantShredding-preview" in log_actions(target, 0, "protocol")[0]["writerFeatures"]
+    src, statement = variant_source(spark, tmp_path), STATEMENTS[name]
+    # When: our engine merges, and Delta runs the same statement on the copy
+    result = ours(spark, statement, target, src)
+    delta_merge(spark, statement, theirs, src)
+    # Then: Delta reads the same rows from both, with the same counts, and its next merge into ours agrees
+    assert as_json(spark, target) == as_json(spark, theirs)
+    delta_metrics = last_history(spark, theirs)["operationMetrics"]
+    assert {k: result.metrics[k] for k in CHANGES} == {k: int(delta_metrics[k]) for k in CHANGES}
+    # Delta's first files are shredded (read by ours too); the merge's new files hold VARIANT as Delta's do
+    assert len(shredded_files(target)) == len(shredded_files(theirs)) > 0
+    assert parquet_variant_group(target, 1) == parquet_variant_group(theirs, 1)
+    follow = MERGE + "ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.st.w WHEN NOT MATCHED THEN INSERT *"
+    delta_merge(spark, follow, target, src)
+    delta_merge(spark, follow, theirs, src)
+    assert as_json(spark, target) == as_json(spark, theirs)
