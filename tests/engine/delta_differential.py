@@ -3,15 +3,17 @@ of one table, in the tests' session, and every observable outcome compared.
 
 A case is a table (columns drawn from scalar, decimal, date, timestamp, struct, array and map types, with
 NULLs; partitioned or not; with or without deletion vectors and the change data feed; some created by Delta
-itself with column mapping, a generated column or a column default), a parquet source (the target's key,
+itself with column mapping, a generated column, a column default, row tracking, liquid clustering, type
+widening (columns widened after the first rows were written) or a VARIANT column), a parquet source (the target's key,
 some of its columns, perhaps a column the target lacks) and a statement of one to five WHEN clauses of every
 kind, with conditions, ``*`` and explicit assignments, nested ones included, run under session confs Delta
 honours (schema evolution, store assignment, ANSI off, case sensitivity with columns named in upper case,
 empty commits recorded). Delta runs the statement text; our engine runs it as a user's task does: the
 text parsed into a spec, the pre-flight checks against the log, then the merge.
 
-What is compared: the error's class, or else whether a version was committed, the rows, the schema and every
-row count of the commit's ``operationMetrics``. ``DIFFERENCES`` (tests/engine/delta_differences.py) lists
+What is compared: the error's class, or else whether a version was committed, the rows (under row tracking
+with their row ids and commit versions), the schema and every row count of the commit's
+``operationMetrics``. ``DIFFERENCES`` (tests/engine/delta_differences.py) lists
 what may differ, each with its reason.
 """
 
@@ -33,13 +35,20 @@ from hypothesis import strategies as st
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import VariantType
 
+from airflow_provider_deltamerge.delta.log.log_reader import LogReader
 from airflow_provider_deltamerge.delta.log.log_schema import read_path_schema, read_table_schema
+from airflow_provider_deltamerge.delta.log.newest_actions import newest_action
+from airflow_provider_deltamerge.delta.log.row_tracking import high_water_mark
+from airflow_provider_deltamerge.delta.log.table_features import read_protocol
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.session_kind import session_confs_set
 from airflow_provider_deltamerge.spec import parse_merge_sql
 from airflow_provider_deltamerge.spec.preflight import run_preflight
+from tests.delta.helpers import last_history
 from tests.engine.delta_outcomes import (
     ROW_COUNTS,
     catalogued_sentence,
@@ -55,14 +64,41 @@ CASE_SENSITIVE = "spark.sql.caseSensitive"
 ANSI = "spark.sql.ansi.enabled"
 SKIP_EMPTY_COMMITS = "spark.databricks.delta.skipRecordingEmptyCommits"
 
-# Table features Delta itself creates the table with (CREATE TABLE, then INSERT of the drawn rows): each
-# adds table properties, and the generated and default ones a column the statements never name, so Delta
-# and the engine fill it themselves.
-FEATURES: dict[str, tuple[Mapping[str, str], str | None]] = {
-    "columnMapping": ({"delta.columnMapping.mode": "name"}, None),
-    "generated": ({}, "g BIGINT GENERATED ALWAYS AS (id * 2)"),
-    "default": ({"delta.feature.allowColumnDefaults": "supported"}, "d STRING DEFAULT 'dflt'"),
+
+@dataclass(frozen=True)
+class Feature:
+    """A table feature Delta itself creates the table with (CREATE TABLE, then INSERT of the drawn rows):
+    its table properties, a column the statements never name (Delta and the engine fill it themselves), and
+    what Delta does to the table after the insert (``{table}`` the table, ``{columns}`` its drawn columns)."""
+
+    properties: Mapping[str, str] = field(default_factory=dict)
+    column: str | None = None
+    after_insert: tuple[str, ...] = ()
+
+
+# Type widening: Delta widens the drawn INT and DECIMAL columns after the insert, so the old files hold the
+# narrower types; VARIANT: a column of documents Delta fills after the insert, which merges copy and keep.
+WIDENED = {"v": "BIGINT", "amount": "DECIMAL(12,2)"}
+FEATURES: dict[str, Feature] = {
+    "columnMapping": Feature({"delta.columnMapping.mode": "name"}),
+    "generated": Feature(column="g BIGINT GENERATED ALWAYS AS (id * 2)"),
+    "default": Feature({"delta.feature.allowColumnDefaults": "supported"}, "d STRING DEFAULT 'dflt'"),
+    "rowTracking": Feature({"delta.enableRowTracking": "true"}),
+    "clustering": Feature(),  # CLUSTER BY the partition column drawn, or the key: see create_with_delta
+    "typeWidening": Feature(
+        {"delta.enableTypeWidening": "true"},
+        after_insert=tuple(f"ALTER TABLE {{table}} CHANGE COLUMN {c} TYPE {t}" for c, t in WIDENED.items()),
+    ),
+    "variant": Feature(
+        column="doc VARIANT",
+        after_insert=(
+            "UPDATE {table} SET doc = parse_json(to_json(named_struct('id', id, 'tags', array('x', 'y'))))",
+        ),
+    ),
 }
+# Tables deltalake cannot read (reader features it lacks) or whose row ids only Delta's reader gives: their
+# outcome is read with Delta's reader in the session (_spark_outcome).
+READ_BY_DELTA = frozenset({"rowTracking", "clustering", "typeWidening", "variant"})
 
 
 @dataclass(frozen=True)
@@ -417,36 +453,52 @@ def write_case(spark: SparkSession, case: Case, folder: Path) -> tuple[str, str,
 
 def create_with_delta(spark: SparkSession, case: Case, rows: pa.Table, target: Path, staged: Path) -> None:
     """The case's target as Delta's runtime creates it with the case's features, then its rows inserted by
-    Delta (which computes the generated column and fills the default)."""
+    Delta (which computes the generated column and fills the default), then what each feature does after."""
     properties = dict(case.properties)
     columns = [f"`{name}` {column(name).sql}" for name in case.target_columns]
-    for feature in case.features:
-        feature_properties, added = FEATURES[feature]
-        properties.update(feature_properties)
-        columns += [added] if added else []
+    features = [FEATURES[name] for name in case.features]
+    for feature in features:
+        properties.update(feature.properties)
+        columns += [feature.column] if feature.column else []
     listed = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
+    table = f"delta.`{target}`"
+    # A clustered table has no partitions: it is clustered by the column the case would partition by.
+    layout = (
+        f" CLUSTER BY (`{case.partition_by or 'id'}`)"
+        if "clustering" in case.features
+        else f" PARTITIONED BY (`{case.partition_by}`)"
+        if case.partition_by
+        else ""
+    )
     spark.sql(
-        f"CREATE TABLE delta.`{target}` ({', '.join(columns)}) USING delta"
-        + (f" PARTITIONED BY (`{case.partition_by}`)" if case.partition_by else "")
+        f"CREATE TABLE {table} ({', '.join(columns)}) USING delta{layout}"
         + (f" TBLPROPERTIES ({listed})" if listed else "")
     )
     if rows.num_rows:
         pq.write_table(rows, staged)
         names = ", ".join(f"`{name}`" for name in case.target_columns)
-        spark.sql(f"INSERT INTO delta.`{target}` ({names}) SELECT {names} FROM parquet.`{staged}`")
+        spark.sql(f"INSERT INTO {table} ({names}) SELECT {names} FROM parquet.`{staged}`")
+    for feature in features:
+        for statement in feature.after_insert:
+            widened = re.match(r"ALTER TABLE \{table\} CHANGE COLUMN (\w+)", statement)
+            if widened and (widened[1] not in case.target_columns or widened[1] == case.partition_by):
+                continue
+            spark.sql(statement.format(table=table))
 
 
 def run_case(spark: SparkSession, case: Case, folder: Path) -> tuple[Outcome, Outcome]:
     """Delta's and our engine's outcome of ``case``, each on its own copy of the target."""
     delta_target, engine_target, source = write_case(spark, case, folder)
     with session_confs_set(spark, dict(case.confs)):
-        delta = _delta_outcome(spark, case.statement.format(target=delta_target, source=source), delta_target)
+        delta = _delta_outcome(
+            spark, case.statement.format(target=delta_target, source=source), delta_target, case.features
+        )
         statement = case.statement.format(target=engine_target, source=source)
-        ours = _engine_outcome(spark, statement, engine_target, case.confs)
+        ours = _engine_outcome(spark, statement, engine_target, case.confs, case.features)
     return delta, ours
 
 
-def _delta_outcome(spark: SparkSession, statement: str, target: str) -> Outcome:
+def _delta_outcome(spark: SparkSession, statement: str, target: str, features: Sequence[str]) -> Outcome:
     try:
         spark.sql(statement).collect()
     except (PySparkException, Py4JJavaError) as err:
@@ -459,10 +511,12 @@ def _delta_outcome(spark: SparkSession, statement: str, target: str) -> Outcome:
             error_class=delta_class or type(err).__name__,
             message=raised[0]["message"] if raised else str(err),
         )
-    return _table_outcome(spark, target)
+    return _table_outcome(spark, target, features)
 
 
-def _engine_outcome(spark: SparkSession, statement: str, target: str, conf: Mapping[str, str]) -> Outcome:
+def _engine_outcome(
+    spark: SparkSession, statement: str, target: str, conf: Mapping[str, str], features: Sequence[str]
+) -> Outcome:
     try:
         spec = parse_merge_sql(statement)
         run_preflight(
@@ -471,11 +525,14 @@ def _engine_outcome(spark: SparkSession, statement: str, target: str, conf: Mapp
         run_merge(spark, spec)
     except DeltaMergeError as err:
         return Outcome(error_class=err.error_class or type(err).__name__, message=err.message)
-    return _table_outcome(spark, target)
+    return _table_outcome(spark, target, features)
 
 
-def _table_outcome(spark: SparkSession, target: str) -> Outcome:
-    """The table after a merge as deltalake reads it, a reader independent of both runners."""
+def _table_outcome(spark: SparkSession, target: str, features: Sequence[str] = ()) -> Outcome:
+    """The table after a merge as deltalake reads it, a reader independent of both runners; as Delta's
+    reader reads it for the features deltalake cannot read (``READ_BY_DELTA``)."""
+    if READ_BY_DELTA.intersection(features):
+        return _spark_outcome(spark, target)
     table = DeltaTable(target)
     latest = table.history(1)[0]
     metrics = latest.get("operationMetrics") or {}
@@ -488,19 +545,66 @@ def _table_outcome(spark: SparkSession, target: str) -> Outcome:
     )
 
 
+def _spark_outcome(spark: SparkSession, target: str) -> Outcome:
+    """The outcome as Delta's reader and history read it: VARIANT values as their JSON, and under row
+    tracking each row's ``_metadata.row_id`` and ``row_commit_version`` (see ``row_lineage``)."""
+    latest = last_history(spark, target)
+    metrics = latest.get("operationMetrics") or {}
+    frame = spark.read.format("delta").load(target)
+    texts = [
+        F.to_json(c).alias(c) if isinstance(frame.schema[c].dataType, VariantType) else c
+        for c in frame.columns
+    ]
+    tracked = "rowTracking" in read_protocol(target).writer_features
+    lineage = ["_metadata.row_id", "_metadata.row_commit_version"] if tracked else []
+    merged = latest["operation"] == "MERGE"
+    rows = [row.asDict(recursive=True) for row in frame.select(*texts, *lineage).collect()]
+    if tracked:
+        rows = row_lineage(
+            rows, high_water_mark(target, latest["version"] - 1 if merged else latest["version"])
+        )
+    return Outcome(
+        version=latest["version"],
+        rows=sorted(rows, key=lambda row: [(v is None, str(v)) for v in row.values()]),
+        schema=comparable_schema(target, logged=True),
+        counts={k: int(v) for k, v in metrics.items() if k in ROW_COUNTS} if merged else {},
+    )
+
+
+def row_lineage(rows: list[dict[str, Any]], mark: int) -> list[dict[str, Any]]:
+    """Rows under row tracking as they can be compared, ``mark`` the table's row id high-water mark before
+    the merge: a row that kept its id (at most ``mark``) with its id and commit version; a row the merge
+    inserted with its commit version and ``row_id`` "fresh" when its id is above the mark and no other row
+    has it (Delta and the engine may give the inserted rows their fresh ids in another order)."""
+    ids = [row["row_id"] for row in rows]
+    for row in rows:
+        if row["row_id"] is not None and row["row_id"] > mark:
+            row["row_id"] = "fresh" if ids.count(row["row_id"]) == 1 else "repeated"
+    return rows
+
+
 PHYSICAL_NAME = re.compile(r'"delta\.columnMapping\.physicalName": "([^"]*)"')
 
 
-def comparable_schema(target: str) -> str:
+def comparable_schema(target: str, *, logged: bool = False) -> str:
     """The table's schema as JSON with its keys sorted (their order is no part of it), and the physical
     name of a column the merge added under column mapping as ``<new>``: Delta and the engine alike make it
-    of a random UUID. Every other column must keep the physical name it had."""
-    known = set(
-        PHYSICAL_NAME.findall(json.dumps(json.loads(DeltaTable(target, version=0).schema().to_json())))
-    )
-    schema = json.dumps(json.loads(DeltaTable(target).schema().to_json()), sort_keys=True)
+    of a random UUID. Every other column must keep the physical name it had. ``logged``: the schema as the
+    log's newest metaData holds it (``delta.typeChanges`` included), for tables deltalake cannot open."""
+
+    def schema_of(version: int | None) -> str:
+        if logged:
+            reader = LogReader(target)
+            metadata = newest_action(
+                reader, reader.latest_version() if version is None else version, "metaData"
+            )
+            return json.dumps(json.loads((metadata or {})["schemaString"]), sort_keys=True)
+        table = DeltaTable(target) if version is None else DeltaTable(target, version=version)
+        return json.dumps(json.loads(table.schema().to_json()), sort_keys=True)
+
+    known = set(PHYSICAL_NAME.findall(schema_of(0)))
     return PHYSICAL_NAME.sub(
-        lambda name: name[0] if name[1] in known else name[0].replace(name[1], "<new>"), schema
+        lambda name: name[0] if name[1] in known else name[0].replace(name[1], "<new>"), schema_of(None)
     )
 
 
