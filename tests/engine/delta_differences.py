@@ -47,6 +47,15 @@ def _only_files_a_clause_acts_on(delta: Outcome, ours: Outcome) -> bool:
     return delta.version == (ours.version or 0) + 1 and nothing_changed and not ours.counts
 
 
+def _no_protocol_change(delta: Outcome, ours: Outcome) -> bool:
+    """Delta committed; we refused with DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT and left the table."""
+    return (
+        delta.error_class is None
+        and delta.version is not None
+        and ours.error_class == "DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT"
+    )
+
+
 DIFFERENCES = (
     Difference(
         "only-files-a-clause-acts-on",
@@ -56,6 +65,15 @@ DIFFERENCES = (
         "numTargetRowsCopied and numOutputRows are smaller and true for what was written, and a merge that "
         "changes no row commits no version, where Delta commits a rewrite.",
         _only_files_a_clause_acts_on,
+    ),
+    Difference(
+        "no-protocol-change",
+        "A merge whose schema evolution adds a column of a type that needs a table feature the protocol "
+        "lacks (VARIANT on a table without variantType): Delta's MERGE adds the feature to the protocol in "
+        "its commit; the engine's commits never change the protocol, so it refuses with "
+        "DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT, naming the ALTER TABLE that enables the feature, and "
+        "the table stays as it was.",
+        _no_protocol_change,
     ),
 )
 

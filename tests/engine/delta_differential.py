@@ -4,12 +4,12 @@ of one table, in the tests' session, and every observable outcome compared.
 A case is a table (columns drawn from scalar, decimal, date, timestamp, struct, array and map types, with
 NULLs; partitioned or not; with or without deletion vectors and the change data feed; some created by Delta
 itself with column mapping, a generated column, a column default, row tracking, liquid clustering, type
-widening (columns widened after the first rows were written) or a VARIANT column), a parquet source (the target's key,
-some of its columns, perhaps a column the target lacks) and a statement of one to five WHEN clauses of every
-kind, with conditions, ``*`` and explicit assignments, nested ones included, run under session confs Delta
-honours (schema evolution, store assignment, ANSI off, case sensitivity with columns named in upper case,
-empty commits recorded). Delta runs the statement text; our engine runs it as a user's task does: the
-text parsed into a spec, the pre-flight checks against the log, then the merge.
+widening (columns widened after the first rows were written) or a VARIANT column), a parquet source (the
+target's key, some of its columns, perhaps a column the target lacks) and a statement of one to five WHEN
+clauses of every kind, with conditions, ``*`` and explicit assignments, nested ones included, run under
+session confs Delta honours (schema evolution, store assignment, ANSI off, case sensitivity with columns
+named in upper case, empty commits recorded). Delta runs the statement text; our engine runs it as a user's
+task does: the text parsed into a spec, the pre-flight checks against the log, then the merge.
 
 What is compared: the error's class, or else whether a version was committed, the rows (under row tracking
 with their row ids and commit versions), the schema and every row count of the commit's
@@ -96,9 +96,18 @@ FEATURES: dict[str, Feature] = {
         ),
     ),
 }
-# Tables deltalake cannot read (reader features it lacks) or whose row ids only Delta's reader gives: their
-# outcome is read with Delta's reader in the session (_spark_outcome).
-READ_BY_DELTA = frozenset({"rowTracking", "clustering", "typeWidening", "variant"})
+# Tables with these writer features are read back with Delta's reader in the session (_spark_outcome):
+# deltalake cannot read type widening's or VARIANT's, and only Delta's reader gives row ids.
+READ_BY_DELTA = frozenset(
+    {
+        "rowTracking",
+        "clustering",
+        "typeWidening",
+        "typeWidening-preview",
+        "variantType",
+        "variantType-preview",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -490,15 +499,13 @@ def run_case(spark: SparkSession, case: Case, folder: Path) -> tuple[Outcome, Ou
     """Delta's and our engine's outcome of ``case``, each on its own copy of the target."""
     delta_target, engine_target, source = write_case(spark, case, folder)
     with session_confs_set(spark, dict(case.confs)):
-        delta = _delta_outcome(
-            spark, case.statement.format(target=delta_target, source=source), delta_target, case.features
-        )
+        delta = _delta_outcome(spark, case.statement.format(target=delta_target, source=source), delta_target)
         statement = case.statement.format(target=engine_target, source=source)
-        ours = _engine_outcome(spark, statement, engine_target, case.confs, case.features)
+        ours = _engine_outcome(spark, statement, engine_target, case.confs)
     return delta, ours
 
 
-def _delta_outcome(spark: SparkSession, statement: str, target: str, features: Sequence[str]) -> Outcome:
+def _delta_outcome(spark: SparkSession, statement: str, target: str) -> Outcome:
     try:
         spark.sql(statement).collect()
     except (PySparkException, Py4JJavaError) as err:
@@ -511,12 +518,10 @@ def _delta_outcome(spark: SparkSession, statement: str, target: str, features: S
             error_class=delta_class or type(err).__name__,
             message=raised[0]["message"] if raised else str(err),
         )
-    return _table_outcome(spark, target, features)
+    return _table_outcome(spark, target)
 
 
-def _engine_outcome(
-    spark: SparkSession, statement: str, target: str, conf: Mapping[str, str], features: Sequence[str]
-) -> Outcome:
+def _engine_outcome(spark: SparkSession, statement: str, target: str, conf: Mapping[str, str]) -> Outcome:
     try:
         spec = parse_merge_sql(statement)
         run_preflight(
@@ -525,13 +530,13 @@ def _engine_outcome(
         run_merge(spark, spec)
     except DeltaMergeError as err:
         return Outcome(error_class=err.error_class or type(err).__name__, message=err.message)
-    return _table_outcome(spark, target, features)
+    return _table_outcome(spark, target)
 
 
-def _table_outcome(spark: SparkSession, target: str, features: Sequence[str] = ()) -> Outcome:
+def _table_outcome(spark: SparkSession, target: str) -> Outcome:
     """The table after a merge as deltalake reads it, a reader independent of both runners; as Delta's
     reader reads it for the features deltalake cannot read (``READ_BY_DELTA``)."""
-    if READ_BY_DELTA.intersection(features):
+    if READ_BY_DELTA.intersection(read_protocol(target).writer_features):
         return _spark_outcome(spark, target)
     table = DeltaTable(target)
     latest = table.history(1)[0]

@@ -18,6 +18,7 @@ from tests.engine.delta_differential import Case, message_agrees, run_case
 
 ONLY_ACTED_ON = next(d for d in DIFFERENCES if d.name == "only-files-a-clause-acts-on")
 AS_WRITTEN = next(d for d in MESSAGE_DIFFERENCES if d.name == "expressions-as-written")
+NO_PROTOCOL_CHANGE = next(d for d in DIFFERENCES if d.name == "no-protocol-change")
 DAY = datetime.date(2026, 1, 2)
 NEXT_DAY = datetime.date(2026, 1, 3)
 SYNC = (
@@ -68,6 +69,33 @@ def test_delta_commits_a_rewrite_that_changes_nothing_and_the_engine_commits_no_
     assert [delta.counts[k] for k in (m.NUM_TARGET_ROWS_UPDATED, m.NUM_TARGET_ROWS_COPIED)] == [0, 1]
     assert delta.rows == ours.rows
     assert explained_by(delta, ours) is ONLY_ACTED_ON
+
+
+def test_delta_adds_a_table_feature_by_schema_evolution_and_the_engine_asks_for_it(spark, tmp_path):
+    # Given: a table without VARIANT columns (no variantType in its protocol), and a source query that brings
+    # a VARIANT column, merged with schema evolution
+    case = Case(
+        target_columns=("id", "v"),
+        source_columns=("id", "v"),
+        target_rows=({"id": 1, "v": 1},),
+        source_rows=({"id": 1, "v": 2}, {"id": 2, "v": 3}),
+        statement=(
+            "MERGE WITH SCHEMA EVOLUTION INTO delta.`{target}` AS t\n"
+            "USING (SELECT id, v, parse_json('[1, 2]') AS doc FROM parquet.`{source}`) AS s ON t.id = s.id\n"
+            "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+        ),
+    )
+    # When
+    delta, ours = run_case(spark, case, tmp_path)
+    # Then: Delta committed the new column with variantType added to the protocol; we refused, naming the
+    # feature, and committed nothing
+    assert delta.error_class is None and delta.version == 1 and len(delta.rows) == 2
+    assert ours.error_class == "DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT"
+    assert "'delta.feature.variantType'" in (ours.message or "")
+    assert explained_by(delta, ours) is NO_PROTOCOL_CHANGE
+    # And: another refusal is not explained by it
+    ours.error_class = "DELTA_MERGE_UNRESOLVED_EXPRESSION"
+    assert explained_by(delta, ours) is None
 
 
 def test_a_difference_in_rows_is_no_deliberate_difference(spark, tmp_path):
