@@ -33,6 +33,7 @@ from typing import Any
 
 from airflow_provider_deltamerge import __version__
 from airflow_provider_deltamerge import metrics as m
+from airflow_provider_deltamerge.job_contract import SPARK_STARTED
 from bench.connect_server import connection_of, server_for
 from bench.overhead import WAYS, Way, WaysResult, parse_ways
 from bench.result_files import write_result
@@ -54,6 +55,27 @@ def readme_first_dag_blocks() -> list[str]:
     return [re.sub(rf"^{indent}", "", body, flags=re.MULTILINE) for indent, body in blocks]
 
 
+# A log line's time, as Airflow's console log starts it: "2026-11-27T12:04:37.385385Z [info ...".
+LOG_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z) \[")
+# The lines that open each phase after the first, in order (Airflow's, the operator's, the job's).
+PHASE_OPENINGS = (
+    "[DAG TEST] running task",
+    "Pre-flight checks passed",
+    SPARK_STARTED,
+    "Committed version",
+    "[DAG TEST] end task",
+)
+PHASES = ("airflow", "task start", "spark start", "merge", "finish", "airflow end")
+PHASE_MEANINGS = {
+    "airflow": "the command's start to its task's: Airflow's CLI, the DAG's parse, the run's creation",
+    "task start": "the task's process, the operator's rendering and pre-flight checks",
+    "spark start": "spark-submit's JVM and the job's session, or the Connect job's process and session",
+    "merge": "the job's log read, plan, Spark jobs, to the commit",
+    "finish": "the job's end (Spark's stop) and the task's: XCom, asset event",
+    "airflow end": "the run marked done, the command's exit",
+}
+
+
 @dataclass(frozen=True)
 class FirstDagRun:
     """One ``airflow dags test`` of the first DAG: seconds of the task, of the merge, of the command."""
@@ -65,6 +87,8 @@ class FirstDagRun:
     command: float
     inserted: int
     updated: int
+    # Seconds per phase (``PHASES``); empty when the command's log lacked a line that opens one.
+    phases: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 @dataclass
@@ -122,21 +146,22 @@ def _env(home: Path, work: Path, connection: dict[str, object] | None) -> dict[s
     return env
 
 
-def _airflow(arguments: list[str], env: dict[str, str], cwd: Path) -> float:
-    """Run ``airflow <arguments>``; its seconds. A failure stops the benchmark with the command's output."""
+def _airflow(arguments: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, str]:
+    """Run ``airflow <arguments>``: when it started (epoch seconds), its seconds, its output. A failure stops
+    the benchmark with the command's output."""
     cwd.mkdir(parents=True, exist_ok=True)
-    start = time.monotonic()
+    started, start = time.time(), time.monotonic()
     done = subprocess.run(
         [AIRFLOW, *arguments], env=env, cwd=cwd, capture_output=True, text=True, check=False
     )
     seconds = time.monotonic() - start
     if done.returncode != 0:
         raise RuntimeError(f"airflow {' '.join(arguments)} failed:\n{(done.stdout + done.stderr)[-4000:]}")
-    return seconds
+    return started, seconds, done.stdout + done.stderr
 
 
 def _one_run(way: Way, run: int, env: dict[str, str], home: Path) -> FirstDagRun:
-    command = _airflow(["dags", "test", DAG_ID, LOGICAL_DATE], env, home)
+    started, command, output = _airflow(["dags", "test", DAG_ID, LOGICAL_DATE], env, home)
     task, metrics = task_figures(home / "airflow.db")
     return FirstDagRun(
         way,
@@ -146,7 +171,27 @@ def _one_run(way: Way, run: int, env: dict[str, str], home: Path) -> FirstDagRun
         command,
         metrics[m.NUM_TARGET_ROWS_INSERTED],
         metrics[m.NUM_TARGET_ROWS_UPDATED],
+        run_phases(output, started, started + command),
     )
+
+
+def run_phases(output: str, started: float, ended: float) -> dict[str, float]:
+    """Seconds per phase (``PHASES``) of one ``airflow dags test``, split by the times of the first log line
+    that opens each phase; empty when a line is missing (a failed or changed log)."""
+    stamps: list[tuple[float, str]] = []
+    for line in output.splitlines():
+        stamp = LOG_STAMP.match(line)
+        if stamp:
+            stamps.append((datetime.datetime.fromisoformat(stamp[1]).timestamp(), line))
+    bounds = [started]
+    for marker in PHASE_OPENINGS:
+        at = next((t for t, line in stamps if marker in line and t >= bounds[-1]), None)
+        if at is None:
+            return {}
+        bounds.append(at)
+    bounds.append(ended)
+    edges = zip(PHASES, bounds[:-1], bounds[1:], strict=True)
+    return {name: round(end - start, 3) for name, start, end in edges}
 
 
 def task_figures(database: Path) -> tuple[float, dict[str, Any]]:
@@ -208,6 +253,13 @@ def first_dag_markdown(result: FirstDagResult) -> str:
             "|---|---|---|---|",
             *(f"| {w} | {cell(w, 'task')} | {cell(w, 'merge')} | {cell(w, 'command')} |" for w in ways),
             "",
+            "## Where the time goes",
+            "",
+            "Medians per phase, seconds, split by the first log line of each (runs whose log lacked one are "
+            "left out):",
+            "",
+            *_phase_table(result, ways),
+            "",
             "## Every run",
             "",
             "| run | way | task s | merge s | command s | inserted | updated |",
@@ -220,6 +272,18 @@ def first_dag_markdown(result: FirstDagResult) -> str:
             "",
         ]
     )
+
+
+def _phase_table(result: FirstDagResult, ways: Sequence[Way]) -> list[str]:
+    def median(way: Way, phase: str) -> str:
+        seconds = [r.phases[phase] for r in result.records if r.way == way and r.phases]
+        return f"{statistics.median(seconds):.1f}" if seconds else "-"
+
+    return [
+        f"| phase | {' | '.join(ways)} | what |",
+        f"|---|{'---|' * len(ways)}---|",
+        *(f"| {p} | {' | '.join(median(w, p) for w in ways)} | {PHASE_MEANINGS[p]} |" for p in PHASES),
+    ]
 
 
 def first_dag_main(argv: Sequence[str], *, work: Path, results_dir: Path) -> int:
