@@ -3,11 +3,12 @@ shows it to every user of the machine) and Spark's event log (what its UI shows)
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 T = TypeVar("T")
 
@@ -27,23 +28,59 @@ def event_log_text(folder: Path) -> str:
 
 def run_watching_command_lines(run: Callable[[], T]) -> tuple[T, set[str]]:
     """``run()``'s result and every command line seen on the machine while it ran."""
-    command_lines: set[str] = set()
-    with ThreadPoolExecutor(1) as pool:
-        running = pool.submit(run)
-        while not running.done():
-            command_lines |= set(_command_lines())
-            time.sleep(0.1)
-        return running.result(), command_lines
+    return _run_watching(run, lambda processes: set(processes.values()))
+
+
+def run_watching_descendants(run: Callable[[], T]) -> tuple[T, set[str]]:
+    """``run()``'s result and the command lines of this process's descendants seen while it ran: what
+    ``run()`` started, not what other test workers on the machine run at the same time."""
+    return _run_watching(run, lambda processes: set(_descendants(processes, os.getpid()).values()))
 
 
 def command_lines_now() -> set[str]:
     """Every command line on the machine at this moment."""
-    return set(_command_lines())
+    return set(_processes().values())
 
 
-def _command_lines() -> Iterator[str]:
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+def _run_watching(run: Callable[[], T], kept: Callable[[dict[Process, str]], set[str]]) -> tuple[T, set[str]]:
+    command_lines: set[str] = set()
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(run)
+        while not running.done():
+            command_lines |= kept(_processes())
+            time.sleep(0.1)
+        return running.result(), command_lines
+
+
+class Process(NamedTuple):
+    pid: int
+    parent: int
+
+
+def _descendants(processes: dict[Process, str], root: int) -> dict[Process, str]:
+    parents = {process.pid: process.parent for process in processes}
+
+    def descends(pid: int) -> bool:
+        seen = set()
+        while pid in parents and pid not in seen:
+            seen.add(pid)
+            pid = parents[pid]
+            if pid == root:
+                return True
+        return False
+
+    return {process: line for process, line in processes.items() if descends(process.pid)}
+
+
+def _processes() -> dict[Process, str]:
+    """Every process on the machine now, with its command line."""
+    processes = {}
+    for folder in Path("/proc").glob("[0-9]*"):
         try:
-            yield cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:  # the process ended while we looked
+            cmdline = (folder / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            # stat's fourth field is the parent's pid; the second, the name in parentheses, may hold spaces.
+            parent = int((folder / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # the process ended while we looked
             continue
+        processes[Process(int(folder.name), parent)] = cmdline
+    return processes

@@ -7,7 +7,6 @@ import datetime as dt
 import json
 import re
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ from deltalake import DeltaTable
 from bench.connect_server import CONNECT_SERVER_CLASS, ConnectServer
 from dags_examples.sample_lake import extract_path, orders, prepare
 from tests.e2e.conftest import asset_event_extras, xcom_value
-from tests.secret_leaks import command_lines_now, run_watching_command_lines
+from tests.secret_leaks import command_lines_now, run_watching_descendants
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +37,7 @@ class Runs:
     outputs: list[str]
     metrics: list[dict[str, Any]]
     lake: Path
-    command_lines: set[str]
+    command_lines: set[str]  # of the processes the runs started
     task_logs: str
     running_before: set[str]  # command lines of processes already running (this suite's own Spark, say)
 
@@ -63,7 +62,7 @@ def runs(
     outputs, metrics, command_lines = [], [], set()
     running_before = command_lines_now()
     for day in DAYS:
-        result, seen = run_watching_command_lines(
+        result, seen = run_watching_descendants(
             lambda d=day: run_airflow("dags", "test", DAG_ID, str(d), env=env)
         )
         outputs.append(result.stdout + result.stderr)
@@ -102,10 +101,10 @@ def test_two_runs_merge_through_one_server_without_a_spark_start(
         )
         assert "Spark-Submit cmd" not in output
     assert any(JOB_COMMAND in line for line in runs.command_lines)
-    # Spark processes of this environment started during the runs: other work on the machine, and this
-    # suite's own SparkSession, may run Spark of their own; the server was up before the runs began.
+    # Spark processes the runs started: the server (this test process's child too) was up before the runs
+    # began; another test worker may submit jobs of its own meanwhile, which are not this process's children.
     assert any(CONNECT_SERVER_CLASS in line for line in runs.running_before)
-    ours = [line for line in runs.command_lines - runs.running_before if sys.prefix in line]
+    ours = runs.command_lines - runs.running_before
     started = [line for line in ours if "SparkSubmit" in line or "spark-submit" in line]
     assert started == [], started
 
