@@ -68,17 +68,18 @@ SKIP_EMPTY_COMMITS = "spark.databricks.delta.skipRecordingEmptyCommits"
 @dataclass(frozen=True)
 class Feature:
     """A table feature Delta itself creates the table with (CREATE TABLE, then INSERT of the drawn rows):
-    its table properties, a column the statements never name (Delta and the engine fill it themselves), and
-    what Delta does to the table after the insert (``{table}`` the table, ``{columns}`` its drawn columns)."""
+    its table properties, a column the statements never name (Delta and the engine fill it themselves), the
+    columns Delta widens after the insert (name: new type; those the case lacks or partitions by are left),
+    and the statements Delta runs on the table after the insert (``{table}`` the table)."""
 
     properties: Mapping[str, str] = field(default_factory=dict)
     column: str | None = None
+    widened: Mapping[str, str] = field(default_factory=dict)
     after_insert: tuple[str, ...] = ()
 
 
 # Type widening: Delta widens the drawn INT and DECIMAL columns after the insert, so the old files hold the
 # narrower types; VARIANT: a column of documents Delta fills after the insert, which merges copy and keep.
-WIDENED = {"v": "BIGINT", "amount": "DECIMAL(12,2)"}
 FEATURES: dict[str, Feature] = {
     "columnMapping": Feature({"delta.columnMapping.mode": "name"}),
     "generated": Feature(column="g BIGINT GENERATED ALWAYS AS (id * 2)"),
@@ -86,8 +87,7 @@ FEATURES: dict[str, Feature] = {
     "rowTracking": Feature({"delta.enableRowTracking": "true"}),
     "clustering": Feature(),  # CLUSTER BY the partition column drawn, or the key: see create_with_delta
     "typeWidening": Feature(
-        {"delta.enableTypeWidening": "true"},
-        after_insert=tuple(f"ALTER TABLE {{table}} CHANGE COLUMN {c} TYPE {t}" for c, t in WIDENED.items()),
+        {"delta.enableTypeWidening": "true"}, widened={"v": "BIGINT", "amount": "DECIMAL(12,2)"}
     ),
     "variant": Feature(
         column="doc VARIANT",
@@ -488,10 +488,10 @@ def create_with_delta(spark: SparkSession, case: Case, rows: pa.Table, target: P
         names = ", ".join(f"`{name}`" for name in case.target_columns)
         spark.sql(f"INSERT INTO {table} ({names}) SELECT {names} FROM parquet.`{staged}`")
     for feature in features:
+        for narrow, wider in feature.widened.items():
+            if narrow in case.target_columns and narrow != case.partition_by:
+                spark.sql(f"ALTER TABLE {table} CHANGE COLUMN {narrow} TYPE {wider}")
         for statement in feature.after_insert:
-            widened = re.match(r"ALTER TABLE \{table\} CHANGE COLUMN (\w+)", statement)
-            if widened and (widened[1] not in case.target_columns or widened[1] == case.partition_by):
-                continue
             spark.sql(statement.format(table=table))
 
 

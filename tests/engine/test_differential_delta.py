@@ -1,6 +1,6 @@
 """Generated MERGE INTO statements run by Delta Lake's own runtime and by our engine (tests/engine/
 delta_differential.py): outcomes equal, or different exactly as one deliberate difference says
-(tests/engine/delta_differences.py). ``HYPOTHESIS_PROFILE=dev`` runs 2,000 statements, CI 150.
+(tests/engine/delta_differences.py). ``HYPOTHESIS_PROFILE=dev`` runs 2,000 statements, CI 100.
 """
 
 from __future__ import annotations
