@@ -45,11 +45,20 @@ def run_test_dag(
     return lake, run_airflow("dags", "test", dag_id, "2024-01-02", env={**dags, **env})
 
 
-def test_upsert_example_merges_and_pushes_metrics(airflow_env, run_airflow):
+def test_upsert_example_merges_and_pushes_metrics_and_lineage(airflow_env, run_airflow, tmp_path):
     lake = Path(airflow_env["DELTAMERGE_LAKE"])
     prepare_lake(lake)
+    # The OpenLineage provider's own listener, with its file transport: what a lineage backend would get.
+    events_file = tmp_path / "openlineage.jsonl"
+    transport = {"type": "file", "log_file_path": str(events_file), "append": True}
 
-    result = run_airflow("dags", "test", "deltamerge_upsert", "2024-01-02")
+    result = run_airflow(
+        "dags",
+        "test",
+        "deltamerge_upsert",
+        "2024-01-02",
+        env={"AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transport)},
+    )
 
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     metrics = xcom_value(airflow_env, "deltamerge_upsert", "merge_orders")
@@ -73,6 +82,8 @@ def test_upsert_example_merges_and_pushes_metrics(airflow_env, run_airflow):
     # partitions touched).
     [extra] = asset_event_extras(airflow_env, (lake / "orders").absolute().as_uri())
     assert extra == {**metrics, "partitions": []}
+    # Its lineage events name the source as the input and the table as the output.
+    assert_lineage_of_the_first_merge(events_file, lake)
 
     # Run by hand (no asset event), the consumer example reads that merge from the log once, checks its
     # metrics and uses them.
@@ -98,22 +109,9 @@ def test_upsert_example_merges_and_pushes_metrics(airflow_env, run_airflow):
     )
 
 
-def test_openlineage_events_of_a_merge_name_the_source_as_input(airflow_env, run_airflow, tmp_path):
-    # The OpenLineage provider's own listener, with its file transport: what a lineage backend would get.
-    lake = Path(airflow_env["DELTAMERGE_LAKE"])
-    prepare_lake(lake)
-    events_file = tmp_path / "openlineage.jsonl"
-    transport = {"type": "file", "log_file_path": str(events_file), "append": True}
-
-    result = run_airflow(
-        "dags",
-        "test",
-        "deltamerge_upsert",
-        "2024-01-02",
-        env={"AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transport)},
-    )
-
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+def assert_lineage_of_the_first_merge(events_file: Path, lake: Path) -> None:
+    """The OpenLineage events of the upsert example's merge on 2024-01-02: the day's extract in, the table
+    out, and on completion the table's version, schema and statistics."""
     events = [json.loads(line) for line in events_file.read_text().splitlines()]
     merge = {e["eventType"]: e for e in events if e["job"]["name"] == "deltamerge_upsert.merge_orders"}
     assert sorted(merge) == ["COMPLETE", "START"]
