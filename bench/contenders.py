@@ -25,11 +25,12 @@ from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.delta.files.writer import max_records_per_file
-from airflow_provider_deltamerge.delta.log.snapshot import read_snapshot
+from airflow_provider_deltamerge.delta.log.snapshot import Snapshot, read_snapshot
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.spec import to_merge_sql
 from bench.cases import Case, CaseData, Counts
 from bench.jvm_calls import counting
+from bench.spark_work import SparkWork, counting_spark_work
 from tests.oracle import merge_with_deltalake
 
 ContenderName = Literal["engine", "floor", "deltalake-streamed", "deltalake-non-streamed", "delta-spark"]
@@ -51,14 +52,16 @@ MERGING_CONTENDERS: tuple[ContenderName, ...] = (
 @dataclass(frozen=True)
 class Run:
     """One timed run: seconds, what the contender reports it did (None for the floor), its metrics, for
-    ``deltalake`` runs the worker process's peak resident set so far (bytes), and for engine runs the JVM
-    round trips the driver made."""
+    ``deltalake`` runs the worker process's peak resident set so far (bytes), for engine runs the JVM
+    round trips the driver made, and for the contenders in the session the Spark jobs and queries they
+    started."""
 
     seconds: float
     counts: Counts | None
     metrics: dict[str, int] = field(default_factory=dict)
     worker_peak_rss: int | None = None
     jvm_calls: int | None = None
+    spark_work: SparkWork | None = None
 
 
 def fresh_copy(table: str, destination: Path) -> str:
@@ -79,7 +82,7 @@ def rows_in_table(path: str) -> int:
 
 
 def run_engine(spark: SparkSession, case: Case, data: CaseData, target: str) -> Run:
-    with counting() as calls:
+    with counting_spark_work(spark) as work, counting() as calls:
         start = time.perf_counter()
         result = run_merge(spark, case.spec(target, data.source))
         seconds = time.perf_counter() - start
@@ -90,7 +93,7 @@ def run_engine(spark: SparkSession, case: Case, data: CaseData, target: str) -> 
         deleted=metrics[m.NUM_TARGET_ROWS_DELETED],
         rows_after=rows_in_table(target),
     )
-    return Run(seconds, counts, metrics, jvm_calls=calls.count)
+    return Run(seconds, counts, metrics, jvm_calls=calls.count, spark_work=work)
 
 
 def run_floor(
@@ -106,21 +109,36 @@ def run_floor(
     snapshot = read_snapshot(target)
     touched = set() if changed_rows_only else set(data.touched_files)
     paths = [f"{snapshot.table_uri}/{f.relative_path}" for f in snapshot.files if f.log_path in touched]
-    start = time.perf_counter()
+    with counting_spark_work(spark) as work:
+        start = time.perf_counter()
+        _rewrite(spark, snapshot, paths, data, output, changed_rows_only=changed_rows_only)
+        seconds = time.perf_counter() - start
+    return Run(seconds, None, spark_work=work)
+
+
+def _rewrite(
+    spark: SparkSession,
+    snapshot: Snapshot,
+    paths: list[str],
+    data: CaseData,
+    output: Path,
+    *,
+    changed_rows_only: bool,
+) -> None:
+    """The floor's work: ``paths`` read back with the rows to insert (or only the source's rows), written."""
     parts = [spark.read.option("basePath", snapshot.table_uri).parquet(*paths)] if paths else []
     if changed_rows_only:
         parts.append(spark.read.parquet(data.source))
     elif data.inserts is not None:
         parts.append(spark.read.parquet(data.inserts))
     if not parts:
-        return Run(time.perf_counter() - start, None)
+        return
     rows = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
     writer = rows.hint("rebalance", *snapshot.partition_columns).write.option("compression", "snappy")
     max_rows = max_records_per_file(snapshot)
     if max_rows is not None:
         writer = writer.option("maxRecordsPerFile", max_rows)
     writer.partitionBy(*snapshot.partition_columns).parquet(str(output))
-    return Run(time.perf_counter() - start, None)
 
 
 def run_delta_spark(spark: SparkSession, case: Case, data: CaseData, target: str) -> Run:
@@ -128,9 +146,10 @@ def run_delta_spark(spark: SparkSession, case: Case, data: CaseData, target: str
     from delta.tables import DeltaTable
 
     statement = to_merge_sql(case.spec(target, data.source))
-    start = time.perf_counter()
-    spark.sql(statement).collect()
-    seconds = time.perf_counter() - start
+    with counting_spark_work(spark) as work:
+        start = time.perf_counter()
+        spark.sql(statement).collect()
+        seconds = time.perf_counter() - start
     recorded = DeltaTable.forPath(spark, target).history(1).collect()[0]["operationMetrics"] or {}
     metrics = {name: int(value) for name, value in recorded.items()}
     counts = Counts(
@@ -139,7 +158,7 @@ def run_delta_spark(spark: SparkSession, case: Case, data: CaseData, target: str
         deleted=metrics.get(m.NUM_TARGET_ROWS_DELETED, 0),
         rows_after=rows_in_table(target),
     )
-    return Run(seconds, counts, metrics)
+    return Run(seconds, counts, metrics, spark_work=work)
 
 
 def run_deltalake(case: Case, data: CaseData, target: str, *, streamed: bool) -> Run:

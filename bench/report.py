@@ -126,6 +126,7 @@ def markdown(
             phases = " | ".join(f"{s.phases[p]:.2f}" for p in PHASES)
             calls = "-" if s.jvm_calls is None else f"{s.jvm_calls:,}"
             lines.append(f"| {s.case} | {phases} | {s.timings['engine'].median:.2f} | {calls} |")
+    lines += ["", *_spark_work_lines(result, summaries)]
     lines += [
         "",
         "## Bytes",
@@ -145,6 +146,28 @@ def markdown(
         )
     lines += ["", *_memory_lines(result, other_peaks), "", *_target_lines(result, summaries, sums)]
     return "\n".join(lines) + "\n"
+
+
+def _spark_work_lines(result: BenchResult, summaries: Sequence[CaseSummary]) -> list[str]:
+    """Per case, the Spark jobs and queries (SQL executions) of each contender run in the session, medians:
+    what a merge asks of Spark against the floor's one query."""
+    contenders = [c for c in ("engine", "floor", "delta-spark") if c in result.contenders]
+    lines = [
+        "## Spark jobs and queries",
+        "",
+        "Per run, medians: the Spark jobs and the queries (SQL executions) each contender in the session "
+        "started; the floor's one query reads the changed files and writes them back. Each query and job has "
+        "a cost of its own whatever its data, which a small merge's time is mostly made of.",
+        "",
+        "| case | " + " | ".join(f"{c} jobs | {c} queries" for c in contenders) + " |",
+        "|---|" + "---|---|" * len(contenders),
+    ]
+    for s in summaries:
+        cells = [
+            f"{work.jobs} | {work.queries}" if (work := s.spark_work.get(c)) else "- | -" for c in contenders
+        ]
+        lines.append(f"| {s.case} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _disagreement_lines(result: BenchResult) -> list[str]:

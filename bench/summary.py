@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from airflow_provider_deltamerge import metrics as m
 from bench.contenders import ContenderName
 from bench.runner import BenchResult, RunRecord
+from bench.spark_work import SparkWork
 
 # Ratios the report and the chart show: the engine's median over each baseline's.
 BASELINES: tuple[ContenderName, ...] = (
@@ -36,8 +37,8 @@ class Timing:
 @dataclass(frozen=True)
 class CaseSummary:
     """One case's figures: timings per contender, the engine's ratio to each baseline, its phase split
-    (median seconds) and JVM round trips, bytes it read after skipping against the bytes it needed, and
-    files it rewrote."""
+    (median seconds) and JVM round trips, the Spark jobs and queries of each contender in the session
+    (medians), bytes it read after skipping against the bytes it needed, and files it rewrote."""
 
     case: str
     from_delta_benchmark: bool
@@ -45,6 +46,7 @@ class CaseSummary:
     ratios: dict[str, float]
     phases: dict[str, float]
     jvm_calls: int | None
+    spark_work: dict[str, SparkWork]
     bytes_read: int | None
     bytes_needed: int
     files_removed: int | None
@@ -77,6 +79,7 @@ def summarize(result: BenchResult) -> list[CaseSummary]:
                 },
                 phases=_phases(engine_runs),
                 jvm_calls=_median_of([r.run.jvm_calls for r in engine_runs if r.run is not None]),
+                spark_work=_spark_work(runs),
                 bytes_read=_median_metric(engine_runs, m.NUM_TARGET_BYTES_AFTER_SKIPPING),
                 bytes_needed=data.needed_bytes,
                 files_removed=_median_metric(engine_runs, m.NUM_TARGET_FILES_REMOVED),
@@ -84,6 +87,20 @@ def summarize(result: BenchResult) -> list[CaseSummary]:
             )
         )
     return summaries
+
+
+def _spark_work(runs: Sequence[RunRecord]) -> dict[str, SparkWork]:
+    """Median Spark jobs and queries per contender that counted them."""
+    by_contender: dict[str, list[SparkWork]] = {}
+    for record in runs:
+        if record.run is not None and record.run.spark_work is not None:
+            by_contender.setdefault(record.contender, []).append(record.run.spark_work)
+    return {
+        contender: SparkWork(
+            int(statistics.median(w.jobs for w in works)), int(statistics.median(w.queries for w in works))
+        )
+        for contender, works in by_contender.items()
+    }
 
 
 def _median_metric(runs: Sequence[RunRecord], name: str) -> int | None:
