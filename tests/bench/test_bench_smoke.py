@@ -61,6 +61,16 @@ def test_harness_checks_every_run_and_reports_every_case(spark: SparkSession, tm
     # And: every engine run counted the driver's JVM round trips, and the report judges each target
     engine_runs = [r.run for r in result.records if r.contender == "engine" and r.run is not None]
     assert len(engine_runs) == len(cases) and all(run.jvm_calls for run in engine_runs)
+    # And: the Spark jobs and queries of each contender in the session, per case: a merge runs more queries
+    # than the floor's one, which reads the changed files and writes them back
+    work = report.split("## Spark jobs and queries", 1)[1].split("\n## ", 1)[0]
+    for name in SMOKE_CASES:
+        row = next(line for line in work.splitlines() if line.startswith(f"| {name} | "))
+        engine_jobs, engine_queries, floor_jobs, floor_queries, delta_jobs, delta_queries = map(
+            int, row.strip("| ").split(" | ")[1:]
+        )
+        assert floor_queries == 1 and engine_queries > floor_queries and delta_queries > floor_queries
+        assert min(engine_jobs, floor_jobs, delta_jobs) >= 1
     targets = report.split("## Targets", 1)[1]
     for target in ("1.3x floor", "1.6x deltalake-non-streamed", "within 1.5 s", "≤ 2.0x the floor", "1.2x"):
         assert target in targets
