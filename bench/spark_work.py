@@ -35,7 +35,7 @@ def counting_spark_work(spark: SparkSession) -> Iterator[SparkWork]:
     work = SparkWork()
     context = spark.sparkContext
     tag = f"deltamerge-bench-{uuid.uuid4().hex}"
-    before = _last_execution_id(spark)
+    before = last_execution_id(spark)
     context.addJobTag(tag)
     try:
         yield work
@@ -43,10 +43,10 @@ def counting_spark_work(spark: SparkSession) -> Iterator[SparkWork]:
         context.removeJobTag(tag)
         _drain_listener_bus(spark)
         work.jobs = len(context._jsc.sc().statusTracker().getJobIdsForTag(tag))
-        work.queries = _last_execution_id(spark) - before
+        work.queries = last_execution_id(spark) - before
 
 
-def _last_execution_id(spark: SparkSession) -> int:
+def last_execution_id(spark: SparkSession) -> int:
     """The id of the session's newest SQL execution (-1 before the first): ids grow by one per execution,
     and the status store keeps the newest however many it drops."""
     _drain_listener_bus(spark)

@@ -228,7 +228,7 @@ TYPES = (
     "TIMESTAMP_NTZ",
 )
 # Each example creates a table with Delta and merges twice: a few dozen cover the pairs' kinds.
-PAIR_SETTINGS = settings(ENGINE_SETTINGS, max_examples=20, derandomize=True)
+PAIR_SETTINGS = settings(ENGINE_SETTINGS, max_examples=12, derandomize=True)
 PAIR_STATEMENTS = {
     "classic": (
         "MERGE WITH SCHEMA EVOLUTION INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id "

@@ -36,8 +36,9 @@ from airflow_provider_deltamerge.spec import (
     update_all,
     update_by_source,
 )
+from bench.spark_work import last_execution_id
 from tests.conftest import table_state
-from tests.engine.conftest import ENGINE_SETTINGS, last_execution_id, python_udf_plans
+from tests.engine.conftest import ENGINE_SETTINGS, python_udf_plans
 from tests.oracle import merge_with_deltalake, sorted_rows
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64()), ("name", pa.string())])

@@ -29,8 +29,9 @@ from airflow_provider_deltamerge.spec import (
     update_by_source,
 )
 from airflow_provider_deltamerge.spec.names import hidden_name
+from bench.spark_work import last_execution_id
 from tests.conftest import make_table, table_state
-from tests.engine.conftest import executed_plans, last_execution_id, python_udf_plans
+from tests.engine.conftest import executed_plans, python_udf_plans
 from tests.oracle import sorted_rows
 
 MULTIPLE_MATCH = "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"

@@ -17,8 +17,9 @@ from airflow_provider_deltamerge.engine.execute import file_ids as file_ids_modu
 from airflow_provider_deltamerge.engine.execute.file_ids import FILE_ID, file_ids
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
 from airflow_provider_deltamerge.spec import MergeSpec, delete, delete_by_source, insert_all, update_all
+from bench.spark_work import last_execution_id
 from tests.conftest import table_state
-from tests.engine.conftest import executed_plans, last_execution_id
+from tests.engine.conftest import executed_plans
 from tests.engine.test_executors import rows, source_file, table_in_files
 from tests.oracle import sorted_rows
 

@@ -33,8 +33,9 @@ from airflow_provider_deltamerge.spec import (
     update_all,
 )
 from airflow_provider_deltamerge.spec.clauses import NotMatchedBySourceUpdate
+from bench.spark_work import last_execution_id
 from tests.conftest import make_table, table_state
-from tests.engine.conftest import last_execution_id, python_udf_plans
+from tests.engine.conftest import python_udf_plans
 from tests.oracle import merge_with_deltalake, sorted_rows
 
 # Target: ORDERS (id bigint, qty int, region string), ids 0-9. The source lacks region and brings note.
