@@ -21,7 +21,8 @@ from airflow_provider_deltamerge.delta.log.snapshot import read_snapshot
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine.plan import pruning
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, delete_by_source, insert_all, update_all
-from tests.engine.conftest import executed_plans, last_execution_id
+from bench.spark_work import last_execution_id
+from tests.engine.conftest import executed_plans
 from tests.oracle import merge_with_deltalake, sorted_rows
 
 DAYS = [datetime.date(2024, 1, d) for d in (1, 2, 3, 4)]
