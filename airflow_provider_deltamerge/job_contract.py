@@ -1,5 +1,5 @@
 """What the Airflow side and the Spark job agree on, in a module that imports nothing: the job's arguments,
-its environment, its start line, the confs its session starts with.
+its start line, the confs its session starts with.
 
 The job (``job/main.py``) imports this before its SparkSession starts, and the rest of the package (sqlglot,
 pyarrow, deltalake: seconds of imports) while the session starts.
@@ -13,11 +13,6 @@ ANSWER_FILE_ARG = "--answer-file"
 SPARK_STARTED = "Spark started"
 # How that line names the Spark UI's address, which the task's "Spark application" link points at.
 SPARK_UI = "UI at"
-
-# With a spark_connect connection the job runs on the worker (hooks/connect_job.py): it reads, and removes
-# from its environment, the server's URL (which may hold a token) and the Spark conf for its session.
-CONNECT_REMOTE_ENV = "DELTAMERGE_SPARK_REMOTE"
-CONNECT_CONF_ENV = "DELTAMERGE_SPARK_CONF"
 
 # The job's SparkSession starts with these (static confs: they cannot change once a session runs).
 # PySpark's DataFrame debugging records the Python call site of every DataFrame and Column call in the JVM:

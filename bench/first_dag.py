@@ -69,7 +69,8 @@ PHASES = ("airflow", "task start", "spark start", "merge", "finish", "airflow en
 PHASE_MEANINGS = {
     "airflow": "the command's start to its task's: Airflow's CLI, the DAG's parse, the run's creation",
     "task start": "the task's process, the operator's rendering and pre-flight checks",
-    "spark start": "spark-submit's JVM and the job's session, or the Connect job's process and session",
+    "spark start": "spark-submit's JVM and the job's session, or on Connect the job's imports and session in "
+    "the task's process",
     "merge": "the job's log read, plan, Spark jobs, to the commit",
     "finish": "the job's end (Spark's stop) and the task's: XCom, asset event",
     "airflow end": "the run marked done, the command's exit",

@@ -56,8 +56,8 @@ PHASE_ENDS: tuple[tuple[str, str], ...] = (
 )
 PHASES: tuple[str, ...] = ("launch", "session", *(name for name, _ in PHASE_ENDS), "stop")
 PHASE_MEANINGS = {
-    "launch": "from the hook's call to the job's start: spark-submit's JVM (or the Connect job's Python "
-    "process) and the job's imports",
+    "launch": "from the hook's call to the job's start: spark-submit's JVM and the job's imports (on Connect "
+    "the job's imports in this process, once)",
     "session": "the job's SparkSession, as its start line times it",
     "log read": "to the snapshot's line: the conf checks, the table's log",
     "plan": "to the plan's line: the source loaded, resolution, the materialization decision, pruning",

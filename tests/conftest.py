@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -171,3 +172,20 @@ def upsert_from_extract(target: str, extract: Path, rows: list[tuple[int, int, s
         condition="t.id = s.id",
         clauses=(update_all(), insert_all()),
     )
+
+
+class MergeInThread:
+    """``hook.run_merge(spec)`` running in a thread, for a test to stop (``on_kill``) while it runs; a daemon,
+    so that a merge the kill failed to stop cannot keep the test process from ending."""
+
+    def __init__(self, hook: Any, spec: MergeSpec) -> None:
+        # What ended the merge: its result, or whatever it raised.
+        self.outcome: list[BaseException | dict[str, object]] = []
+        self.thread = threading.Thread(target=self._run, args=(hook, spec), daemon=True)
+        self.thread.start()
+
+    def _run(self, hook: Any, spec: MergeSpec) -> None:
+        try:
+            self.outcome.append(hook.run_merge(spec))
+        except BaseException as err:  # the thread reports whatever ended the merge
+            self.outcome.append(err)

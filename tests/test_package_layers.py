@@ -16,15 +16,16 @@ PACKAGE = Path(__file__).resolve().parents[1] / PACKAGE_NAME
 # Modules at the package root, below every package: names, errors, the session's kind, the job's contract.
 ROOT_MODULES = {"", "exceptions", "job_contract", "metrics", "session_kind"}
 # What each part of the package may import of the others, as docs/architecture.md's layer table has it
-# (root modules are open to all). The Airflow side reads the Delta log, never writes it: ``delta/log`` and
-# ``delta/format`` only.
+# (root modules are open to all); an entry names a layer or one module. The Airflow side reads the Delta
+# log, never writes it: ``delta/log`` and ``delta/format`` only; it runs the job itself on a Spark Connect
+# server, through ``job/connect.py`` alone.
 MAY_IMPORT = {
     "spec": set(),
     "delta": {"spec"},
     "engine": {"spec", "delta"},
     "job": {"spec", "delta", "engine"},
     "history": {"delta.log", "delta.format", "hooks"},
-    "hooks": {"spec", "delta.log", "delta.format"},
+    "hooks": {"spec", "delta.log", "delta.format", "job.connect"},
     "operators": {"spec", "delta.log", "delta.format", "hooks", "history"},
     "sensors": {"spec", "delta.log", "delta.format", "hooks", "operators", "triggers"},
     "triggers": {"spec", "delta.log", "delta.format", "hooks"},
@@ -103,7 +104,7 @@ def allowed(importer: str, imported: str) -> bool:
             return True
         return DELTA_GROUPS.index(groups[1]) <= DELTA_GROUPS.index(groups[0])
     granted = MAY_IMPORT[mine.split(".")[0]]
-    return theirs in granted or theirs.split(".")[0] in granted
+    return imported in granted or theirs in granted or theirs.split(".")[0] in granted
 
 
 def arrows_up(package: Path) -> list[str]:

@@ -11,7 +11,7 @@ import uuid
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
@@ -24,7 +24,6 @@ from airflow_provider_deltamerge.delta.log.merge_commits import SUBMISSION_ID, M
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.hooks.class_archive import class_archive
 from airflow_provider_deltamerge.hooks.cloud_credentials import gcs_keyfile_conf
-from airflow_provider_deltamerge.hooks.connect_job import ConnectJob
 from airflow_provider_deltamerge.hooks.driver_jit import driver_jit_env
 from airflow_provider_deltamerge.hooks.spark_setup import (
     JobSubmitHook,
@@ -33,6 +32,7 @@ from airflow_provider_deltamerge.hooks.spark_setup import (
     spark_submit_binary,
 )
 from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
+from airflow_provider_deltamerge.hooks.submit_log import SubmitOutputLog
 from airflow_provider_deltamerge.job_contract import ANSWER_FILE_ARG, REQUEST_FILE_ARG
 from airflow_provider_deltamerge.metrics import merge_result
 from airflow_provider_deltamerge.spec import MergeSpec, spec_hash
@@ -44,6 +44,9 @@ from airflow_provider_deltamerge.spec.transport import (
     read_answer,
     write_private,
 )
+
+if TYPE_CHECKING:
+    from airflow_provider_deltamerge.job.connect import ConnectedJob
 
 JOB_MODULE = "airflow_provider_deltamerge.job.main"
 
@@ -85,9 +88,10 @@ class DeltaMergeHook(BaseHook):
         self.private_conf = dict(private_conf or {})
         for value in self.private_conf.values():
             mask_secret(value)
-        # The last job this hook ran: by spark-submit, or as a child process against a Connect server.
+        # The last job this hook ran: by spark-submit, or in this process against a Connect server.
         self._submit: JobSubmitHook | None = None
-        self._connect_job: ConnectJob | None = None
+        self._connect_job: ConnectedJob | None = None
+        self._connect_output: SubmitOutputLog | None = None
 
     def storage_options(self) -> dict[str, str]:
         """The storage connection's credentials (environment-variable names, which deltalake also reads)."""
@@ -219,31 +223,42 @@ class DeltaMergeHook(BaseHook):
         return self._result_from_log(spec, submission_id)
 
     def _run_on_connect(self, spec: MergeSpec, request: JobRequest, connection: Any) -> dict[str, Any]:
-        """Run the job on this worker against the connection's Spark Connect server (``connect_job.py``)."""
+        """Run the job in this process against the connection's Spark Connect server (``job/connect.py``)."""
+        # Imported here: pyspark's Connect client and the engine, seconds that no DAG parse may pay.
+        from airflow_provider_deltamerge.job.connect import ConnectedJob
+
         if connection.password:
             # The URL carries the token (URL-quoted): neither form may reach the task log.
             mask_secret(connection.password)
             mask_secret(quote(connection.password))
         url = SparkConnectHook(self.spark_conn_id).get_connection_url()
         submission_id = str(request.provenance[SUBMISSION_ID])
+        output = self._connect_output = SubmitOutputLog(self.log)
+        job = self._connect_job = ConnectedJob(url, output.info)
         with tempfile.TemporaryDirectory(prefix="deltamerge-") as scratch:
-            request_file = write_private(
-                Path(scratch) / f"deltamerge-request-{submission_id}.json", encode_request(request)
-            )
             answer_file = Path(scratch) / "answer.json"
-            job = self._connect_job = ConnectJob(url, self.log)
-            status = job.run(
-                [REQUEST_FILE_ARG, str(request_file), ANSWER_FILE_ARG, str(answer_file)],
-                env={**os.environ, **self.storage_options()},
-                conf={**self.conf, **self.private_conf},
-            )
+            try:
+                job.run(
+                    request,
+                    conf={**self.conf, **self.private_conf},
+                    environment=self.storage_options(),
+                    answer_file=answer_file,
+                )
+            except Exception as err:  # the server went away, say: the merge could not answer
+                # The class and the first line only: a whole message may quote a conf's value.
+                first_line = (str(err).strip().splitlines() or [""])[0]
+                raise AirflowException(
+                    f"The merge job on the Spark Connect server of connection {self.spark_conn_id!r} failed "
+                    f"before it could answer: {type(err).__name__}: {first_line} Nothing was committed "
+                    "unless the table's history shows this run's commit; run the task again."
+                ) from err
             answered = self._answer(spec, submission_id, answer_file)
         if isinstance(answered, DeltaMergeError):
             raise answered
         if answered is None:
             raise AirflowException(
-                f"The merge job on the Spark Connect server of connection {self.spark_conn_id!r} ended with "
-                f"exit status {status} and no answer; the lines above say why."
+                f"The merge job on the Spark Connect server of connection {self.spark_conn_id!r} ended "
+                "without an answer; the lines above say why."
             )
         return answered
 
@@ -271,22 +286,22 @@ class DeltaMergeHook(BaseHook):
     def session_ready_at(self) -> float | None:
         """When (``time.monotonic()``) the last job this hook ran said its Spark session was up, the merge's
         own work about to start; None before that line came."""
-        if self._connect_job is not None:
-            return self._connect_job.output_log.started_at
+        if self._connect_output is not None:
+            return self._connect_output.started_at
         output = None if self._submit is None else self._submit.output_log
         return None if output is None else output.started_at
 
     def job_lines(self) -> list[tuple[float, str]]:
         """The last job's own lines so far, each with when it came (``time.monotonic()``): where its time
         went (bench/overhead.py)."""
-        if self._connect_job is not None:
-            return list(self._connect_job.output_log.job_lines)
+        if self._connect_output is not None:
+            return list(self._connect_output.job_lines)
         output = None if self._submit is None else self._submit.output_log
         return [] if output is None else list(output.job_lines)
 
     def on_kill(self) -> None:
         if self._connect_job is not None:
-            self._connect_job.kill()
+            self._connect_job.interrupt()
         if self._submit is not None:
             self._submit.on_kill()
 

@@ -2,7 +2,8 @@
 
 Submitted by ``DeltaMergeHook`` as ``spark-submit .../job/main.py --request-file <path>``, in client mode
 with ``--answer-file <path>`` too (``job_contract.py``). The request file is the hook's owner-only file
-(client mode) or one shipped with ``--files`` (cluster mode, where the answer goes beside the table).
+(client mode) or one shipped with ``--files`` (cluster mode, where the answer goes beside the table). On a
+Spark Connect server the job runs in the task's own process instead (``connect.py``).
 
 This module imports little: the merge's own work (``job/answer.py``: the engine, sqlglot, pyarrow,
 deltalake, seconds of imports) loads in a thread while the SparkSession starts.
@@ -11,9 +12,7 @@ deltalake, seconds of imports) loads in a thread while the SparkSession starts.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -21,9 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import import_module
 from pathlib import Path
 from types import ModuleType
-from urllib.parse import urlsplit
 
-from pyspark.errors import PySparkException
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
@@ -31,8 +28,6 @@ from airflow_provider_deltamerge.engine.progress import ProgressReporter, enter_
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.job_contract import (
     ANSWER_FILE_ARG,
-    CONNECT_CONF_ENV,
-    CONNECT_REMOTE_ENV,
     ENGINE_SESSION_CONF,
     REQUEST_FILE_ARG,
     SPARK_STARTED,
@@ -42,6 +37,8 @@ from airflow_provider_deltamerge.job_contract import (
 WORK_MODULE = "airflow_provider_deltamerge.job.answer"
 
 log = logging.getLogger("airflow_provider_deltamerge")
+# The job's own lines in Spark's output: the hook logs each at its level (hooks/submit_log.py).
+JOB_LINE_FORMAT = "deltamerge %(levelname)s %(message)s"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -52,13 +49,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _log_to_stdout()
     # From the first second: starting Spark alone can take a minute on a busy machine.
-    remote = os.environ.pop(CONNECT_REMOTE_ENV, None)
     begun = time.monotonic()
     # The merge's modules load while the session starts, which is mostly the JVM's work (or the server's).
     with ThreadPoolExecutor(1, thread_name_prefix="deltamerge-imports") as imports:
         work = imports.submit(import_module, WORK_MODULE)
         with ProgressReporter() as progress:
-            spark = _connect_session(remote, work, begun) if remote else _submitted_session(work, begun)
+            spark = _submitted_session(work, begun)
             progress.watch(spark)
             try:
                 return _answer(work.result(), spark, args.request_file, args.answer_file)
@@ -97,37 +93,6 @@ def _submitted_session(work: Future[ModuleType], begun: float) -> SparkSession:
     return spark
 
 
-def _connect_session(url: str, work: Future[ModuleType], begun: float) -> SparkSession:
-    """A session of the Spark Connect server at ``url``, with the operator's conf where the server takes it;
-    its start line says how long that and the merge's imports (``work``) took since ``begun``.
-
-    The server is shared and long-lived: its JVM's log levels and function registry are not the job's to
-    change (the spec's validation still refuses reflection functions by name), and a static conf (memory,
-    packages) is the server's own: such a conf is named in a warning, not applied.
-    """
-    spark = SparkSession.builder.remote(url).getOrCreate()
-    for key, value in json.loads(os.environ.pop(CONNECT_CONF_ENV, "") or "{}").items():
-        try:
-            spark.conf.set(key, value)
-        except PySparkException as err:
-            # Spark's class only: its message may quote the value, which can be a secret (a private conf).
-            log.warning(
-                "%s cannot be set on a running Spark Connect server (%s); set it on the server",
-                key,
-                err.getCondition() or type(err).__name__,
-            )
-    host = urlsplit(url.replace("sc://", "http://", 1)).hostname
-    work.result()
-    log.info(
-        "%s in %.1f s: Spark %s, Spark Connect server %s",
-        SPARK_STARTED,
-        time.monotonic() - begun,
-        spark.version,
-        host,
-    )
-    return spark
-
-
 # Spark warnings that the merge's own way of working causes on every run and no user can act on: a source is
 # checkpointed locally on purpose (engine/source/materialize.py), its lineage never needed after the merge;
 # the engine's wide plans have their string form truncated, which only Spark's debug output shows.
@@ -150,11 +115,15 @@ def quiet_known_warnings(spark: SparkSession) -> None:
 def _log_to_stdout() -> None:
     """One readable line per phase on stdout, which spark-submit hands to the Airflow task log."""
     handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(logging.Formatter("deltamerge %(levelname)s %(message)s"))
+    handler.setFormatter(logging.Formatter(JOB_LINE_FORMAT))
     log.addHandler(handler)
     log.setLevel(logging.INFO)
-    # PySpark logs every analysis error it raises with the whole JVM stack; the merge reports the error in a
-    # line of its own (engine/spark_errors.py), and the stack belongs in the debug log only.
+    quiet_query_context_loggers()
+
+
+def quiet_query_context_loggers() -> None:
+    """PySpark logs every analysis error it raises with the whole JVM stack; the merge reports the error in a
+    line of its own (engine/spark_errors.py), and the stack belongs in the debug log only."""
     for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 

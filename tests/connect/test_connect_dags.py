@@ -92,7 +92,8 @@ def test_two_runs_merge_through_one_server_without_a_spark_start(
     extras = asset_event_extras(airflow_env, (runs.lake / "orders").absolute().as_uri(), DAG_ID)
     assert [e["tableVersion"] for e in extras] == [1, 2]
     assert {k: extras[1][k] for k in second} == second
-    # And: the job ran as the worker's child against the server; no task started Spark, nothing was submitted
+    # And: the job ran in the task's own process against the server: no task started Spark or a job process,
+    # nothing was submitted
     for output in runs.outputs:
         assert re.search(
             rf"Spark started in [0-9.]+ s: Spark {re.escape(pyspark.__version__)}, Spark Connect server "
@@ -100,7 +101,8 @@ def test_two_runs_merge_through_one_server_without_a_spark_start(
             output,
         )
         assert "Spark-Submit cmd" not in output
-    assert any(JOB_COMMAND in line for line in runs.command_lines)
+    assert not any(JOB_COMMAND in line for line in runs.command_lines)
+    assert any("airflow dags test" in line for line in runs.command_lines)  # the watcher saw the runs
     # Spark processes the runs started: the server (this test process's child too) was up before the runs
     # began; another test worker may submit jobs of its own meanwhile, which are not this process's children.
     assert any(CONNECT_SERVER_CLASS in line for line in runs.running_before)

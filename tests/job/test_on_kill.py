@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import pytest
 from airflow.providers.common.compat.sdk import AirflowException
 
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
-from tests.conftest import make_table, table_state, upsert_from_extract
+from tests.conftest import MergeInThread, make_table, table_state, upsert_from_extract
 
 pytestmark = pytest.mark.slow
 STARTUP_TIMEOUT_S = 120
@@ -33,28 +32,19 @@ def test_on_kill_stops_the_job_and_the_table_is_unchanged(tmp_path, local_spark_
     before = table_state(target)
     spec = upsert_from_extract(target, tmp_path / "extract.parquet", [(1, 7, "eu"), (99, 8, "us")])
     hook = DeltaMergeHook(local_spark_connection, spark_submit_kwargs={"name": "deltamerge-on-kill-test"})
-    outcome: list[BaseException | dict[str, object]] = []
-
-    def run() -> None:
-        try:
-            outcome.append(hook.run_merge(spec))
-        except BaseException as err:  # the thread reports whatever ended the merge
-            outcome.append(err)
-
-    worker = threading.Thread(target=run)
-    worker.start()
+    merge = MergeInThread(hook, spec)
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while not processes_mentioning("deltamerge-on-kill-test"):
-        assert not outcome, f"the merge ended before it could be killed: {outcome}"
+        assert not merge.outcome, f"the merge ended before it could be killed: {merge.outcome}"
         assert time.monotonic() < deadline, "spark-submit did not start"
         time.sleep(0.2)
     time.sleep(3)  # let the driver start its Spark work
 
     hook.on_kill()
-    worker.join(timeout=60)
+    merge.thread.join(timeout=60)
 
-    assert not worker.is_alive()
-    assert isinstance(outcome[0], AirflowException)
+    assert not merge.thread.is_alive()
+    assert isinstance(merge.outcome[0], AirflowException)
     deadline = time.monotonic() + 30
     while processes_mentioning("deltamerge-on-kill-test") and time.monotonic() < deadline:
         time.sleep(0.5)
