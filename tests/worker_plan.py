@@ -27,6 +27,7 @@ SERVER_FIXTURES = frozenset({"postgres", "spark_connect_server"})
 SERVER_MODULES = frozenset(
     {
         "tests/connect/test_connect_dags.py",
+        "tests/connect/test_connect_kill.py",
         "tests/connect/test_connect_merges.py",
         "tests/e2e/test_asset_triggered_consumer.py",
         "tests/e2e/test_clear_reprocesses.py",
