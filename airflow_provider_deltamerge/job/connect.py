@@ -134,19 +134,18 @@ class _LineHandler(logging.Handler):
 def _job_lines(emit: Callable[[str], None]) -> Iterator[None]:
     """The package's records at INFO and above go to ``emit`` alone while the job runs (the hook logs them
     at their level), as the spark-submit job's go to its output."""
-    logger = logging.getLogger("airflow_provider_deltamerge")
     handler = _LineHandler(emit)
-    level, propagate = logger.level, logger.propagate
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
+    level, propagate = log.level, log.propagate
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
     quiet_query_context_loggers()
     try:
         yield
     finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-        logger.propagate = propagate
+        log.removeHandler(handler)
+        log.setLevel(level)
+        log.propagate = propagate
 
 
 @contextmanager
