@@ -3,6 +3,7 @@
 #   make test   runs ruff, mypy and the test suite
 #   make bench  runs the merge benchmark (SCALE=S, M or L; BENCH_ARGS for more options)
 #   make bench-overhead  measures the fixed cost per merge, spark-submit against Spark Connect (RUNS=5)
+#   make bench-backfill  a backfill of 30 small dates through a real scheduler on Spark Connect (AT_ONCE=4)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
@@ -13,8 +14,9 @@ SCALE ?= S
 # tests/worker_plan.py); PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= 2
 RUNS ?= 5
+AT_ONCE ?= 4
 
-.PHONY: demo test bench bench-overhead bench-first-dag venv java docker-compose chromium postgresql clean
+.PHONY: demo test bench bench-overhead bench-first-dag bench-backfill venv java docker-compose chromium postgresql clean
 
 demo: $(STAMP) java
 	$(BIN)/python scripts/demo.py
@@ -33,6 +35,9 @@ bench-overhead: $(STAMP) java
 
 bench-first-dag: $(STAMP) java
 	$(BIN)/python -m bench first-dag --runs $(RUNS)
+
+bench-backfill: $(STAMP) java postgresql
+	$(BIN)/python -m bench backfill --at-once $(AT_ONCE)
 
 venv: $(STAMP)
 

@@ -1,7 +1,8 @@
 """``python -m bench``: start a SparkSession, run the benchmark at one scale, write the report;
 ``python -m bench overhead``: the fixed cost per merge (bench/overhead.py);
 ``python -m bench dag-parse``: what the provider adds to a DAG file's parse (bench/dag_parse.py);
-``python -m bench first-dag``: the README's first DAG, the task's real time (bench/first_dag.py)."""
+``python -m bench first-dag``: the README's first DAG, the task's real time (bench/first_dag.py);
+``python -m bench backfill``: a backfill of 30 small dates through a scheduler (bench/backfill.py)."""
 
 from __future__ import annotations
 
@@ -39,12 +40,16 @@ SESSION_CONF: dict[str, bool | float | int | str | None] = {
 }
 
 
-def bench_session() -> tuple[SparkSession, float]:
-    """A local SparkSession on every core, with Delta's runtime for its contender, and the seconds it took
-    to start (reported on its own)."""
+def bench_session(delta: bool) -> tuple[SparkSession, float]:
+    """A local SparkSession on every core, with Delta's runtime when ``delta`` (its contender runs), and the
+    seconds it took to start (reported on its own).
+
+    Without Delta's contender the session is the engine's as users run it: Delta's SQL extension adds its
+    rules to the planning of every query in the session, the engine's too.
+    """
     start = time.perf_counter()
     spark = SparkSession.builder.master("local[*]").appName("deltamerge-bench").config(map=SESSION_CONF)
-    session = with_delta(spark).getOrCreate()
+    session = (with_delta(spark) if delta else spark).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     session.range(1).collect()
     return session, time.perf_counter() - start
@@ -70,7 +75,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark (or, as ``overhead``, bench/overhead.py; as ``dag-parse``, bench/dag_parse.py; as
-    ``first-dag``, bench/first_dag.py); exit status 1 when any run disagreed or failed."""
+    ``first-dag``, bench/first_dag.py; as ``backfill``, bench/backfill.py); exit status 1 when any run
+    disagreed or failed."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["overhead"]:
         # Imported here: it loads Airflow (the hook), whose logging set-up would put the engine's INFO lines
@@ -82,6 +88,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench.first_dag import first_dag_main
 
         return first_dag_main(argv[1:], work=HERE / "work" / "first-dag", results_dir=HERE / "results")
+    if argv[:1] == ["backfill"]:
+        from bench.backfill import backfill_main
+
+        return backfill_main(argv[1:], work=HERE / "work" / "backfill", results_dir=HERE / "results")
     if argv[:1] == ["dag-parse"]:
         from bench.dag_parse import dag_parse_main
 
@@ -98,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The engine logs a line per phase; the progress lines are what a benchmark run should show.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     print("Starting Spark ...", flush=True)
-    spark, startup = bench_session()
+    spark, startup = bench_session(delta="delta-spark" in contenders)
     print(f"SparkSession started in {startup:.1f} s", flush=True)
     try:
         result = run_benchmark(

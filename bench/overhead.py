@@ -8,7 +8,8 @@ alternate run by run, so a shared machine's drifts fall on both alike.
 
 Each run is also split into phases by when the job's own lines reached the hook (``SubmitOutputLog``):
 the job's start line says how long its session took, and the snapshot, plan, scan and commit lines close
-the phases after it (``PHASES``).
+the phases after it (``PHASES``). On Connect each run also times the queries and analyses the merge sent to
+the server, by the package's call site that sent them (bench/connect_calls.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from deltalake import write_deltalake
 from airflow_provider_deltamerge import __version__
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update_all
+from bench.connect_calls import timing_connect_calls
 from bench.connect_server import connection_of, server_for
 from bench.result_files import write_result
 
@@ -79,6 +81,8 @@ class OverheadRun:
     updated: int
     # Seconds per phase (``PHASES``); empty when the job's lines did not say them all.
     phases: dict[str, float] = dataclasses.field(default_factory=dict)
+    # On Connect, per "kind call site" (bench/connect_calls.py): [calls, seconds].
+    connect_calls: dict[str, list[float]] = dataclasses.field(default_factory=dict)
 
 
 @dataclass
@@ -139,9 +143,10 @@ def _one_merge(way: Way, run: int, table: Path, source: Path) -> OverheadRun:
         clauses=(update_all(), insert_all()),
     )
     hook = DeltaMergeHook(CONN_IDS[way])
-    start = time.monotonic()
-    metrics = hook.run_merge(spec)
-    end = time.monotonic()
+    with timing_connect_calls() as calls:
+        start = time.monotonic()
+        metrics = hook.run_merge(spec)
+        end = time.monotonic()
     ready = hook.session_ready_at()
     if ready is None:
         raise RuntimeError(f"The {way} job never said its Spark session was up")
@@ -153,6 +158,7 @@ def _one_merge(way: Way, run: int, table: Path, source: Path) -> OverheadRun:
         metrics["numTargetRowsInserted"],
         metrics["numTargetRowsUpdated"],
         phase_seconds(hook.job_lines(), start, end),
+        {f"{kind} {site}": [len(seconds), sum(seconds)] for (kind, site), seconds in calls.calls.items()},
     )
 
 
@@ -239,6 +245,7 @@ def overhead_markdown(result: OverheadResult) -> str:
         "",
         *phase_table(result),
         "",
+        *connect_calls_table(result),
         "## Every run",
         "",
         "Connect's run 1 is its server's first merge, which warms the server's JVM up.",
@@ -267,6 +274,33 @@ def phase_table(result: OverheadResult) -> list[str]:
         f"| phase | {' | '.join(ways)} | what |",
         f"|---|{'---|' * len(ways)}---|",
         *(f"| {p} | {' | '.join(median(w, p) for w in ways)} | {PHASE_MEANINGS[p]} |" for p in PHASES),
+    ]
+
+
+def connect_calls_table(result: OverheadResult) -> list[str]:
+    """On Connect, the queries and analyses a merge sent to the server by call site, heaviest first: calls
+    and median seconds per merge, over the runs after the server's first (which warms its JVM up)."""
+    runs = [r for r in result.records if r.way == "connect" and r.run > 0]
+    if not runs:
+        return []
+    sites = sorted({site for r in runs for site in r.connect_calls})
+
+    def median(site: str, figure: int) -> float:
+        return statistics.median(r.connect_calls.get(site, [0, 0.0])[figure] for r in runs)
+
+    rows = sorted(((median(site, 1), median(site, 0), site) for site in sites), reverse=True)
+    total = statistics.median(sum(c[1] for c in r.connect_calls.values()) for r in runs)
+    return [
+        "## Calls to the Connect server",
+        "",
+        f"Per merge, medians over Connect's runs 2-{result.runs}: each query (the server plans and runs it, "
+        "its rows fetched) and each analysis (a schema read) the merge sent, by the package's function that "
+        f"sent it (bench/connect_calls.py); {total:.2f} s in all.",
+        "",
+        "| kind and call site | calls | s |",
+        "|---|---|---|",
+        *(f"| {site} | {calls:g} | {seconds:.3f} |" for seconds, calls, site in rows),
+        "",
     ]
 
 

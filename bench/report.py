@@ -83,7 +83,13 @@ def markdown(
         f"Started {result.started}; engine {__version__}; {result.repetitions} interleaved repetition(s), "
         f"{len(result.records)} of {planned} runs done; "
         f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores. "
-        f"SparkSession start-up (not in any figure): {result.spark_startup_seconds:.1f} s.",
+        f"SparkSession start-up (not in any figure): {result.spark_startup_seconds:.1f} s"
+        + (
+            "; the session loads Delta's runtime (jars, SQL extension, catalog) for its contender, and its "
+            "extension's rules plan every query of the session, the engine's too."
+            if "delta-spark" in result.contenders
+            else "; the session has no Delta runtime, as the engine's sessions have."
+        ),
         "",
         "Seconds are medians (min-max) over the repetitions, each run on a fresh copy of the target, its "
         "source read inside the timed region by every contender. Ratios are the engine's median over the "

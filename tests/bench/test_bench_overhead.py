@@ -68,3 +68,21 @@ def test_report_gives_medians_ranges_and_the_ratio(tmp_path: Path) -> None:
     assert text.index("| 1 | spark-submit | 10.0 | 25.0 | 10 | 50 |") < text.index(
         "| 3 | connect | 4.0 | 7.0 |"
     )
+
+
+def test_connect_calls_are_tabled_heaviest_first_without_the_server_s_first_run(tmp_path: Path) -> None:
+    # Given: three Connect runs; the first (the server's warm-up) wrote slowly
+    result = OverheadResult("2026-11-27T21:40:00Z", 3, 5.0)
+    for run, write in enumerate([9.0, 0.5, 0.7]):
+        calls = {
+            "query delta/files/writer.py:write_files": [1, write],
+            "analysis engine/observed.py:observe": [5, 0.1],
+        }
+        result.records.append(OverheadRun("connect", run, 0.0, 2.0, 10, 50, connect_calls=calls))
+    # When
+    text = write_overhead(result, tmp_path).read_text()
+    # Then: medians over runs 2-3, the write first
+    assert "runs 2-3" in text and "0.70 s in all" in text
+    assert text.index("| query delta/files/writer.py:write_files | 1 | 0.600 |") < text.index(
+        "| analysis engine/observed.py:observe | 5 | 0.100 |"
+    )

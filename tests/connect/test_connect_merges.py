@@ -25,6 +25,7 @@ from airflow_provider_deltamerge.spec import (
     update,
     update_all,
 )
+from bench.connect_calls import timing_connect_calls
 from tests.conftest import make_table, table_state, write_extract
 from tests.oracle import sorted_rows
 
@@ -112,3 +113,22 @@ def test_non_deterministic_condition_is_refused_and_nothing_changes(
         run_merge(remote, _spec(target, source, update_all(condition="rand() > 0.5")))
     assert raised.value.error_class == "DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED"
     assert table_state(target) == before
+
+
+def test_the_overhead_bench_times_each_query_of_a_merge_by_its_call_site(
+    remote: SparkSession, tmp_path: Path
+) -> None:
+    # Given: an upsert, timed by the overhead benchmark's recorder of Connect calls (bench/connect_calls.py)
+    target = make_table(tmp_path / "t")
+    source = write_extract(tmp_path / "s.parquet", [(1, 5, "eu"), (12, 7, "us")])
+    # When
+    with timing_connect_calls() as timed:
+        run_merge(remote, _spec(target, source, update_all(), insert_all()))
+    remote.range(1).collect()  # after the block: not recorded
+    # Then: the rewrite's write and phase 1's collection are queries of their own, each timed
+    queries = {site: seconds for (kind, site), seconds in timed.calls.items() if kind == "query"}
+    assert len(queries["delta/files/writer.py:write_files"]) == 1
+    assert len(queries["engine/execute/touched_files.py:_collected_files"]) == 1
+    assert all(s > 0 for seconds in queries.values() for s in seconds)
+    assert any(kind == "analysis" for kind, _ in timed.calls)
+    assert "(outside the package)" not in {site for _, site in timed.calls}
