@@ -115,6 +115,9 @@ NON_PRODUCT_RAISES = {
     # check operator's own verdicts (AirflowFailException fails without retries, AirflowSkipException skips).
     ("hooks/delta_merge.py", "AirflowException"): "the worker's setup or a job that answered nothing",
     ("hooks/spark_setup.py", "AirflowException"): "the worker's setup: no Spark connection or spark-submit",
+    # The Connect server did not answer the job's first call: the worker's setup, which the hook reports as an
+    # AirflowException that Airflow's retries take.
+    ("job/connect.py", "ConnectServerUnavailable"): "the worker's setup: no Spark Connect server answered",
     ("operators/delta_merge.py", "AirflowException"): "DAG-parse checks of the operator's arguments",
     ("operators/delta_merge_check.py", "AirflowException"): "no metrics to check upstream",
     ("operators/delta_merge_check.py", "AirflowFailException"): "the check's verdict: fail, no retry",

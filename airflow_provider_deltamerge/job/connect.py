@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
+from pyspark.sql.connect.client.retries import DefaultPolicy
 from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 from airflow_provider_deltamerge.engine.progress import ProgressReporter, enter_phase
@@ -38,6 +39,17 @@ log = logging.getLogger("airflow_provider_deltamerge")
 # PySpark picks the Connect form of its functions by this variable; its own builder sets it for good, the job
 # only while it runs.
 CONNECT_MODE_ENV = "SPARK_CONNECT_MODE_ENABLED"
+# The first call to the server is tried for about 8 s (0.25 s, doubling, 5 tries), not for pyspark's default
+# of ten minutes and more, which is made to ride out a server's restart in the middle of a query: a server
+# that is not there fails the task now, and Airflow's retries try again later. The merge's calls keep the
+# default.
+FIRST_CALL_RETRIES = DefaultPolicy(
+    max_retries=5, initial_backoff=250, backoff_multiplier=2.0, max_backoff=4000
+)
+
+
+class ConnectServerUnavailable(ConnectionError):
+    """The Spark Connect server did not answer the job's first call."""
 
 
 class ConnectedJob:
@@ -96,7 +108,24 @@ def _connect_session(url: str, conf: Mapping[str, object], begun: float) -> Spar
     """
     # Connect's own builder: the classic one refuses where a classic SparkContext runs in the process. Its
     # session has the classic one's API, which the engine takes (``session_kind`` tells them apart).
-    spark = cast(SparkSession, ConnectSession.builder.remote(url).create())
+    session = ConnectSession.builder.remote(url).create()
+    parts = urlsplit(url.replace("sc://", "http://", 1))  # the token is past the path, never in these
+    usual = session.client.get_retry_policies()
+    session.client.set_retry_policies([FIRST_CALL_RETRIES])
+    try:
+        version = session.version
+    except PySparkException as err:
+        # Its message is gRPC's debug text; what the user needs is which server, its status and what to check.
+        status = getattr(err, "getGrpcStatusCode", lambda: None)()
+        raise ConnectServerUnavailable(
+            f"The Spark Connect server at {parts.hostname}:{parts.port} could not be reached or refused the "
+            f"session ({status.name if status else err.getCondition() or type(err).__name__}, after "
+            f"{time.monotonic() - begun:.0f} s): check that it runs, that this worker reaches it, and the "
+            "connection's token."
+        ) from None
+    finally:
+        session.client.set_retry_policies(usual)
+    spark = cast(SparkSession, session)
     for key, value in conf.items():
         try:
             spark.conf.set(key, str(value))
@@ -107,13 +136,12 @@ def _connect_session(url: str, conf: Mapping[str, object], begun: float) -> Spar
                 key,
                 err.getCondition() or type(err).__name__,
             )
-    host = urlsplit(url.replace("sc://", "http://", 1)).hostname
     log.info(
         "%s in %.1f s: Spark %s, Spark Connect server %s",
         SPARK_STARTED,
         time.monotonic() - begun,
-        spark.version,
-        host,
+        version,
+        parts.hostname,
     )
     return spark
 
