@@ -117,6 +117,7 @@ def _connect_session(url: str, conf: Mapping[str, object], begun: float) -> Spar
     except PySparkException as err:
         # Its message is gRPC's debug text; what the user needs is which server, its status and what to check.
         status = getattr(err, "getGrpcStatusCode", lambda: None)()
+        session.client.close()  # the channel only: stopping would ask the server to release the session
         raise ConnectServerUnavailable(
             f"The Spark Connect server at {parts.hostname}:{parts.port} could not be reached or refused the "
             f"session ({status.name if status else err.getCondition() or type(err).__name__}, after "
