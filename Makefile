@@ -16,12 +16,12 @@ PYTEST_WORKERS ?= 2
 RUNS ?= 5
 AT_ONCE ?= 4
 
-.PHONY: demo test bench bench-overhead bench-first-dag bench-backfill venv java docker-compose chromium postgresql clean
+.PHONY: demo test bench bench-overhead bench-first-dag bench-backfill venv java docker-compose chromium postgresql maven clean
 
 demo: $(STAMP) java
 	$(BIN)/python scripts/demo.py
 
-test: $(STAMP) java docker-compose chromium postgresql
+test: $(STAMP) java docker-compose chromium postgresql maven
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -78,6 +78,14 @@ postgresql:
 	  echo "Installing Debian's postgresql, which the real-scheduler tests run Airflow's database on"; \
 	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null; \
 	} || { echo "PostgreSQL is missing: install Debian's package ('apt-get install postgresql')"; exit 1; }
+
+# tests/stores/s3_server.py fetches the S3 server the tests start (s3proxy, from Maven's central repository)
+# with Debian's Maven.
+maven:
+	@command -v mvn >/dev/null 2>&1 || { \
+	  echo "Installing Debian's maven, which the tests use to fetch their S3 server (s3proxy)"; \
+	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q maven >/dev/null; \
+	} || { echo "Maven is missing: install Debian's package ('apt-get install maven')"; exit 1; }
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache bench/work

@@ -88,6 +88,12 @@ class StorageCredentialsError(DeltaMergeError):
     phase = "credentials"
 
 
+class StorageConnectorError(DeltaMergeError):
+    """Spark has no Hadoop connector for a path's object store (S3A, ABFS, GCS)."""
+
+    phase = "storage"
+
+
 ERRORS_BY_PHASE: dict[str, type[DeltaMergeError]] = {
     cls.phase: cls
     for cls in (
@@ -101,6 +107,7 @@ ERRORS_BY_PHASE: dict[str, type[DeltaMergeError]] = {
         MergeCommitError,
         MergeGuardError,
         DeltaRuntimeError,
+        StorageConnectorError,
     )
 }
 

@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from airflow_provider_deltamerge.spec import MergeSpec
+    from tests.stores.s3_server import S3Server
 
 # spark-submit and airflow come with the test interpreter's environment; subprocesses must find them.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -121,6 +123,8 @@ def local_session_builder(app_name: str) -> SparkSession.Builder:
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """One local SparkSession for the engine tests, with Delta Lake's own runtime beside our engine: Delta is
     the oracle of the tests, so a session without it fails (tests/delta_runtime.py says why)."""
+    from airflow_provider_deltamerge.hooks.store_setup import local_connector_jars
+    from airflow_provider_deltamerge.storage_connectors import S3_CONNECTOR
     from tests.delta_runtime import with_delta
 
     warehouse = tmp_path_factory.mktemp("warehouse")
@@ -132,7 +136,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.extraJavaOptions", LONG_LIVED_JVM)
     )
-    session = with_delta(builder).getOrCreate()
+    # Spark's S3 connector too, as a local master's merge job gets it: the tests merge into an S3 server.
+    s3a_jars = local_connector_jars(S3_CONNECTOR, announce=lambda line: print(line, file=sys.stderr))
+    session = with_delta(builder, extra_jars=s3a_jars).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     # py4j says goodbye at interpreter exit, after pytest has closed the streams it would log to.
     logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -189,3 +195,42 @@ class MergeInThread:
             self.outcome.append(hook.run_merge(spec))
         except BaseException as err:  # the thread reports whatever ended the merge
             self.outcome.append(err)
+
+
+@pytest.fixture(scope="session")
+def s3_server_of_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """The session's S3-compatible server (s3proxy on 127.0.0.1): one per test session, a bucket per test."""
+    from tests.stores.s3_server import s3_server
+
+    with s3_server(tmp_path_factory.mktemp("s3")) as server:
+        yield server
+
+
+@pytest.fixture
+def s3_lake(s3_server_of_session: S3Server, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A new bucket on the session's S3 server, as ``s3://<bucket>``; this process (``deltalake``,
+    ``obstore``, pyarrow) reaches it with the server's keys from the environment, as a merge job does."""
+    for name, value in s3_server_of_session.environment().items():
+        monkeypatch.setenv(name, value)
+    return s3_server_of_session.create_bucket(f"lake-{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture
+def spark_on_s3(spark: SparkSession, s3_server_of_session: S3Server, s3_lake: str) -> SparkSession:
+    """The session's SparkSession reaching the S3 server through S3A, and ``s3://`` mapped to it, as the
+    merge job's session is set up (the hook's endpoint conf, ``job/filesystems.py``); its JVM started before
+    the server, so the keys go into the Hadoop configuration instead of its environment."""
+    from airflow_provider_deltamerge.hooks.store_setup import s3a_endpoint_conf
+    from airflow_provider_deltamerge.job.filesystems import prepare_filesystems
+
+    environment = s3_server_of_session.environment()
+    hadoop_conf = spark._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    settings = {
+        **{key.removeprefix("spark.hadoop."): value for key, value in s3a_endpoint_conf(environment).items()},
+        "fs.s3a.access.key": environment["AWS_ACCESS_KEY_ID"],
+        "fs.s3a.secret.key": environment["AWS_SECRET_ACCESS_KEY"],
+    }
+    for key, value in settings.items():
+        hadoop_conf.set(key, value)
+    prepare_filesystems(spark, [s3_lake])
+    return spark

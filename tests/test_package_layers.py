@@ -13,8 +13,9 @@ import pytest
 
 PACKAGE_NAME = "airflow_provider_deltamerge"
 PACKAGE = Path(__file__).resolve().parents[1] / PACKAGE_NAME
-# Modules at the package root, below every package: names, errors, the session's kind, the job's contract.
-ROOT_MODULES = {"", "exceptions", "job_contract", "metrics", "session_kind"}
+# Modules at the package root, below every package: names, errors, the session's kind, the job's contract,
+# the stores' connectors.
+ROOT_MODULES = {"", "exceptions", "job_contract", "metrics", "session_kind", "storage_connectors"}
 # What each part of the package may import of the others, as docs/architecture.md's layer table has it
 # (root modules are open to all); an entry names a layer or one module. The Airflow side reads the Delta
 # log, never writes it: ``delta/log`` and ``delta/format`` only; it runs the job itself on a Spark Connect

@@ -115,6 +115,9 @@ NON_PRODUCT_RAISES = {
     # check operator's own verdicts (AirflowFailException fails without retries, AirflowSkipException skips).
     ("hooks/delta_merge.py", "AirflowException"): "the worker's setup or a job that answered nothing",
     ("hooks/spark_setup.py", "AirflowException"): "the worker's setup: no Spark connection or spark-submit",
+    # A connector's jars could not be fetched: the worker's setup, which the hook reports as an
+    # AirflowException that Airflow's retries take.
+    ("hooks/connector_jars.py", "JarResolutionError"): "the worker's setup: a connector could not be fetched",
     # The Connect server did not answer the job's first call: the worker's setup, which the hook reports as an
     # AirflowException that Airflow's retries take.
     ("job/connect.py", "ConnectServerUnavailable"): "the worker's setup: no Spark Connect server answered",

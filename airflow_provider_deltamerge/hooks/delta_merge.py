@@ -24,6 +24,7 @@ from airflow_provider_deltamerge.delta.log.merge_commits import SUBMISSION_ID, M
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.hooks.class_archive import class_archive
 from airflow_provider_deltamerge.hooks.cloud_credentials import gcs_keyfile_conf
+from airflow_provider_deltamerge.hooks.connector_jars import JarResolutionError
 from airflow_provider_deltamerge.hooks.driver_jit import driver_jit_env
 from airflow_provider_deltamerge.hooks.spark_setup import (
     JobSubmitHook,
@@ -32,10 +33,12 @@ from airflow_provider_deltamerge.hooks.spark_setup import (
     spark_submit_binary,
 )
 from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
+from airflow_provider_deltamerge.hooks.store_setup import StoreSetup, store_setup
 from airflow_provider_deltamerge.hooks.submit_log import SubmitOutputLog
 from airflow_provider_deltamerge.job_contract import ANSWER_FILE_ARG, REQUEST_FILE_ARG
 from airflow_provider_deltamerge.metrics import merge_result
 from airflow_provider_deltamerge.spec import MergeSpec, spec_hash
+from airflow_provider_deltamerge.spec.locations import spec_paths
 from airflow_provider_deltamerge.spec.sql_parse import is_path_like
 from airflow_provider_deltamerge.spec.transport import (
     JobRequest,
@@ -190,9 +193,12 @@ class DeltaMergeHook(BaseHook):
             kwargs.setdefault("name", f"deltamerge-{spec.target.rstrip('/').rsplit('/', 1)[-1]}")
             if binary is not None:
                 kwargs["spark_binary"] = binary
+            stores = self._store_setup(spec, credentials, binary)
+            if stores.jars:
+                kwargs["jars"] = ",".join(filter(None, [kwargs.get("jars"), *stores.jars]))
             submit = JobSubmitHook(
                 conn_id=self.spark_conn_id,
-                conf=self._job_conf(credentials),
+                conf={**stores.conf, **self._job_conf(credentials)},
                 application_args=arguments,
                 **kwargs,
             )
@@ -335,6 +341,29 @@ class DeltaMergeHook(BaseHook):
         """This run's newest earlier commit of ``spec`` (a retry, or a cleared task), read from the log."""
         identity = {**provenance, SPEC_HASH_KEY: spec_hash(spec)}
         return find_committed_run(spec.target, identity, storage_options=self.storage_options() or None)
+
+    def _store_setup(self, spec: MergeSpec, credentials: Mapping[str, str], binary: str | None) -> StoreSetup:
+        """The connectors' jars (local master) and the S3 endpoint's conf for the stores ``spec`` names.
+
+        Raises:
+            AirflowException: a connector could not be fetched (the registry unreachable, say): a retry may.
+        """
+        try:
+            return store_setup(
+                spec_paths(spec),
+                credentials,
+                local_master=self._is_local_master(),
+                spark_submit=binary or "spark-submit",
+                user_conf=self.conf,
+                user_kwargs=self.spark_submit_kwargs,
+                announce=self.log.info,
+            )
+        except JarResolutionError as err:
+            raise AirflowException(
+                f"The object-store connector this merge's Spark needs could not be fetched: {err}\nGive it "
+                "with spark_submit_kwargs={'jars': ...}, or point DELTAMERGE_IVY_SETTINGS at Ivy settings "
+                "that reach your Maven mirror."
+            ) from err
 
     def _job_conf(self, credentials: Mapping[str, str]) -> dict[str, Any]:
         """The job's Spark conf; on a local master the job runs with this worker's Python and packages.

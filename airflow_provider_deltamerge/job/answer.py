@@ -21,8 +21,10 @@ from airflow_provider_deltamerge.engine import MergeResult, run_merge
 from airflow_provider_deltamerge.engine.backends.delta_spark import choose_backend, run_with_delta_spark
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
 from airflow_provider_deltamerge.exceptions import DeltaMergeError, MergeSpecError
+from airflow_provider_deltamerge.job.filesystems import prepare_filesystems
 from airflow_provider_deltamerge.metrics import DRY_RUN, merge_result
 from airflow_provider_deltamerge.spec.json_form import spec_hash
+from airflow_provider_deltamerge.spec.locations import spec_paths
 from airflow_provider_deltamerge.spec.transport import JobRequest, answer_text, decode_request
 from airflow_provider_deltamerge.spec.validation import REFLECTION_FUNCTIONS
 
@@ -97,6 +99,7 @@ def answer(spark: SparkSession, request: JobRequest, *, answer_file: Path | None
 
 def _run(spark: SparkSession, request: JobRequest) -> MergeResult:
     """Our engine, or Delta's own MERGE where the table needs it and the session has Delta's runtime."""
+    prepare_filesystems(spark, spec_paths(request.spec))
     if choose_backend(spark, request.spec, request.backend) == "delta-spark":
         if request.bounds or request.dry_run:
             # Delta's MERGE commits as it finishes writing: there is no moment to check or stop before it.

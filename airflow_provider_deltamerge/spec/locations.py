@@ -185,6 +185,11 @@ def check_spec_locations(
             )
 
 
+def spec_paths(spec: MergeSpec) -> list[str]:
+    """Every path the merge reads or writes: a path target, a path source, a query's ``format.`path```."""
+    return [path for _, path in _places(spec.target, spec.source)[0]]
+
+
 def file_paths_in_query(sql: str) -> Iterable[str]:
     """The paths a query reads as ``format.`path``` (``delta``, ``parquet``, ``csv``, ...).
 

@@ -27,6 +27,7 @@ from urllib.parse import quote, unquote
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from deltalake.fs import DeltaStorageHandler
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -351,7 +352,7 @@ def _describe(
     filesystem, root = _arrow_filesystem(snapshot.table_uri)
 
     def describe(entry: _Moved) -> tuple[WrittenFile, bool]:
-        with filesystem.open_input_file(f"{root}/{entry.path}") as handle:
+        with filesystem.open_input_file(f"{root}/{entry.path}" if root else entry.path) as handle:
             metadata = pq.read_metadata(handle)
         written = WrittenFile(
             log_path=quote(entry.path, safe="/="),
@@ -370,7 +371,12 @@ def _describe(
 
 
 def _arrow_filesystem(table_uri: str) -> tuple[pafs.FileSystem, str]:
-    if "://" in table_uri or table_uri.startswith("file:"):
+    """The table's folder as a pyarrow file system and the root's path in it. An object store goes through
+    ``deltalake``'s client, which knows every scheme Spark's connectors serve (pyarrow's own knows no
+    ``s3a``) and reads the same credentials as the log's reads."""
+    if "://" in table_uri and not table_uri.startswith("file:"):
+        return pafs.PyFileSystem(DeltaStorageHandler(table_uri.rstrip("/"))), ""
+    if table_uri.startswith("file:"):
         filesystem, path = pafs.FileSystem.from_uri(table_uri)
         return filesystem, path.rstrip("/")
     return pafs.LocalFileSystem(), os.path.abspath(table_uri).rstrip("/")

@@ -1,0 +1,102 @@
+"""What a spark-submit job gets for the object stores its paths name: the connector's jars on a local master
+(resolved once into the machine's cache), S3A's endpoint settings from the connection, nothing the user
+already gave."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_deltamerge.hooks.connector_jars import JarResolutionError
+from airflow_provider_deltamerge.hooks.store_setup import s3a_endpoint_conf, store_setup
+from airflow_provider_deltamerge.storage_connectors import connectors_for, installed_spark_hadoop_version
+
+S3_ENV = {
+    "AWS_ENDPOINT_URL": "http://127.0.0.1:9000",
+    "AWS_REGION": "eu-west-1",
+    "AWS_SECRET_ACCESS_KEY": "s",
+}
+
+
+def setup_of(paths, *, local_master=True, conf=None, kwargs=None, spark_submit="spark-submit", env=S3_ENV):
+    return store_setup(
+        paths,
+        env,
+        local_master=local_master,
+        spark_submit=spark_submit,
+        user_conf=conf or {},
+        user_kwargs=kwargs or {},
+        announce=lambda line: None,
+    )
+
+
+def test_each_scheme_needs_its_connector_once():
+    paths = ["s3://lake/t", "s3a://lake/s", "abfss://c@a.dfs.core.windows.net/t", "gs://b/t", "/local/x"]
+    names = [c.name for c in connectors_for(paths)]
+    assert names == ["hadoop-aws (S3A)", "hadoop-azure (ABFS, WASB)", "Google Cloud Storage connector"]
+    assert connectors_for(["/lake/orders", "file:///lake/x", "hdfs://nn/lake"]) == []
+
+
+def test_a_local_master_gets_hadoop_aws_for_the_installed_sparks_hadoop():
+    import pyspark
+
+    hadoop = installed_spark_hadoop_version()
+    jars_folder = Path(pyspark.__file__).parent / "jars"
+    assert hadoop is not None and (jars_folder / f"hadoop-client-api-{hadoop}.jar").is_file()
+    setup = setup_of(["s3://lake/orders", "s3://lake/staging/x.parquet"])
+    names = [Path(jar).name for jar in setup.jars]
+    assert f"org.apache.hadoop_hadoop-aws-{hadoop}.jar" in names
+    assert any(name.startswith("software.amazon.awssdk_bundle-") for name in names)
+    assert all(Path(jar).is_file() for jar in setup.jars)
+
+
+@pytest.mark.parametrize(
+    ("local_master", "conf", "kwargs"),
+    [
+        (False, {}, {}),  # a cluster: its own connectors
+        (True, {"spark.jars.packages": "org.apache.hadoop:hadoop-aws:3.5.0"}, {}),
+        (True, {}, {"jars": "/opt/jars/hadoop-aws-3.5.0.jar"}),
+        (True, {}, {"packages": "org.apache.hadoop:hadoop-aws:3.5.0"}),
+    ],
+)
+def test_no_jar_is_fetched_where_the_cluster_or_the_user_brings_the_connector(
+    tmp_path, monkeypatch, local_master, conf, kwargs
+):
+    # An empty cache and a spark-submit that cannot run: any resolution would fail the call.
+    monkeypatch.setenv("DELTAMERGE_JAR_CACHE", str(tmp_path))
+    setup = setup_of(
+        ["s3://lake/t"], local_master=local_master, conf=conf, kwargs=kwargs, spark_submit="false"
+    )
+    assert setup.jars == ()
+
+
+def test_a_connector_that_cannot_be_fetched_fails_with_its_coordinates(tmp_path, monkeypatch):
+    monkeypatch.setenv("DELTAMERGE_JAR_CACHE", str(tmp_path))
+    with pytest.raises(JarResolutionError, match=r"org\.apache\.hadoop:hadoop-aws:"):
+        setup_of(["s3a://lake/t"], spark_submit=str(tmp_path / "no-spark-submit"))
+
+
+def test_an_s3_compatible_endpoint_becomes_s3a_settings_and_no_secret_does():
+    assert s3a_endpoint_conf(S3_ENV) == {
+        "spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9000",
+        "spark.hadoop.fs.s3a.endpoint.region": "eu-west-1",
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+    }
+    # AWS itself: S3A finds the endpoint from the region.
+    assert s3a_endpoint_conf({"AWS_REGION": "eu-west-1"}) == {
+        "spark.hadoop.fs.s3a.endpoint.region": "eu-west-1"
+    }
+    https = s3a_endpoint_conf({"AWS_ENDPOINT_URL": "https://s3.example.test"})
+    assert https["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "true"
+    assert https["spark.hadoop.fs.s3a.endpoint.region"] == "us-east-1"
+
+
+def test_the_users_own_s3a_settings_win(tmp_path, monkeypatch):
+    monkeypatch.setenv("DELTAMERGE_JAR_CACHE", str(tmp_path))
+    conf = {"spark.hadoop.fs.s3a.path.style.access": "false"}
+    setup = setup_of(["s3://lake/t"], local_master=False, conf=conf)
+    assert "spark.hadoop.fs.s3a.path.style.access" not in setup.conf
+    assert setup.conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+    assert setup_of(["/lake/t"], local_master=False).conf == {}

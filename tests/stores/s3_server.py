@@ -1,0 +1,156 @@
+"""A real S3-compatible server on 127.0.0.1 for the tests: s3proxy (Maven Central), serving a folder.
+
+s3proxy keeps S3's conditional create atomic: an object is published with a hard link, which fails where the
+key exists, so of racing ``If-None-Match: *`` puts exactly one wins (``test_s3_conditional_put.py`` shows it,
+and that the race is seen where a server ignores the header). moto's server was the other candidate; it
+checks and then writes without a lock, and let two racing creates win.
+
+The server's jar (one with its dependencies) is fetched once per machine by Maven into a cache; every
+request must be signed (AWS Signature V2 or V4) with the server's one key pair.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+S3PROXY = "org.gaul:s3proxy:4.1.0:jar:jar-with-dependencies"
+JAR_NAME = "s3proxy-4.1.0-jar-with-dependencies.jar"
+CACHE = Path.home() / ".cache" / "airflow-provider-deltamerge" / "test-servers"
+KEY_PAIR = ("deltamerge-tests", "deltamerge-tests-secret")
+REGION = "us-east-1"
+START_TIMEOUT_S = 60
+# A small heap and the quick JIT: the server serves small files to tests on a 2-core machine.
+SERVER_JVM = ("java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+
+
+@dataclass(frozen=True)
+class S3Server:
+    """A running server: its endpoint and the key pair it accepts."""
+
+    url: str
+    data: Path
+    key_pair: tuple[str, str] = KEY_PAIR
+
+    def environment(self) -> dict[str, str]:
+        """The variables ``deltalake``, ``obstore``, pyarrow and S3A read to reach this server."""
+        return {
+            "AWS_ACCESS_KEY_ID": self.key_pair[0],
+            "AWS_SECRET_ACCESS_KEY": self.key_pair[1],
+            "AWS_ENDPOINT_URL": self.url,
+            "AWS_REGION": REGION,
+            "AWS_ALLOW_HTTP": "true",
+        }
+
+    def create_bucket(self, name: str) -> str:
+        """Create bucket ``name`` (nothing if it exists); its ``s3://`` URI."""
+        import boto3
+        from botocore.config import Config
+
+        client = boto3.client(
+            "s3",
+            endpoint_url=self.url,
+            aws_access_key_id=self.key_pair[0],
+            aws_secret_access_key=self.key_pair[1],
+            region_name=REGION,
+            config=Config(s3={"addressing_style": "path"}),
+        )
+        if name not in {b["Name"] for b in client.list_buckets().get("Buckets", [])}:
+            client.create_bucket(Bucket=name)
+        return f"s3://{name}"
+
+
+def s3proxy_jar() -> Path:
+    """s3proxy's jar, fetched by Maven into the cache on first use (one fetch at a time per machine)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    jar = CACHE / JAR_NAME
+    with open(CACHE / ".s3proxy.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not jar.is_file():
+            done = subprocess.run(
+                [
+                    "mvn",
+                    "-B",
+                    "-q",
+                    "dependency:copy",
+                    f"-Dartifact={S3PROXY}",
+                    f"-DoutputDirectory={CACHE}",
+                    f"-Dmaven.repo.local={CACHE / 'm2'}",
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode != 0 or not jar.is_file():
+                raise RuntimeError(f"Maven could not fetch {S3PROXY}:\n{(done.stdout + done.stderr)[-3000:]}")
+    return jar
+
+
+@contextmanager
+def s3_server(folder: Path) -> Iterator[S3Server]:
+    """s3proxy on a free port of 127.0.0.1, its buckets the folders under ``folder / "data"``, until the
+    block ends."""
+    data = folder / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    settings = folder / "s3proxy.conf"
+    settings.write_text(
+        f"s3proxy.endpoint={url}\n"
+        "s3proxy.authorization=aws-v2-or-v4\n"
+        f"s3proxy.identity={KEY_PAIR[0]}\n"
+        f"s3proxy.credential={KEY_PAIR[1]}\n"
+        "jclouds.provider=filesystem\n"
+        f"jclouds.filesystem.basedir={data}\n"
+    )
+    log = folder / "s3proxy.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [*SERVER_JVM, "-jar", str(s3proxy_jar()), "--properties", str(settings)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        _wait_until_up(url, server, log)
+        yield S3Server(url, data)
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def _wait_until_up(url: str, server: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(
+                f"s3proxy exited ({server.returncode}):\n{log.read_text(errors='replace')[-3000:]}"
+            )
+        try:
+            urllib.request.urlopen(url, timeout=2).close()
+            return
+        except urllib.error.HTTPError:  # an unsigned request is refused: the server answers
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError(
+        f"s3proxy did not answer at {url} within {START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}"
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

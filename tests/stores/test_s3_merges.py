@@ -1,0 +1,146 @@
+"""Every path of a merge on an S3 server, against the same merge of the same tables on a local disk: tables
+Delta's runtime made and filled there, our engine merging into them as users write the path (``s3://``),
+Delta's runtime reading back what we wrote.
+
+The local merge is the reference (the differential suite holds it to Delta's own MERGE); on S3 the rows, every
+metric but the timings, the change data feed and the table's log must come out the same.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+from airflow_provider_deltamerge import metrics as m
+from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.spec import (
+    MatchedDelete,
+    MergeSpec,
+    PathSource,
+    QuerySource,
+    insert_all,
+    update_all,
+)
+from tests.oracle import sorted_rows
+
+# (table properties, the merge's clauses, schema evolution, the source: a parquet extract or a Delta table
+# read by a catalog-less query)
+CASES: dict[str, tuple[str, tuple[Any, ...], bool, str]] = {
+    "upsert": ("", (update_all(), insert_all()), False, "parquet"),
+    "insert_only": ("", (insert_all(),), False, "parquet"),
+    "deletion_vectors": (
+        "'delta.enableDeletionVectors' = 'true'",
+        (MatchedDelete(condition="s.qty < 0"), update_all(), insert_all()),
+        False,
+        "parquet",
+    ),
+    "change_data_feed": (
+        "'delta.enableChangeDataFeed' = 'true'",
+        (update_all(), insert_all()),
+        False,
+        "parquet",
+    ),
+    "schema_evolution": ("", (update_all(), insert_all()), True, "parquet"),
+    "delta_query_source": ("", (update_all(), insert_all()), False, "delta"),
+}
+SOURCE_ROWS = [(1, -1, "us"), (2, 21, "eu"), (7, 70, "us"), (42, 8, "eu"), (43, 9, "us")]
+
+
+def create_orders(spark, location: str, properties: str) -> None:
+    """The orders table made and filled by Delta's runtime at ``location``: two commits, two files."""
+    spark.sql(
+        f"CREATE TABLE delta.`{location}` (id BIGINT, qty INT, region STRING) USING delta "
+        + (f"TBLPROPERTIES ({properties})" if properties else "")
+    )
+    for rows in ("(0, 0, 'eu'), (1, 10, 'us'), (2, 20, 'eu')", "(5, 50, 'us'), (7, 70, 'us'), (9, 90, 'eu')"):
+        spark.sql(f"INSERT INTO delta.`{location}` VALUES {rows}")
+
+
+def write_source(spark, root: str, kind: str, *, evolve: bool) -> str:
+    """The day's source under ``root`` (a folder or ``s3://bucket``): a parquet extract written with pyarrow,
+    or a Delta table written by Delta's runtime; what the spec names."""
+    ids, qtys, regions = zip(*SOURCE_ROWS, strict=True)
+    columns = {
+        "id": pa.array(ids, pa.int64()),
+        "qty": pa.array(qtys, pa.int32()),
+        "region": pa.array(regions),
+    }
+    if evolve:
+        columns["channel"] = pa.array(["web", "shop", "web", "app", "app"])
+    table = pa.table(columns)
+    if kind == "delta":
+        location = _spark_uri(f"{root}/staging/day")
+        spark.createDataFrame(table.to_pandas()).write.format("delta").save(location)
+        return location
+    extract = f"{root}/staging/day.parquet"
+    if not root.startswith("s3://"):
+        Path(extract).parent.mkdir(exist_ok=True)
+    pq.write_table(table, extract)  # an s3:// URI: pyarrow reads the endpoint and keys from the environment
+    return extract
+
+
+def merge_spec(target: str, source: str, kind: str, clauses: tuple[Any, ...], evolve: bool) -> MergeSpec:
+    return MergeSpec(
+        target=target,
+        source=QuerySource(f"SELECT * FROM delta.`{source}`") if kind == "delta" else PathSource(source),
+        condition="t.id = s.id",
+        clauses=clauses,
+        schema_evolution=evolve,
+    )
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_merge_on_s3_equals_the_same_merge_on_disk(spark_on_s3, s3_lake, tmp_path, case):
+    properties, clauses, evolve, source_kind = CASES[case]
+    spark = spark_on_s3
+    outcomes = {}
+    for place, root in (("disk", str(tmp_path)), ("s3", s3_lake)):
+        # Given: the table as Delta's runtime made it, and the day's source, in this place
+        create_orders(spark, _spark_uri(f"{root}/orders"), properties)
+        source = write_source(spark, root, source_kind, evolve=evolve)
+        # When: our engine merges, the table named as users name it (s3://)
+        result = run_merge(spark, merge_spec(f"{root}/orders", source, source_kind, clauses, evolve))
+        outcomes[place] = result, f"{root}/orders"
+
+    (on_disk, disk_table), (on_s3, s3_table) = outcomes["disk"], outcomes["s3"]
+    # Then: the same rows, version, metrics (timings apart) and log actions; Delta's runtime reads it back
+    assert on_s3.version == on_disk.version == 3
+    assert sorted_rows(s3_table) == sorted_rows(disk_table)
+    timings = {name for name in on_disk.metrics if name.endswith("TimeMs")}
+    assert {k: v for k, v in on_s3.metrics.items() if k not in timings} == {
+        k: v for k, v in on_disk.metrics.items() if k not in timings
+    }
+    assert on_s3.metrics[m.NUM_TARGET_ROWS_INSERTED] == 2
+    assert _live_files(s3_table) == _live_files(disk_table)
+    by_delta = spark.read.format("delta").load(_spark_uri(s3_table)).orderBy("id").collect()
+    assert [row.asDict() for row in by_delta] == sorted(sorted_rows(disk_table), key=lambda row: row["id"])
+    if "ChangeDataFeed" in properties:
+        assert _changes(spark, s3_table) == _changes(spark, disk_table) != []
+
+
+def _spark_uri(location: str) -> str:
+    """How Delta's runtime is given a path here: ``s3a://`` (its S3 log store) or the local path."""
+    return "s3a://" + location.removeprefix("s3://") if location.startswith("s3://") else location
+
+
+def _live_files(table: str) -> list[tuple[int, bool]]:
+    """Each live file's row count, and whether it has a deletion vector."""
+    files = pa.table(DeltaTable(table).get_add_actions(flatten=True)).to_pylist()
+    return sorted((f["num_records"], bool(f.get("deletion_vector.storage_type"))) for f in files)
+
+
+def _changes(spark, table: str) -> list[tuple[Any, ...]]:
+    rows = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", 3)
+        .load(_spark_uri(table))
+        .select("id", "qty", "_change_type", "_commit_version")
+        .collect()
+    )
+    return sorted(tuple(row) for row in rows)
