@@ -46,13 +46,12 @@ S3_CONNECTOR = Connector(
 CONNECTORS = (
     S3_CONNECTOR,
     Connector(
-        "hadoop-azure (ABFS, WASB)",
+        # Hadoop 3.5's hadoop-azure has ABFS only: its WASB class is a stub that refuses to run.
+        "hadoop-azure (ABFS)",
         "org.apache.hadoop:hadoop-azure:{hadoop}",
         (
             ("abfs", "org.apache.hadoop.fs.azurebfs.AzureBlobFileSystem"),
             ("abfss", "org.apache.hadoop.fs.azurebfs.SecureAzureBlobFileSystem"),
-            ("wasb", "org.apache.hadoop.fs.azure.NativeAzureFileSystem"),
-            ("wasbs", "org.apache.hadoop.fs.azure.NativeAzureFileSystem$Secure"),
         ),
     ),
     Connector(

@@ -34,7 +34,7 @@ def setup_of(paths, *, local_master=True, conf=None, kwargs=None, spark_submit="
 def test_each_scheme_needs_its_connector_once():
     paths = ["s3://lake/t", "s3a://lake/s", "abfss://c@a.dfs.core.windows.net/t", "gs://b/t", "/local/x"]
     names = [c.name for c in connectors_for(paths)]
-    assert names == ["hadoop-aws (S3A)", "hadoop-azure (ABFS, WASB)", "Google Cloud Storage connector"]
+    assert names == ["hadoop-aws (S3A)", "hadoop-azure (ABFS)", "Google Cloud Storage connector"]
     assert connectors_for(["/lake/orders", "file:///lake/x", "hdfs://nn/lake"]) == []
 
 

@@ -1,0 +1,75 @@
+"""The README's "Your first DAG on S3" as a user pastes it, against the session's S3 server: the keys in the
+environment, the table and extract written there, the DAG, the connection and the run, on a fresh Airflow
+with no Spark connection (a local master, which fetches the S3 connector by itself)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from bench.first_dag import readme_first_dag_blocks
+from tests.e2e.conftest import ROOT, xcom_value
+
+pytestmark = pytest.mark.slow
+
+README_ENDPOINT = "http://127.0.0.1:9000"
+
+
+def test_readme_first_dag_on_s3_runs_as_printed(airflow_env, s3_server_of_session, tmp_path):
+    # Given: the README's blocks with this server's endpoint, keys and a new bucket in place of the
+    # placeholders, and a fresh Airflow home whose DAGs folder holds the README's DAG
+    exports, setup, dag, commands = readme_first_dag_blocks("Your first DAG on S3")
+    server = s3_server_of_session
+    bucket = server.create_bucket(f"my-lake-{tmp_path.name[-8:].lower().replace('_', '-')}").removeprefix(
+        "s3://"
+    )
+    key_id, secret = server.key_pair
+
+    def ours(text: str) -> str:
+        return (
+            text.replace(README_ENDPOINT, server.url)
+            .replace("YOUR_KEY_ID", key_id)
+            .replace("YOUR_SECRET", secret)
+            .replace("my-lake", bucket)
+        )
+
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "my_first_s3_merge.py").write_text(ours(dag))
+    home = tmp_path / "airflow"
+    home.mkdir()
+    shutil.copy(Path(airflow_env["AIRFLOW_HOME"]) / "airflow.db", home / "airflow.db")
+    hidden = ("AIRFLOW_CONN_SPARK_DEFAULT", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")
+    env = {k: v for k, v in airflow_env.items() if k not in hidden and not k.startswith("AWS_")}
+    env.update(AIRFLOW_HOME=str(home), AIRFLOW__CORE__DAGS_FOLDER=str(dags))
+    assert "airflow dags test my_first_s3_merge 2024-01-02" in commands
+
+    # When: the shell runs the README's blocks in order, from the repository (where .venv/ is)
+    script = "\n".join(
+        [
+            "set -euo pipefail",
+            ours(exports),
+            f"{sys.executable} - <<'SETUP'\n{ours(setup)}SETUP",
+            ours(commands),
+        ]
+    )
+    result = subprocess.run(
+        ["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+    )
+
+    # Then: the merge ran on this machine's Spark into the table on S3, the secret in no line of the output
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-6000:]
+    table = DeltaTable(f"s3://{bucket}/orders", storage_options=server.environment())
+    assert table.version() == 1
+    rows = {r["order_id"]: r["amount"] for r in table.to_pyarrow_table().to_pylist()}
+    assert rows == {1: 10.0, 2: 20.0, 3: 35.0, 4: 40.0}
+    metrics = xcom_value({"AIRFLOW_HOME": str(home)}, "my_first_s3_merge", "merge_orders")
+    assert (metrics["numTargetRowsInserted"], metrics["numTargetRowsUpdated"]) == (1, 1)
+    assert f"Merge into s3://{bucket}/orders: 1 inserted, 1 updated" in output
+    assert secret not in output
