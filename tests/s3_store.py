@@ -38,6 +38,8 @@ class S3Store:
     key_pair: tuple[str, str]
     journal: Path
     url: str = ""
+    # False: a store that ignores If-None-Match and overwrites, as some S3-compatible servers do.
+    conditional: bool = True
 
     def _events(self, kind: str) -> list[str]:
         lines = self.journal.read_text().splitlines() if self.journal.exists() else []
@@ -65,7 +67,9 @@ class S3Store:
 
 
 @contextmanager
-def s3_store(root: Path, *, bucket: str, key_pair: tuple[str, str]) -> Iterator[S3Store]:
+def s3_store(
+    root: Path, *, bucket: str, key_pair: tuple[str, str], conditional: bool = True
+) -> Iterator[S3Store]:
     """Serve ``root`` as ``bucket`` on 127.0.0.1 while the block runs.
 
     The server runs in a process of its own: ``deltalake`` keeps the GIL while it waits for some answers,
@@ -73,21 +77,22 @@ def s3_store(root: Path, *, bucket: str, key_pair: tuple[str, str]) -> Iterator[
     """
     journal = root.parent / f"{bucket}-s3-journal.txt"
     server = subprocess.Popen(
-        [sys.executable, __file__, str(root), bucket, *key_pair, str(journal)],
+        [sys.executable, __file__, str(root), bucket, *key_pair, str(journal), str(conditional)],
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
         assert server.stdout is not None
-        store = S3Store(root, bucket, key_pair, journal, url=server.stdout.readline().strip())
+        url = server.stdout.readline().strip()
+        store = S3Store(root, bucket, key_pair, journal, url=url, conditional=conditional)
         yield store
     finally:
         server.terminate()
         server.wait(timeout=10)
 
 
-def _serve(root: str, bucket: str, key_id: str, secret: str, journal: str) -> None:
-    store = S3Store(Path(root), bucket, (key_id, secret), Path(journal))
+def _serve(root: str, bucket: str, key_id: str, secret: str, journal: str, conditional: str) -> None:
+    store = S3Store(Path(root), bucket, (key_id, secret), Path(journal), conditional=conditional == "True")
     server = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (_Handler,), {"store": store}))
     print(f"http://127.0.0.1:{server.server_address[1]}", flush=True)
     server.serve_forever()
@@ -139,7 +144,7 @@ class _Handler(BaseHTTPRequestHandler):
         staged = path.with_name(f".{path.name}.{threading.get_ident()}.put")
         staged.write_bytes(body)
         try:
-            if self.headers.get("If-None-Match") == "*":
+            if self.headers.get("If-None-Match") == "*" and self.store.conditional:
                 try:
                     os.link(staged, path)  # atomic: fails if the key exists, as S3's conditional write does
                 except FileExistsError:
@@ -282,4 +287,4 @@ def _http_date(path: Path) -> str:
 
 
 if __name__ == "__main__":
-    _serve(*sys.argv[1:6])
+    _serve(*sys.argv[1:7])

@@ -4,14 +4,10 @@ S3 client is not on this machine)."""
 
 from __future__ import annotations
 
-import json
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 from deltalake import DeltaTable
 
 from airflow_provider_deltamerge.delta.commit.conflicts import ReadSet
-from airflow_provider_deltamerge.delta.commit.log_store import commit_file, log_store
 from airflow_provider_deltamerge.delta.commit.transaction import Committed, commit_merge
 from airflow_provider_deltamerge.delta.format.provenance import COMMIT_INFO_KEY
 from airflow_provider_deltamerge.delta.log.merge_commits import SUBMISSION_ID
@@ -57,14 +53,3 @@ def test_a_merge_commit_lands_on_s3_as_one_put(lake):
     assert entry["operation"] == "MERGE" and entry[COMMIT_INFO_KEY] == INFO
     assert len(DeltaTable("s3://lake/orders").file_uris()) == len(snapshot.files) - 1
     assert KEY_PAIR[0] in lake.admitted
-
-
-def test_racing_puts_of_one_version_on_s3_have_one_winner(lake):
-    store = log_store("s3://lake/orders")
-    assert store is not None
-    name = commit_file(read_snapshot("s3://lake/orders").version + 1)
-    payloads = [json.dumps({"commitInfo": {"writer": i}}).encode() for i in range(6)]
-    with ThreadPoolExecutor(6) as pool:
-        won = list(pool.map(lambda data: store.put_if_absent(name, data), payloads))
-    assert won.count(True) == 1
-    assert (lake.root / "orders" / "_delta_log" / name).read_bytes() == payloads[won.index(True)]
