@@ -13,11 +13,18 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable, write_deltalake
 
 from airflow_provider_deltamerge import metrics as m
+from airflow_provider_deltamerge.exceptions import StorageConnectorError
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
-from tests.conftest import make_table, upsert_from_extract
+from airflow_provider_deltamerge.hooks.store_setup import local_connector_jars
+from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update_all
+from airflow_provider_deltamerge.storage_connectors import S3_CONNECTOR
+from tests.conftest import ORDERS, make_table, upsert_from_extract
 from tests.oracle import sorted_rows
 from tests.secret_leaks import event_log_conf, event_log_text, run_watching_command_lines
 
@@ -155,3 +162,83 @@ def test_a_canary_secret_reaches_no_command_line_event_log_metrics_or_commit(
         assert secret not in event_log
         assert secret not in json.dumps(metrics)
         assert secret not in commits
+
+
+def s3_merge_on_cluster(monkeypatch, standalone_master, server, lake: str, **hook_kwargs):
+    """An upsert into ``lake``/orders on the S3 server, submitted in client mode to the cluster with the
+    keys from an ``aws`` connection: (the hook, its spec, the table's version before)."""
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_CLUSTER",
+        json.dumps({"conn_type": "spark", "host": standalone_master, "extra": {"deploy-mode": "client"}}),
+    )
+    key_id, secret = server.key_pair
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LAKE_S3",
+        json.dumps(
+            {
+                "conn_type": "aws",
+                "login": key_id,
+                "password": secret,
+                "extra": {"endpoint_url": server.url, "region_name": "us-east-1"},
+            }
+        ),
+    )
+    write_deltalake(f"{lake}/orders", ORDERS)
+    extract = pa.table(
+        {"id": pa.array([2, 77], pa.int64()), "qty": pa.array([5, 6], pa.int32()), "region": ["eu", "us"]}
+    )
+    pq.write_table(extract, f"{lake}/staging/day.parquet")
+    spec = MergeSpec(
+        target=f"{lake}/orders",
+        source=PathSource(f"{lake}/staging/day.parquet"),
+        condition="t.id = s.id",
+        clauses=(update_all(), insert_all()),
+    )
+    conf = {
+        "spark.executor.memory": "512m",
+        "spark.pyspark.python": sys.executable,
+        **hook_kwargs.pop("conf", {}),
+    }
+    hook = DeltaMergeHook("spark_cluster", storage_conn_id="lake_s3", conf=conf, **hook_kwargs)
+    return hook, spec, DeltaTable(f"{lake}/orders").version()
+
+
+def test_a_cluster_without_an_s3_connector_fails_before_reading_naming_it(
+    monkeypatch, standalone_master, s3_server_of_session, s3_lake
+):
+    # Given: a cluster whose Spark has no S3 connector (the task adds none on a cluster)
+    hook, spec, version = s3_merge_on_cluster(monkeypatch, standalone_master, s3_server_of_session, s3_lake)
+    # When / Then: the job fails at its start with the product's error, the jar to add and Spark's Hadoop
+    with pytest.raises(StorageConnectorError, match=r"DELTAMERGE_STORAGE_CONNECTOR_MISSING") as failed:
+        hook.run_merge(spec)
+    assert "s3://" in str(failed.value) and "org.apache.hadoop:hadoop-aws:3.5.0" in str(failed.value)
+    assert DeltaTable(spec.target).version() == version
+
+
+def test_a_cluster_with_the_connector_merges_into_s3_with_the_keys_on_no_command_line_or_event_log(
+    tmp_path, monkeypatch, standalone_master, s3_server_of_session, s3_lake
+):
+    # Given: the cluster's jobs get hadoop-aws as a cluster's users give it (jars), and an event log
+    jars = local_connector_jars(S3_CONNECTOR, announce=print)
+    events = tmp_path / "events"
+    events.mkdir()
+    hook, spec, version = s3_merge_on_cluster(
+        monkeypatch,
+        standalone_master,
+        s3_server_of_session,
+        s3_lake,
+        conf=event_log_conf(events),
+        spark_submit_kwargs={"jars": ",".join(jars)},
+    )
+    # When: the merge runs, its executors in the worker's own process
+    metrics, command_lines = run_watching_command_lines(lambda: hook.run_merge(spec))
+    # Then: the executors read and wrote the store with the connection's keys, which no process's command
+    # line and no line of Spark's event log (its UI) shows
+    assert (metrics[m.NUM_TARGET_ROWS_UPDATED], metrics[m.NUM_TARGET_ROWS_INSERTED]) == (1, 1)
+    assert DeltaTable(spec.target).version() == version + 1
+    assert {"id": 77, "qty": 6, "region": "us"} in sorted_rows(spec.target)
+    secret = s3_server_of_session.key_pair[1]
+    event_log = event_log_text(events)
+    assert "AWS_SECRET_ACCESS_KEY" in event_log  # the executors' variable is there, its value redacted
+    assert not any(secret in line for line in command_lines)
+    assert secret not in event_log
