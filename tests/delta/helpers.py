@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import obstore
 import pyarrow as pa
 from delta.tables import DeltaTable as DeltaSparkTable
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge import metrics as m
+from airflow_provider_deltamerge.delta.commit.log_store import object_store
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine.merge import MergeResult
 from airflow_provider_deltamerge.spec import parse_merge_sql
@@ -97,8 +99,15 @@ def craft_table(
 
 
 def files_on_disk_match_log(table: str) -> bool:
-    """No data file in the table folder that the log does not reference (no litter of a failed merge)."""
-    on_disk = {p.relative_to(table).as_posix() for p in Path(table).rglob("*.parquet")}
+    """No data file in the table's folder (on a disk or a store) that the log does not reference (no litter
+    of a failed merge)."""
+    store = object_store(table)
+    on_disk = {
+        entry["path"]
+        for batch in obstore.list(store)
+        for entry in batch
+        if entry["path"].endswith(".parquet") and not entry["path"].startswith("_delta_log/")
+    }
     in_log = pa.table(DeltaTable(table).get_add_actions(flatten=True))["path"].to_pylist()
     return on_disk == {unquote(p) for p in in_log}
 

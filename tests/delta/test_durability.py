@@ -6,12 +6,15 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
+import obstore
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
+from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge import metrics as m
+from airflow_provider_deltamerge.delta.commit.log_store import object_store
 from airflow_provider_deltamerge.delta.files.writer import STAGING_PREFIX
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import MergeSpecError
@@ -41,14 +44,17 @@ def add_to_qty(tmp_path: Path, target: str) -> MergeSpec:
     )
 
 
-def test_retry_of_a_committed_run_returns_its_metrics_and_changes_nothing(spark, tmp_path):
-    target = make_table(tmp_path / "t")
+@pytest.mark.parametrize("lake_root", ["disk", "s3"], indirect=True)
+def test_retry_of_a_committed_run_returns_its_metrics_and_changes_nothing(request, tmp_path, lake_root):
+    spark = session_for(request, lake_root)
+    target = make_table(f"{lake_root}/t")
     DeltaTable(target).alter.set_table_properties({"delta.checkpointInterval": "1"})
     spec = add_to_qty(tmp_path, target)
     first = run_merge(spark, spec, provenance={**RUN, "tryNumber": 1})
     after_first = table_state(target)
     # A checkpoint is written at the interval by the commit's post-commit hook.
-    assert (Path(target) / "_delta_log" / f"{first.version:020d}.checkpoint.parquet").exists()
+    checkpoint = f"_delta_log/{first.version:020d}.checkpoint.parquet"
+    assert obstore.head(object_store(target), checkpoint)["size"] > 0
     # When: the task is retried (another try, same run and spec)
     retry = run_merge(spark, spec, provenance={**RUN, "tryNumber": 2})
     # Then: nothing merged twice; the recorded result comes back
@@ -79,8 +85,10 @@ STAGES = ["after_snapshot", "after_write", "before_commit", "after_commit"]
 
 
 @pytest.mark.slow
-def test_a_merge_killed_at_any_stage_leaves_a_consistent_table(spark, tmp_path):
-    targets = {stage: make_table(tmp_path / stage) for stage in STAGES}
+@pytest.mark.parametrize("lake_root", ["disk", "s3"], indirect=True)
+def test_a_merge_killed_at_any_stage_leaves_a_consistent_table(request, tmp_path, lake_root):
+    spark = session_for(request, lake_root)
+    targets = {stage: make_table(f"{lake_root}/{stage}") for stage in STAGES}
     before = {stage: table_state(t) for stage, t in targets.items()}
     results = CTX.Queue()
     processes = [
@@ -127,6 +135,11 @@ def test_vacuum_reclaims_what_a_job_killed_while_writing_leaves_in_staging(tmp_p
     DeltaTable(target).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False, full=True)
 
     assert files_on_disk_match_log(target)
+
+
+def session_for(request: pytest.FixtureRequest, lake_root: str) -> SparkSession:
+    """The session's SparkSession, reaching the S3 server when the tables are there."""
+    return request.getfixturevalue("spark_on_s3" if lake_root.startswith("s3://") else "spark")
 
 
 def _log_files(table: str) -> list[str]:

@@ -13,18 +13,30 @@ from airflow_provider_deltamerge.spec.json_form import spec_from_json
 
 
 def local_spark() -> Any:
+    """A local[1] session; with an S3 endpoint in the environment (the tests' S3 server), set up for it as a
+    merge job's session is: S3's connector, the endpoint's S3A settings, the keys from the environment."""
     from pyspark.sql import SparkSession
 
-    session = (
+    from airflow_provider_deltamerge.hooks.store_setup import local_connector_jars, s3a_endpoint_conf
+    from airflow_provider_deltamerge.job.filesystems import prepare_filesystems
+    from airflow_provider_deltamerge.storage_connectors import S3_CONNECTOR
+
+    builder = (
         SparkSession.builder.master("local[1]")
         .appName("deltamerge-race")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "512m")
-        .getOrCreate()
     )
+    on_s3 = "AWS_ENDPOINT_URL" in os.environ
+    if on_s3:
+        builder = builder.config("spark.jars", ",".join(local_connector_jars(S3_CONNECTOR, announce=print)))
+        builder = builder.config(map=s3a_endpoint_conf(os.environ))
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    if on_s3:
+        prepare_filesystems(session, ["s3://any"])
     return session
 
 
