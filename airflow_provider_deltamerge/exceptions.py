@@ -91,6 +91,12 @@ class StorageCredentialsError(DeltaMergeError):
 class StorageConnectorError(DeltaMergeError):
     """Spark has no Hadoop connector for a path's object store (S3A, ABFS, GCS)."""
 
+    phase = "connector"
+
+
+class StorageAccessError(DeltaMergeError):
+    """An object store refused the connection's credentials, has no such bucket, or did not answer."""
+
     phase = "storage"
 
 
@@ -108,6 +114,7 @@ ERRORS_BY_PHASE: dict[str, type[DeltaMergeError]] = {
         MergeGuardError,
         DeltaRuntimeError,
         StorageConnectorError,
+        StorageAccessError,
     )
 }
 
@@ -117,7 +124,9 @@ ERRORS_BY_PHASE: dict[str, type[DeltaMergeError]] = {
 # merge reads is not there yet. Every other error (the spec, a column, a multiple match, a cast, a
 # constraint, a table feature) comes back on every try.
 _TRANSIENT_PHASES = frozenset({"merge", "commit", "credentials"})
-_TRANSIENT_CLASSES = frozenset({"PATH_NOT_FOUND", "DELTA_TABLE_NOT_FOUND", "TABLE_OR_VIEW_NOT_FOUND"})
+_TRANSIENT_CLASSES = frozenset(
+    {"PATH_NOT_FOUND", "DELTA_TABLE_NOT_FOUND", "TABLE_OR_VIEW_NOT_FOUND", "DELTAMERGE_STORAGE_UNAVAILABLE"}
+)
 _TRANSIENT_CLASS_PREFIXES = ("FAILED_READ_FILE",)
 
 

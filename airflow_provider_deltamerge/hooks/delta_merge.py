@@ -21,6 +21,7 @@ from airflow.sdk.log import mask_secret
 from airflow_provider_deltamerge.delta.log.idempotency import SPEC_HASH_KEY, find_committed_run
 from airflow_provider_deltamerge.delta.log.job_reports import take_report
 from airflow_provider_deltamerge.delta.log.merge_commits import SUBMISSION_ID, MergeCommit, find_merge_commit
+from airflow_provider_deltamerge.delta.log.store_errors import reading_store
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.hooks.class_archive import class_archive
 from airflow_provider_deltamerge.hooks.cloud_credentials import gcs_keyfile_conf
@@ -340,7 +341,8 @@ class DeltaMergeHook(BaseHook):
     def committed_run(self, spec: MergeSpec, provenance: Mapping[str, Any]) -> MergeCommit | None:
         """This run's newest earlier commit of ``spec`` (a retry, or a cleared task), read from the log."""
         identity = {**provenance, SPEC_HASH_KEY: spec_hash(spec)}
-        return find_committed_run(spec.target, identity, storage_options=self.storage_options() or None)
+        with reading_store(spec.target, self.storage_conn_id):
+            return find_committed_run(spec.target, identity, storage_options=self.storage_options() or None)
 
     def _store_setup(self, spec: MergeSpec, credentials: Mapping[str, str], binary: str | None) -> StoreSetup:
         """The connectors' jars (local master) and the S3 endpoint's conf for the stores ``spec`` names.

@@ -388,6 +388,7 @@ class DeltaMergeOperator(BaseOperator):
 
     def _merge(self, context: Context) -> dict[str, Any]:
         from airflow_provider_deltamerge.delta.log.log_schema import read_path_schema, read_table_schema
+        from airflow_provider_deltamerge.delta.log.store_errors import guarded
         from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook, commit_result
 
         check_templated_conf(self._templated_conf_keys)
@@ -424,10 +425,17 @@ class DeltaMergeOperator(BaseOperator):
             options = self._hook.storage_options() or None
             run_preflight(
                 spec,
-                read_target_schema=partial(
-                    read_table_schema, storage_options=options, refuse_unsupported=self.backend == "engine"
+                read_target_schema=guarded(
+                    partial(
+                        read_table_schema,
+                        storage_options=options,
+                        refuse_unsupported=self.backend == "engine",
+                    ),
+                    self.storage_conn_id,
                 ),
-                read_source_schema=partial(read_path_schema, storage_options=options),
+                read_source_schema=guarded(
+                    partial(read_path_schema, storage_options=options), self.storage_conn_id
+                ),
                 conf=conf,
             )
             self.log.info("Pre-flight checks passed for the merge into %s", spec.target)
