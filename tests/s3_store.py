@@ -14,6 +14,7 @@ import email.utils
 import hashlib
 import hmac
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
-from xml.sax.saxutils import escape
+from xml.sax.saxutils import escape, unescape
 
 ROLE_KEY = ("ASIAROLESESSION", "role-secret-key", "role-session-token")
 
@@ -106,6 +107,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if urlsplit(self.path).query == "delete":
+            return self._delete_objects(body)
         if not self._signed_by_key_pair(body, service="sts"):
             return self._reply(403, b"<Error><Code>InvalidClientTokenId</Code></Error>")
         form = dict(parse_qsl(body.decode()))
@@ -154,6 +157,26 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             staged.unlink(missing_ok=True)
         self._reply(200, b"", {"ETag": f'"{path.stat().st_mtime_ns}"'})
+
+    def _delete_objects(self, body: bytes) -> None:
+        """DeleteObjects: every ``<Key>`` of the request deleted, each reported deleted."""
+        if self._s3_signer() is None:
+            return self._reply(403, b"<Error><Code>SignatureDoesNotMatch</Code></Error>")
+        keys = [unescape(text) for text in re.findall(r"<Key>(.*?)</Key>", body.decode())]
+        for key in keys:
+            (self.store.root / key).unlink(missing_ok=True)
+        deleted = "".join(f"<Deleted><Key>{escape(key)}</Key></Deleted>" for key in keys)
+        self._reply(200, f"<DeleteResult>{deleted}</DeleteResult>".encode())
+
+    def do_DELETE(self) -> None:
+        """DeleteObject: 204 whether or not the key was there, as S3 answers."""
+        if self._s3_signer() is None:
+            return self._reply(403, b"<Error><Code>SignatureDoesNotMatch</Code></Error>")
+        bucket, _, key = urlsplit(self.path).path.lstrip("/").partition("/")
+        if bucket != self.store.bucket:
+            return self._reply(404, b"<Error><Code>NoSuchBucket</Code></Error>")
+        (self.store.root / unquote(key)).unlink(missing_ok=True)
+        self._reply(204, b"")
 
     def do_GET(self, *, head: bool = False) -> None:
         key_id = self._s3_signer()

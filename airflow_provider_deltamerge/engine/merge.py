@@ -25,6 +25,7 @@ from airflow_provider_deltamerge.delta.commit.deletion_vector_writes import (
     discard_vectors,
     write_vectors,
 )
+from airflow_provider_deltamerge.delta.commit.log_store import check_conditional_puts
 from airflow_provider_deltamerge.delta.commit.transaction import Committed, commit_merge
 from airflow_provider_deltamerge.delta.files.writer import discard
 from airflow_provider_deltamerge.delta.log.commit_match import MetricBounds
@@ -148,6 +149,7 @@ def run_merge(
     table = table_location(spark, spec.target)
     if table != spec.target:
         log.info("Target: the catalog's table %s is the Delta table at %s", spec.target, table)
+    check_conditional_puts(table)
     competing: list[str] = []
     started = time.monotonic()
     for attempt in range(1, MAX_RERUNS + 2):

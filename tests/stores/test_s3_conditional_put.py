@@ -4,11 +4,29 @@ seen (several winners), so the race would catch a server that cannot decide it."
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from airflow_provider_deltamerge.delta.commit.log_store import LogStore, commit_file, log_store
+import obstore
+import pyarrow.parquet as pq
+from deltalake import DeltaTable, write_deltalake
+
+from airflow_provider_deltamerge.delta.commit.log_store import (
+    LogStore,
+    check_conditional_puts,
+    commit_file,
+    log_store,
+    object_store,
+)
+from airflow_provider_deltamerge.spec import MergeSpec, PathSource, update
+from airflow_provider_deltamerge.spec.json_form import spec_to_json
+from tests.conftest import ORDERS
+from tests.delta import workers
+from tests.oracle import sorted_rows
 from tests.s3_store import s3_store
+
+CTX = multiprocessing.get_context("spawn")
 
 ROUNDS = 25
 WRITERS = 8
@@ -51,3 +69,59 @@ def test_the_race_sees_a_store_that_ignores_the_condition(tmp_path, monkeypatch)
             monkeypatch.setenv(name, value)
         won, _ = race(log_store("s3://lake/orders"), 0)  # type: ignore[arg-type]
     assert won.count(True) > 1
+
+
+def test_the_store_check_passes_on_a_store_that_refuses_and_leaves_no_key(s3_lake):
+    write_deltalake(f"{s3_lake}/orders", ORDERS)
+    before = log_keys(f"{s3_lake}/orders")
+    check_conditional_puts(f"{s3_lake}/orders")
+    assert log_keys(f"{s3_lake}/orders") == before
+
+
+def test_racing_merges_on_a_store_that_ignores_the_condition_both_fail_before_any_work(tmp_path, monkeypatch):
+    # Given: a table on a store that overwrites whatever If-None-Match says, and two merges of it in two
+    # processes (each with its own Spark, as two tasks' jobs)
+    with s3_store(tmp_path / "lake", bucket="lake", key_pair=("AKID", "secret"), conditional=False) as store:
+        for name, value in {
+            "AWS_ACCESS_KEY_ID": "AKID",
+            "AWS_SECRET_ACCESS_KEY": "secret",
+            "AWS_ENDPOINT_URL": store.url,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_REGION": "us-east-1",
+        }.items():
+            monkeypatch.setenv(name, value)
+        write_deltalake("s3://lake/orders", ORDERS)
+        before = sorted_rows("s3://lake/orders")
+        extract = tmp_path / "extract.parquet"
+        pq.write_table(ORDERS.slice(0, 3), extract)
+        spec = MergeSpec(
+            target="s3://lake/orders",
+            source=PathSource(str(extract)),
+            condition="t.id = s.id",
+            clauses=(update({"qty": "t.qty + 1"}),),
+        )
+        results = CTX.Queue()
+        processes = [
+            CTX.Process(target=workers.merge_job, args=(spec_to_json(spec), {"taskId": name}, results))
+            for name in ("a", "b")
+        ]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(600)
+        # Then: both fail with the reason, and the table is as it was (no commit lost: none was made)
+        outcomes = dict(results.get(timeout=60) for _ in processes)
+        assert all(
+            o.get("error", "").startswith(
+                "[DELTAMERGE_STORE_IGNORES_CONDITIONAL_PUT] The store of s3://lake/orders"
+            )
+            for o in outcomes.values()
+        ), outcomes
+        assert DeltaTable("s3://lake/orders").version() == 0
+        assert sorted_rows("s3://lake/orders") == before
+        assert log_keys("s3://lake/orders") == ["00000000000000000000.json"]
+
+
+def log_keys(table: str) -> list[str]:
+    store = object_store(f"{table}/_delta_log")
+    return sorted(entry["path"] for batch in obstore.list(store) for entry in batch)

@@ -23,8 +23,13 @@ import obstore
 from obstore.exceptions import AlreadyExistsError, PreconditionError
 from obstore.store import LocalStore, from_url
 
+from airflow_provider_deltamerge.exceptions import StorageAccessError
+
 # URL schemes whose stores take a conditional put through obstore (the local disk needs none).
 CONDITIONAL_PUT_SCHEMES = frozenset({"file", "s3", "s3a", "gs", "az", "abfs", "abfss", "adl", "azure"})
+# The stores (scheme://authority) this process has seen refuse to create an existing key: their conditional
+# puts hold.
+_CHECKED_STORES: set[str] = set()
 # The modes of the files and folders a merge creates on a local disk, whatever the worker's umask: those
 # Spark's own files get from Hadoop's local file system (0666 and 0777 less Hadoop's default umask, 022).
 FILE_MODE = 0o644
@@ -55,6 +60,39 @@ def log_store(table_uri: str) -> LogStore | None:
     """The table's log folder as a conditional-put store, or None where obstore has no such store."""
     store = object_store(table_uri.rstrip("/") + "/_delta_log")
     return None if store is None else LogStore(store)
+
+
+def check_conditional_puts(table_uri: str) -> None:
+    """Check, once per store and process, that the table's store refuses to create a key that exists.
+
+    A store that ignores ``If-None-Match`` (some S3-compatible servers) would let two writers' commits of one
+    version overwrite each other, and one merge would be lost without a word. One key created twice under
+    ``_delta_log`` (hidden: Delta's readers skip it) tells such a store apart before the merge does any work;
+    a local disk needs no check.
+
+    Raises:
+        StorageAccessError: DELTAMERGE_STORE_IGNORES_CONDITIONAL_PUT, nothing read or written.
+    """
+    store = object_store(table_uri.rstrip("/") + "/_delta_log")
+    parsed = urlparse(table_uri)
+    place = f"{parsed.scheme.lower()}://{parsed.netloc}"
+    if store is None or isinstance(store, LocalStore) or place in _CHECKED_STORES:
+        return
+    probe = f".deltamerge-conditional-put-{uuid.uuid4().hex}"
+    put_file(store, probe, b"", if_absent=True)
+    try:
+        overwritten = put_file(store, probe, b"", if_absent=True)
+    finally:
+        obstore.delete(store, probe)
+    if overwritten:
+        raise StorageAccessError(
+            f"The store of {table_uri} ignores conditional writes (If-None-Match): it let a second writer "
+            "create a key that existed, so two merges committing the same version would overwrite each "
+            "other. Nothing was read or written. Use a store that refuses such writes (AWS S3, Azure Blob "
+            "Storage, Google Cloud Storage, MinIO since 2024-05) for tables this provider writes.",
+            error_class="DELTAMERGE_STORE_IGNORES_CONDITIONAL_PUT",
+        )
+    _CHECKED_STORES.add(place)
 
 
 def object_store(location: str) -> Any:
