@@ -4,6 +4,7 @@
 #   make bench  runs the merge benchmark (SCALE=S, M or L; BENCH_ARGS for more options)
 #   make bench-overhead  measures the fixed cost per merge, spark-submit against Spark Connect (RUNS=5)
 #   make bench-backfill  a backfill of 30 small dates through a real scheduler on Spark Connect (AT_ONCE=4)
+#   make bench-store  a small merge's requests (counted on an S3 server) and time, against deltalake's
 PYTHON ?= python3
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
@@ -16,7 +17,7 @@ PYTEST_WORKERS ?= 2
 RUNS ?= 5
 AT_ONCE ?= 4
 
-.PHONY: demo test bench bench-overhead bench-first-dag bench-backfill venv java docker-compose chromium postgresql maven clean
+.PHONY: demo test bench bench-overhead bench-first-dag bench-backfill bench-store venv java docker-compose chromium postgresql maven clean
 
 demo: $(STAMP) java
 	$(BIN)/python scripts/demo.py
@@ -38,6 +39,9 @@ bench-first-dag: $(STAMP) java
 
 bench-backfill: $(STAMP) java postgresql
 	$(BIN)/python -m bench backfill --at-once $(AT_ONCE)
+
+bench-store: $(STAMP) java maven
+	$(BIN)/python -m bench store --repetitions $(RUNS)
 
 venv: $(STAMP)
 

@@ -2,7 +2,8 @@
 ``python -m bench overhead``: the fixed cost per merge (bench/overhead.py);
 ``python -m bench dag-parse``: what the provider adds to a DAG file's parse (bench/dag_parse.py);
 ``python -m bench first-dag``: the README's first DAG, the task's real time (bench/first_dag.py);
-``python -m bench backfill``: a backfill of 30 small dates through a scheduler (bench/backfill.py)."""
+``python -m bench backfill``: a backfill of 30 small dates through a scheduler (bench/backfill.py);
+``python -m bench store``: a small merge's requests and time on an S3 server (bench/object_store.py)."""
 
 from __future__ import annotations
 
@@ -75,7 +76,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark (or, as ``overhead``, bench/overhead.py; as ``dag-parse``, bench/dag_parse.py; as
-    ``first-dag``, bench/first_dag.py; as ``backfill``, bench/backfill.py); exit status 1 when any run
+    ``first-dag``, bench/first_dag.py; as ``backfill``, bench/backfill.py; as ``store``,
+    bench/object_store.py); exit status 1 when any run
     disagreed or failed."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["overhead"]:
@@ -92,6 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench.backfill import backfill_main
 
         return backfill_main(argv[1:], work=HERE / "work" / "backfill", results_dir=HERE / "results")
+    if argv[:1] == ["store"]:
+        from bench.object_store import store_main
+
+        return store_main(argv[1:], work=HERE / "work" / "store", results_dir=HERE / "results")
     if argv[:1] == ["dag-parse"]:
         from bench.dag_parse import dag_parse_main
 

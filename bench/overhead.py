@@ -112,7 +112,7 @@ def measure_overhead(
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     source = work / "source.parquet"
-    pq.write_table(_orders(SOURCE_IDS, 2.0), source)
+    pq.write_table(orders(SOURCE_IDS, 2.0), source)
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     os.environ[f"AIRFLOW_CONN_{CONN_IDS['spark-submit'].upper()}"] = json.dumps(
         {"conn_type": "spark", "host": "local[*]"}
@@ -135,7 +135,7 @@ def measure_overhead(
 
 
 def _one_merge(way: Way, run: int, table: Path, source: Path) -> OverheadRun:
-    write_deltalake(str(table), _orders(range(TARGET_ROWS), 1.0))
+    write_deltalake(str(table), orders(range(TARGET_ROWS), 1.0))
     spec = MergeSpec(
         target=str(table),
         source=PathSource(str(source)),
@@ -180,7 +180,8 @@ def phase_seconds(lines: Sequence[tuple[float, str]], start: float, end: float) 
     return phases
 
 
-def _orders(ids: range, amount_factor: float) -> pa.Table:
+def orders(ids: range, amount_factor: float) -> pa.Table:
+    """Orders ``ids``, each amount its id times ``amount_factor``."""
     return pa.table(
         {
             "order_id": pa.array(list(ids), pa.int64()),

@@ -12,6 +12,8 @@ request must be signed (AWS Signature V2 or V4) with the server's one key pair.
 from __future__ import annotations
 
 import fcntl
+import os
+import re
 import socket
 import subprocess
 import time
@@ -28,17 +30,26 @@ CACHE = Path.home() / ".cache" / "airflow-provider-deltamerge" / "test-servers"
 KEY_PAIR = ("deltamerge-tests", "deltamerge-tests-secret")
 REGION = "us-east-1"
 START_TIMEOUT_S = 60
+# A request as s3proxy logs it at debug level: "...{GET@5a2b http://127.0.0.1:4711/lake/t/x HTTP/1.1}...".
+REQUEST_LINE = re.compile(r"S3ProxyHandler:\d+ .*?\{(GET|PUT|HEAD|DELETE|POST)@\w+ (\S+) HTTP/")
 # A small heap and the quick JIT: the server serves small files to tests on a 2-core machine.
 SERVER_JVM = ("java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 
 @dataclass(frozen=True)
 class S3Server:
-    """A running server: its endpoint and the key pair it accepts."""
+    """A running server: its endpoint and the key pair it accepts; with ``log`` (a server started with
+    ``log_requests``), the requests it has served so far."""
 
     url: str
     data: Path
     key_pair: tuple[str, str] = KEY_PAIR
+    log: Path | None = None
+
+    def requests(self) -> list[tuple[str, str]]:
+        """(method, URL) of every request served so far, in order, from the server's debug log."""
+        assert self.log is not None, "start the server with log_requests=True"
+        return REQUEST_LINE.findall(self.log.read_text(errors="replace"))
 
     def environment(self) -> dict[str, str]:
         """The variables ``deltalake``, ``obstore``, pyarrow and S3A read to reach this server."""
@@ -95,9 +106,9 @@ def s3proxy_jar() -> Path:
 
 
 @contextmanager
-def s3_server(folder: Path) -> Iterator[S3Server]:
+def s3_server(folder: Path, *, log_requests: bool = False) -> Iterator[S3Server]:
     """s3proxy on a free port of 127.0.0.1, its buckets the folders under ``folder / "data"``, until the
-    block ends."""
+    block ends; ``log_requests`` has it log every request it serves (``S3Server.requests``)."""
     data = folder / "data"
     data.mkdir(parents=True, exist_ok=True)
     port = _free_port()
@@ -118,10 +129,12 @@ def s3_server(folder: Path) -> Iterator[S3Server]:
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            # s3proxy's logback reads its level from the environment; at debug it logs each request's line.
+            env={**os.environ, "LOG_LEVEL": "debug" if log_requests else "info"},
         )
     try:
         _wait_until_up(url, server, log)
-        yield S3Server(url, data)
+        yield S3Server(url, data, log=log if log_requests else None)
     finally:
         server.terminate()
         try:

@@ -1,0 +1,256 @@
+"""``python -m bench store``: what a small merge costs on an object store, in requests (counted on the server,
+by kind) and time, against ``deltalake``'s own merge of the same source into the same store.
+
+The S3-compatible server is the tests' (s3proxy on 127.0.0.1, ``tests/stores/s3_server.py``), logging every
+request it serves. The merge is bench/overhead.py's 60-row upsert into a 1,000-row table, run by the engine in
+a local SparkSession set up as a merge job's is for S3 (the connector, the endpoint's S3A settings,
+``s3://`` through S3A), and by ``deltalake``'s ``DeltaTable.merge``. Each contender merges its own copy of
+the table at several ages (versions in the log, ``delta.checkpointInterval`` 10): reading the log costs the
+last checkpoint and the commits after it, so a merge's requests must not grow with the table's age. The run
+fails (exit 1, named in the report) when the engine's requests per merge grow by more than a few from the
+youngest table to the oldest, or a merge's counts are wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pyarrow.parquet as pq
+from deltalake import DeltaTable, write_deltalake
+from pyspark.sql import SparkSession
+
+from airflow_provider_deltamerge import __version__
+from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.hooks.store_setup import local_connector_jars, s3a_endpoint_conf
+from airflow_provider_deltamerge.job.filesystems import prepare_filesystems
+from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update_all
+from airflow_provider_deltamerge.storage_connectors import S3_CONNECTOR
+from bench.cli import SESSION_CONF
+from bench.overhead import SOURCE_IDS, TARGET_ROWS, orders
+from bench.result_files import write_result
+from tests.stores.s3_server import S3Server, s3_server
+
+CONTENDERS = ("engine", "deltalake")
+KINDS = ("LIST", "GET", "HEAD", "PUT", "DELETE")
+# Versions in the table's log before the measured merges: new, a few commits past a checkpoint, many.
+AGES = (1, 25, 105)
+CHECKPOINT_INTERVAL = "10"
+# Requests the engine's merge may add from the youngest table to the oldest: a commit file or two of the
+# tail after the last checkpoint, not one per version.
+GROWTH_ALLOWED = 4
+
+
+@dataclass
+class StoreMerge:
+    """One merge: its contender, the table's age, the requests it sent by kind and place, its seconds."""
+
+    contender: str
+    age: int
+    repetition: int
+    requests: dict[str, int]  # "LIST log", "PUT data", ...
+    seconds: float
+    inserted: int
+    updated: int
+
+
+@dataclass
+class StoreResult:
+    started: str
+    engine_version: str
+    repetitions: int
+    load_average: float
+    merges: list[StoreMerge] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+def request_kind(method: str, url: str) -> str:
+    """A request as "<kind> <place>": kind LIST, GET, HEAD, PUT (a copy too) or DELETE; place ``log`` for
+    the Delta log's files (or a listing of them), ``data`` for everything else."""
+    parts = urlsplit(url)
+    kind = {"POST": "DELETE"}.get(method, method)  # a POST to a bucket is S3's DeleteObjects
+    if method == "GET" and "list-type=" in parts.query:
+        kind = "LIST"
+    place = "log" if "_delta_log" in parts.path or "_delta_log" in parts.query else "data"
+    return f"{kind} {place}"
+
+
+def measure_store(
+    repetitions: int, work: Path, progress: Callable[[str], None], ages: Sequence[int] = AGES
+) -> StoreResult:
+    """Merge the upsert ``repetitions`` times per contender and age, alternating contenders."""
+    work.mkdir(parents=True, exist_ok=True)
+    started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    result = StoreResult(started, __version__, repetitions, os.getloadavg()[0])
+    with s3_server(work / f"s3-{started.replace(':', '')}", log_requests=True) as server:
+        os.environ.update(server.environment())
+        spark = _session(server)
+        try:
+            lake = server.create_bucket("bench")
+            pq.write_table(orders(SOURCE_IDS, 2.0), f"{lake}/source.parquet")
+            for age in ages:
+                tables = {c: _aged_table(f"{lake}/{c}-{age}", age) for c in CONTENDERS}
+                for repetition in range(repetitions):
+                    order = CONTENDERS if repetition % 2 == 0 else CONTENDERS[::-1]
+                    for contender in order:
+                        merge = StoreMerge(
+                            contender,
+                            age,
+                            repetition,
+                            *_merge(spark, server, contender, tables[contender], f"{lake}/source.parquet"),
+                        )
+                        result.merges.append(merge)
+                        progress(
+                            f"{contender} at age {age}, run {repetition + 1}/{repetitions}: "
+                            f"{sum(merge.requests.values())} requests, {merge.seconds:.2f} s"
+                        )
+        finally:
+            spark.stop()
+    result.failures = failures(result)
+    return result
+
+
+def _session(server: S3Server) -> SparkSession:
+    """A local session as a merge job's on ``local[*]`` is for S3, the keys in its Hadoop configuration (its
+    JVM reads no environment set after it started)."""
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("deltamerge-bench-store")
+        .config(map={**SESSION_CONF, "spark.driver.memory": "4g"})
+        .config("spark.jars", ",".join(local_connector_jars(S3_CONNECTOR, announce=print)))
+        .config(map=s3a_endpoint_conf(server.environment()))
+        .config("spark.hadoop.fs.s3a.access.key", server.key_pair[0])
+        .config("spark.hadoop.fs.s3a.secret.key", server.key_pair[1])
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    prepare_filesystems(spark, ["s3://bench"])
+    return spark
+
+
+def _aged_table(location: str, age: int) -> str:
+    """The 1,000-row table with ``age`` versions: the rows, then one-row appends of rows the merge leaves."""
+    write_deltalake(
+        location,
+        orders(range(TARGET_ROWS), 1.0),
+        configuration={"delta.checkpointInterval": CHECKPOINT_INTERVAL},
+    )
+    for version in range(1, age):
+        write_deltalake(location, orders(range(100_000 + version, 100_001 + version), 1.0), mode="append")
+    if age > int(CHECKPOINT_INTERVAL):
+        # As Delta's writers leave such a table: a checkpoint at the last multiple of the interval.
+        checkpointed = (age - 1) // int(CHECKPOINT_INTERVAL) * int(CHECKPOINT_INTERVAL)
+        DeltaTable(location, version=checkpointed).create_checkpoint()
+    return location
+
+
+def _merge(
+    spark: SparkSession, server: S3Server, contender: str, table: str, source: str
+) -> tuple[dict[str, int], float, int, int]:
+    """Merge the upsert into ``table`` once: the requests the server served meanwhile by kind and place, the
+    seconds, the rows inserted and updated."""
+    before = len(server.requests())
+    start = time.monotonic()
+    if contender == "engine":
+        spec = MergeSpec(
+            target=table,
+            source=PathSource(source),
+            condition="t.order_id = s.order_id",
+            clauses=(update_all(), insert_all()),
+        )
+        metrics = run_merge(spark, spec).metrics
+        inserted, updated = (
+            int(metrics["numTargetRowsInserted"] or 0),
+            int(metrics["numTargetRowsUpdated"] or 0),
+        )
+    else:
+        outcome = (
+            DeltaTable(table)
+            .merge(
+                pq.read_table(source), predicate="t.order_id = s.order_id", source_alias="s", target_alias="t"
+            )
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        )
+        inserted, updated = outcome["num_target_rows_inserted"], outcome["num_target_rows_updated"]
+    seconds = time.monotonic() - start
+    served = server.requests()[before:]
+    return dict(Counter(request_kind(m, u) for m, u in served)), seconds, inserted, updated
+
+
+def failures(result: StoreResult) -> list[str]:
+    """What makes the run fail: wrong counts, or the engine's requests growing with the table's age."""
+    failures = [
+        f"{m.contender} at age {m.age}: {m.inserted} inserted and {m.updated} updated, not 10 and 50"
+        for m in result.merges
+        if (m.inserted, m.updated) != (10, 50) and m.repetition == 0
+    ]
+    per_age = {
+        age: statistics.median(
+            sum(m.requests.values()) for m in result.merges if (m.contender, m.age) == ("engine", age)
+        )
+        for age in sorted({m.age for m in result.merges})
+    }
+    if per_age and max(per_age.values()) - per_age[min(per_age)] > GROWTH_ALLOWED:
+        failures.append(f"the engine's requests per merge grow with the table's age: {per_age}")
+    return failures
+
+
+def store_markdown(result: StoreResult) -> str:
+    lines = [
+        f"# Object store: a small merge's requests and time ({result.started})",
+        "",
+        f"Engine {result.engine_version}; s3proxy 4.1.0 on 127.0.0.1 (filesystem backend); the 60-row upsert "
+        f"into a {TARGET_ROWS:,}-row table; {result.repetitions} merges per contender and age, alternating; "
+        f"`delta.checkpointInterval` {CHECKPOINT_INTERVAL}; load average at the start "
+        f"{result.load_average:.2f}.",
+        "Requests are counted on the server, by kind and place (`log`: the Delta log's files and listings; "
+        "`data`: the rest, S3's DeleteObjects too, whose keys are in its body; PUT counts copies too, as "
+        "S3A's renames are copies). Medians per merge.",
+        "",
+        "| age (versions) | contender | "
+        + " | ".join(f"{k} log | {k} data" for k in KINDS)
+        + " | all | seconds |",
+        "|---|---|" + "---|" * (2 * len(KINDS) + 2),
+    ]
+    for age in sorted({m.age for m in result.merges}):
+        for contender in CONTENDERS:
+            merges = [m for m in result.merges if (m.contender, m.age) == (contender, age)]
+            if not merges:
+                continue
+            cells = [
+                f"{statistics.median(m.requests.get(f'{k} {place}', 0) for m in merges):g}"
+                for k in KINDS
+                for place in ("log", "data")
+            ]
+            total = statistics.median(sum(m.requests.values()) for m in merges)
+            seconds = statistics.median(m.seconds for m in merges)
+            lines.append(f"| {age} | {contender} | " + " | ".join(cells) + f" | {total:g} | {seconds:.2f} |")
+    lines += ["", "## Checks", ""]
+    lines += [f"- FAILED: {f}" for f in result.failures] or [
+        "- every merge's counts right; the engine's requests do not grow with the table's age"
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def store_main(argv: Sequence[str], *, work: Path, results_dir: Path) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench store", description=__doc__)
+    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--ages", default=",".join(map(str, AGES)), help="comma-separated versions")
+    args = parser.parse_args(argv)
+    ages = [int(a) for a in args.ages.split(",") if a]
+    result = measure_store(args.repetitions, work, lambda line: print(line, flush=True), ages)
+    report = write_result("store", result, store_markdown(result), results_dir)
+    print(f"Report: {report}")
+    for failure in result.failures:
+        print(f"FAILED: {failure}")
+    return 1 if result.failures else 0
