@@ -123,6 +123,6 @@ def _resolve(coordinates: str, folder: Path, spark_submit: str) -> None:
     partial = folder / f"{LISTING}.{os.getpid()}"
     partial.write_text("\n".join(jars) + "\n", encoding="utf-8")
     partial.replace(folder / LISTING)
-    # The resolver's own cache holds a second copy of every jar (the AWS SDK's bundle alone is 650 MB).
+    # The resolver's own cache holds a second copy of every jar (the AWS SDK's bundle alone is 690 MB).
     for cache in (folder / "cache", folder / "ivy" / "cache"):
         shutil.rmtree(cache, ignore_errors=True)

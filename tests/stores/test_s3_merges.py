@@ -28,6 +28,9 @@ from airflow_provider_deltamerge.spec import (
 )
 from tests.oracle import sorted_rows
 
+# Spark jobs against the S3 server: run early in a worker's share, with the other slow tests.
+pytestmark = pytest.mark.slow
+
 # (table properties, the merge's clauses, schema evolution, the source: a parquet extract or a Delta table
 # read by a catalog-less query)
 CASES: dict[str, tuple[str, tuple[Any, ...], bool, str]] = {

@@ -14,6 +14,9 @@ from tests.conftest import ORDERS, make_table, table_state, upsert_from_extract
 from tests.delta.helpers import files_on_disk_match_log
 from tests.stores.faulty_proxy import faulty_proxy
 
+# Spark jobs against the S3 server: run early in a worker's share, with the other slow tests.
+pytestmark = pytest.mark.slow
+
 RUN = {"dagId": "daily", "taskId": "merge", "runId": "scheduled__2024-01-01", "mapIndex": -1}
 # S3A's retries, few and short for the test: S3 itself throttles for longer than a merge would wait.
 FEW_RETRIES = {
