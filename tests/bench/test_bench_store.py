@@ -35,9 +35,10 @@ def merges(requests_by_age: dict[int, int], *, inserted: int = 10) -> StoreResul
 
 
 def test_the_check_fails_when_requests_grow_with_the_tables_age_or_counts_are_wrong() -> None:
-    assert failures(merges({1: 40, 25: 42, 105: 43})) == []
+    # A table with no checkpoint yet (age 1) reads less; past the first, the same tail costs the same.
+    assert failures(merges({1: 40, 25: 52, 105: 53})) == []
     growing = failures(merges({1: 40, 25: 60, 105: 140}))
-    assert growing == ["the engine's requests per merge grow with the table's age: {1: 40, 25: 60, 105: 140}"]
+    assert growing == ["the engine's requests per merge grow with the table's age: {25: 60, 105: 140}"]
     wrong = failures(merges({1: 40}, inserted=9))
     assert wrong[0] == "engine at age 1: 9 inserted and 50 updated, not 10 and 50"
 

@@ -88,7 +88,9 @@ STAGES = ["after_snapshot", "after_write", "before_commit", "after_commit"]
 @pytest.mark.parametrize("lake_root", ["disk", "s3"], indirect=True)
 def test_a_merge_killed_at_any_stage_leaves_a_consistent_table(request, tmp_path, lake_root):
     spark = session_for(request, lake_root)
-    targets = {stage: make_table(f"{lake_root}/{stage}") for stage in STAGES}
+    # On the S3 server the stages that leave something on the store (a process with the connector costs more).
+    stages = STAGES[1:] if lake_root.startswith("s3://") else STAGES
+    targets = {stage: make_table(f"{lake_root}/{stage}") for stage in stages}
     before = {stage: table_state(t) for stage, t in targets.items()}
     results = CTX.Queue()
     processes = [
@@ -97,13 +99,13 @@ def test_a_merge_killed_at_any_stage_leaves_a_consistent_table(request, tmp_path
             args=(spec_to_json(add_to_qty(tmp_path, targets[stage])), RUN, results),
             kwargs={"env": {CRASH_ENV: stage}},
         )
-        for stage in STAGES
+        for stage in stages
     ]
     for process in processes:
         process.start()
     for process in processes:
         process.join(900)
-    assert [p.exitcode for p in processes] == [-9] * len(STAGES)  # each killed itself with SIGKILL
+    assert [p.exitcode for p in processes] == [-9] * len(stages)  # each killed itself with SIGKILL
     for stage, target in targets.items():
         version, rows = table_state(target)
         if stage == "after_commit":

@@ -1,4 +1,4 @@
-"""A real Spark standalone cluster (master and worker started here) receiving a merge in client mode."""
+"""A real Spark standalone cluster (a master and two workers started here) receiving merges in client mode."""
 
 from __future__ import annotations
 
@@ -51,7 +51,8 @@ def wait_for(log: Path, text: str, process: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture(scope="module")
 def standalone_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """spark://127.0.0.1:<port> with one worker of one core, both on loopback, stopped after the module."""
+    """spark://127.0.0.1:<port> with two workers of one core each, all on loopback, stopped after the
+    module."""
     logs = tmp_path_factory.mktemp("spark_cluster")
     spark_class = str(Path(sys.executable).parent / "spark-class")
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
@@ -68,25 +69,30 @@ def standalone_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
             "--webui-port",
             str(free_port()),
         ],
-        "worker": [
-            spark_class,
-            "org.apache.spark.deploy.worker.Worker",
-            master_url,
-            "--host",
-            "127.0.0.1",
-            "--cores",
-            "1",
-            "--memory",
-            "1g",
-            "--webui-port",
-            str(free_port()),
-            "--work-dir",
-            str(logs / "work"),
-        ],
+        # Two workers, each with a work folder of its own: a job's executors share nothing on local disk.
+        **{
+            f"worker-{n}": [
+                spark_class,
+                "org.apache.spark.deploy.worker.Worker",
+                master_url,
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                "1",
+                "--memory",
+                "1g",
+                "--webui-port",
+                str(free_port()),
+                "--work-dir",
+                str(logs / f"work-{n}"),
+            ]
+            for n in (1, 2)
+        },
     }
     processes = []
     try:
-        for name, ready in (("master", "I have been elected leader"), ("worker", "Successfully registered")):
+        for name in commands:
+            ready = "I have been elected leader" if name == "master" else "Successfully registered"
             log = logs / f"{name}.log"
             with log.open("wb") as out:
                 process = subprocess.Popen(commands[name], env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -230,7 +236,7 @@ def test_a_cluster_with_the_connector_merges_into_s3_with_the_keys_on_no_command
         conf=event_log_conf(events),
         spark_submit_kwargs={"jars": ",".join(jars)},
     )
-    # When: the merge runs, its executors in the worker's own process
+    # When: the merge runs, its executors in the two workers' processes
     metrics, command_lines = run_watching_command_lines(lambda: hook.run_merge(spec))
     # Then: the executors read and wrote the store with the connection's keys, which no process's command
     # line and no line of Spark's event log (its UI) shows
@@ -240,5 +246,11 @@ def test_a_cluster_with_the_connector_merges_into_s3_with_the_keys_on_no_command
     secret = s3_server_of_session.key_pair[1]
     event_log = event_log_text(events)
     assert "AWS_SECRET_ACCESS_KEY" in event_log  # the executors' variable is there, its value redacted
+    executors = {
+        json.loads(line)["Executor ID"]
+        for line in event_log.splitlines()
+        if '"SparkListenerExecutorAdded"' in line
+    }
+    assert len(executors) == 2  # one on each worker
     assert not any(secret in line for line in command_lines)
     assert secret not in event_log

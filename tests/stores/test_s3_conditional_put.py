@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
 
 import obstore
 import pyarrow.parquet as pq
+import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from airflow_provider_deltamerge.delta.commit.log_store import (
@@ -56,17 +60,24 @@ def test_racing_creates_of_one_commit_file_have_one_winner(s3_lake):
         assert stored == payloads[won.index(True)]
 
 
-def test_the_race_sees_a_store_that_ignores_the_condition(tmp_path, monkeypatch):
-    # A server that overwrites whatever the header says: every writer "wins", so the check above fails there.
+@contextmanager
+def store_ignoring_the_condition(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Bucket ``lake`` on a server that overwrites whatever ``If-None-Match`` says, this process (and the
+    processes it starts) reaching it with its keys."""
     with s3_store(tmp_path / "lake", bucket="lake", key_pair=("AKID", "secret"), conditional=False) as store:
-        for name, value in {
+        environment = {
             "AWS_ACCESS_KEY_ID": "AKID",
             "AWS_SECRET_ACCESS_KEY": "secret",
-            "AWS_ENDPOINT_URL": store.url,
-            "AWS_ALLOW_HTTP": "true",
             "AWS_REGION": "us-east-1",
-        }.items():
+        }
+        for name, value in {**environment, "AWS_ENDPOINT_URL": store.url, "AWS_ALLOW_HTTP": "true"}.items():
             monkeypatch.setenv(name, value)
+        yield
+
+
+def test_the_race_sees_a_store_that_ignores_the_condition(tmp_path, monkeypatch):
+    # A server that overwrites whatever the header says: every writer "wins", so the check above fails there.
+    with store_ignoring_the_condition(tmp_path, monkeypatch):
         won, _ = race(log_store("s3://lake/orders"), 0)  # type: ignore[arg-type]
     assert won.count(True) > 1
 
@@ -81,15 +92,7 @@ def test_the_store_check_passes_on_a_store_that_refuses_and_leaves_no_key(s3_lak
 def test_racing_merges_on_a_store_that_ignores_the_condition_both_fail_before_any_work(tmp_path, monkeypatch):
     # Given: a table on a store that overwrites whatever If-None-Match says, and two merges of it in two
     # processes (each with its own Spark, as two tasks' jobs)
-    with s3_store(tmp_path / "lake", bucket="lake", key_pair=("AKID", "secret"), conditional=False) as store:
-        for name, value in {
-            "AWS_ACCESS_KEY_ID": "AKID",
-            "AWS_SECRET_ACCESS_KEY": "secret",
-            "AWS_ENDPOINT_URL": store.url,
-            "AWS_ALLOW_HTTP": "true",
-            "AWS_REGION": "us-east-1",
-        }.items():
-            monkeypatch.setenv(name, value)
+    with store_ignoring_the_condition(tmp_path, monkeypatch):
         write_deltalake("s3://lake/orders", ORDERS)
         before = sorted_rows("s3://lake/orders")
         extract = tmp_path / "extract.parquet"
