@@ -5,6 +5,7 @@ did not answer is retried."""
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pyarrow as pa
@@ -13,10 +14,12 @@ import pytest
 from airflow.exceptions import AirflowFailException
 from deltalake import write_deltalake
 
-from airflow_provider_deltamerge.exceptions import StorageAccessError
+from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.exceptions import StorageAccessError, is_final
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
 from airflow_provider_deltamerge.spec import insert_all, update_all
 from tests.airflow.test_template_injection import run_task
+from tests.conftest import make_table, table_state, upsert_from_extract
 
 WRONG_SECRET = "WRONG-secret-5d1f0c"
 # Nothing listens on the discard port of 127.0.0.1.
@@ -97,3 +100,23 @@ def test_a_store_that_is_down_fails_within_seconds_for_airflow_to_retry(
     assert "Connection refused" in message
     assert_clean(message, s3_server_of_session)
     DeltaMergeHook.run_merge.assert_not_called()  # type: ignore[attr-defined]
+
+
+def test_in_the_job_a_wrong_key_fails_at_the_merges_first_request(
+    spark_on_s3, s3_lake, tmp_path, monkeypatch
+):
+    # Given: a table on the S3 server, and a job whose environment holds a wrong secret
+    target = make_table(f"{s3_lake}/orders")
+    spec = upsert_from_extract(target, tmp_path / "extract.parquet", [(1, 7, "us")])
+    before = table_state(target)
+    right = os.environ["AWS_SECRET_ACCESS_KEY"]
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", WRONG_SECRET)
+    # When / Then: the engine's first request to the store fails with the product's error, before any work
+    with pytest.raises(StorageAccessError) as failed:
+        run_merge(spark_on_s3, spec)
+    message = str(failed.value)
+    assert message.startswith("[DELTAMERGE_STORAGE_ACCESS_DENIED] The store refused the credentials in this")
+    assert WRONG_SECRET not in message and "Kernel error" not in message
+    assert is_final(failed.value)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", right)
+    assert table_state(target) == before

@@ -23,6 +23,7 @@ import obstore
 from obstore.exceptions import AlreadyExistsError, PreconditionError
 from obstore.store import LocalStore, from_url
 
+from airflow_provider_deltamerge.delta.log.store_errors import reading_store
 from airflow_provider_deltamerge.exceptions import StorageAccessError
 
 # URL schemes whose stores take a conditional put through obstore (the local disk needs none).
@@ -79,17 +80,18 @@ def check_conditional_puts(table_uri: str) -> None:
     if store is None or isinstance(store, LocalStore) or place in _CHECKED_STORES:
         return
     probe = f".deltamerge-conditional-put-{uuid.uuid4().hex}"
-    put_file(store, probe, b"", if_absent=True)
-    try:
-        overwritten = put_file(store, probe, b"", if_absent=True)
-    finally:
-        obstore.delete(store, probe)
+    with reading_store(table_uri, None):  # the first request of a merge to its store: a wrong key fails here
+        put_file(store, probe, b"", if_absent=True)
+        try:
+            overwritten = put_file(store, probe, b"", if_absent=True)
+        finally:
+            obstore.delete(store, probe)
     if overwritten:
         raise StorageAccessError(
             f"The store of {table_uri} ignores conditional writes (If-None-Match): it let a second writer "
             "create a key that existed, so two merges committing the same version would overwrite each "
-            "other. Nothing was read or written. Use a store that refuses such writes (AWS S3, Azure Blob "
-            "Storage, Google Cloud Storage, MinIO since 2024-05) for tables this provider writes.",
+            "other. The merge read and wrote nothing. Use a store that refuses such writes (AWS S3, Azure "
+            "Blob Storage, Google Cloud Storage, MinIO since 2024-05) for tables this provider writes.",
             error_class="DELTAMERGE_STORE_IGNORES_CONDITIONAL_PUT",
         )
     _CHECKED_STORES.add(place)

@@ -36,14 +36,15 @@ _CAUSE = re.compile(r"(Connection refused|dns error|timed out|connection reset|c
 
 
 def store_error(err: BaseException, location: str, conn_id: str | None) -> StorageAccessError | None:
-    """``err`` (raised by ``deltalake`` or ``obstore`` reaching ``location``) as a product error; None when it
-    is not a store's refusal or silence (a local file missing, a log the reader cannot parse)."""
+    """``err`` (raised by ``deltalake`` or ``obstore`` reaching ``location`` with connection ``conn_id``'s
+    credentials, or the environment's) as a product error; None when it is not a store's refusal or silence
+    (a local file missing, a log the reader cannot parse)."""
     if "://" not in location or location.startswith("file:"):
         return None
     text = str(err)
     said = ", ".join(dict.fromkeys(_STATUS.findall(text) + _CODE.findall(text) + _CAUSE.findall(text)))
     said = f" ({said})" if said else ""
-    connection = f"connection {conn_id!r}" if conn_id else "the worker's own credentials (no storage_conn_id)"
+    connection = f"connection {conn_id!r}" if conn_id else "the credentials in this process's environment"
     if _NO_BUCKET.search(text):
         return StorageAccessError(
             f"The bucket or container of {location} does not exist, or {connection} cannot see it{said}. "
@@ -73,10 +74,11 @@ def reading_store(location: str, conn_id: str | None) -> Iterator[None]:
         StorageAccessError: the store refused the credentials, has no such bucket, or did not answer.
     """
     from deltalake.exceptions import DeltaError
+    from obstore.exceptions import BaseError
 
     try:
         yield
-    except (OSError, DeltaError) as err:
+    except (OSError, DeltaError, BaseError) as err:
         error = store_error(err, location, conn_id)
         if error is None:
             raise
