@@ -74,10 +74,12 @@ def check_conditional_puts(table_uri: str) -> None:
     Raises:
         StorageAccessError: DELTAMERGE_STORE_IGNORES_CONDITIONAL_PUT, nothing read or written.
     """
-    store = object_store(table_uri.rstrip("/") + "/_delta_log")
     parsed = urlparse(table_uri)
     place = f"{parsed.scheme.lower()}://{parsed.netloc}"
-    if store is None or isinstance(store, LocalStore) or place in _CHECKED_STORES:
+    if len(parsed.scheme) <= 1 or parsed.scheme.lower() == "file" or place in _CHECKED_STORES:
+        return  # a local disk (whose table may not even be there: the snapshot says so), or checked
+    store = object_store(table_uri.rstrip("/") + "/_delta_log")
+    if store is None:
         return
     probe = f".deltamerge-conditional-put-{uuid.uuid4().hex}"
     with reading_store(table_uri, None):  # the first request of a merge to its store: a wrong key fails here
