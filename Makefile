@@ -17,12 +17,12 @@ PYTEST_WORKERS ?= 2
 RUNS ?= 5
 AT_ONCE ?= 4
 
-.PHONY: demo test bench bench-overhead bench-first-dag bench-backfill bench-store venv java docker-compose chromium postgresql maven clean
+.PHONY: demo test bench bench-overhead bench-first-dag bench-backfill bench-store venv java docker-compose chromium postgresql maven npm clean
 
 demo: $(STAMP) java
 	$(BIN)/python scripts/demo.py
 
-test: $(STAMP) java docker-compose chromium postgresql maven
+test: $(STAMP) java docker-compose chromium postgresql maven npm
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -90,6 +90,13 @@ maven:
 	  echo "Installing Debian's maven, which the tests use to fetch their S3 server (s3proxy)"; \
 	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q maven >/dev/null; \
 	} || { echo "Maven is missing: install Debian's package ('apt-get install maven')"; exit 1; }
+
+# tests/stores/azure_server.py installs Azure's storage emulator the tests start (Azurite) with npm.
+npm:
+	@command -v npm >/dev/null 2>&1 || { \
+	  echo "Installing Debian's npm, which the tests use to install Azure's storage emulator (Azurite)"; \
+	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q npm >/dev/null; \
+	} || { echo "npm is missing: install Debian's package ('apt-get install npm')"; exit 1; }
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache bench/work

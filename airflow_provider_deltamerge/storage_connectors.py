@@ -37,23 +37,28 @@ class Connector:
     def filesystem(self, scheme: str) -> str:
         return dict(self.filesystems)[scheme]
 
+    @property
+    def schemes(self) -> frozenset[str]:
+        return frozenset(scheme for scheme, _ in self.filesystems)
+
 
 S3_CONNECTOR = Connector(
     "hadoop-aws (S3A)",
     "org.apache.hadoop:hadoop-aws:{hadoop}",
     (("s3a", S3A_FILESYSTEM), ("s3", S3A_FILESYSTEM), ("s3n", S3A_FILESYSTEM)),
 )
+AZURE_CONNECTOR = Connector(
+    # Hadoop 3.5's hadoop-azure has ABFS only: its WASB class is a stub that refuses to run.
+    "hadoop-azure (ABFS)",
+    "org.apache.hadoop:hadoop-azure:{hadoop}",
+    (
+        ("abfs", "org.apache.hadoop.fs.azurebfs.AzureBlobFileSystem"),
+        ("abfss", "org.apache.hadoop.fs.azurebfs.SecureAzureBlobFileSystem"),
+    ),
+)
 CONNECTORS = (
     S3_CONNECTOR,
-    Connector(
-        # Hadoop 3.5's hadoop-azure has ABFS only: its WASB class is a stub that refuses to run.
-        "hadoop-azure (ABFS)",
-        "org.apache.hadoop:hadoop-azure:{hadoop}",
-        (
-            ("abfs", "org.apache.hadoop.fs.azurebfs.AzureBlobFileSystem"),
-            ("abfss", "org.apache.hadoop.fs.azurebfs.SecureAzureBlobFileSystem"),
-        ),
-    ),
+    AZURE_CONNECTOR,
     Connector(
         "Google Cloud Storage connector",
         f"com.google.cloud.bigdataoss:gcs-connector:{GCS_CONNECTOR_VERSION}",

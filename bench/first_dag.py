@@ -46,10 +46,11 @@ LOGICAL_DATE = "2024-01-02"
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
 
 
-def readme_first_dag_blocks(title: str = "Your first DAG") -> list[str]:
-    """The fenced code blocks of the README's section ``title``, in order, without their indent: for "Your
-    first DAG" the table and extract, the DAG, the commands."""
-    readme = (ROOT / "README.md").read_text()
+def readme_first_dag_blocks(title: str = "Your first DAG", document: str = "README.md") -> list[str]:
+    """The fenced code blocks of section ``title`` of ``document`` (the README, or a page under the
+    repository), in order, without their indent: for "Your first DAG" the table and extract, the DAG, the
+    commands."""
+    readme = (ROOT / document).read_text()
     section = readme.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"^( *)```\w+\n(.*?)^\1```$", section, flags=re.MULTILINE | re.DOTALL)
     return [re.sub(rf"^{indent}", "", body, flags=re.MULTILINE) for indent, body in blocks]

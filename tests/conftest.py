@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from airflow_provider_deltamerge.spec import MergeSpec
+    from tests.stores.azure_server import AzureServer
     from tests.stores.s3_server import S3Server
 
 # spark-submit and airflow come with the test interpreter's environment; subprocesses must find them.
@@ -124,7 +125,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """One local SparkSession for the engine tests, with Delta Lake's own runtime beside our engine: Delta is
     the oracle of the tests, so a session without it fails (tests/delta_runtime.py says why)."""
     from airflow_provider_deltamerge.hooks.store_setup import local_connector_jars
-    from airflow_provider_deltamerge.storage_connectors import S3_CONNECTOR
+    from airflow_provider_deltamerge.storage_connectors import AZURE_CONNECTOR, S3_CONNECTOR
     from tests.delta_runtime import with_delta
 
     warehouse = tmp_path_factory.mktemp("warehouse")
@@ -136,9 +137,14 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.extraJavaOptions", LONG_LIVED_JVM)
     )
-    # Spark's S3 connector too, as a local master's merge job gets it: the tests merge into an S3 server.
-    s3a_jars = local_connector_jars(S3_CONNECTOR, announce=lambda line: print(line, file=sys.stderr))
-    session = with_delta(builder, extra_jars=s3a_jars).getOrCreate()
+    # Spark's S3 and Azure connectors too, as a local master's merge job gets them: the tests merge into an
+    # S3 server and Azure's emulator.
+    connector_jars = [
+        jar
+        for connector in (S3_CONNECTOR, AZURE_CONNECTOR)
+        for jar in local_connector_jars(connector, announce=lambda line: print(line, file=sys.stderr))
+    ]
+    session = with_delta(builder, extra_jars=connector_jars).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     # py4j says goodbye at interpreter exit, after pytest has closed the streams it would log to.
     logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -216,12 +222,33 @@ def s3_lake(s3_server_of_session: S3Server, monkeypatch: pytest.MonkeyPatch) -> 
     return s3_server_of_session.create_bucket(f"lake-{uuid.uuid4().hex[:12]}")
 
 
+@pytest.fixture(scope="session")
+def azure_server_of_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AzureServer]:
+    """The session's Azure storage emulator (Azurite on 127.0.0.1): one per test session, a container per
+    test."""
+    from tests.stores.azure_server import azure_server
+
+    with azure_server(tmp_path_factory.mktemp("azure")) as server:
+        yield server
+
+
+@pytest.fixture
+def azure_lake(azure_server_of_session: AzureServer, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A new container on the session's Azure emulator, as ``abfs://<container>@<account>...``; this process
+    (``deltalake``, ``obstore``) reaches it with the emulator's account key from the environment, as a merge
+    job does."""
+    for name, value in azure_server_of_session.environment().items():
+        monkeypatch.setenv(name, value)
+    return azure_server_of_session.create_container(f"lake-{uuid.uuid4().hex[:12]}")
+
+
 @pytest.fixture
 def lake_root(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """Where a test's tables live, by the test's parameter: ``disk`` a folder, ``s3`` a new bucket on the
-    session's S3 server (``@pytest.mark.parametrize("lake_root", ["disk", "s3"], indirect=True)``)."""
-    if request.param == "s3":
-        return str(request.getfixturevalue("s3_lake"))
+    session's S3 server, ``azure`` a new container on its Azure emulator
+    (``@pytest.mark.parametrize("lake_root", ["disk", "s3", "azure"], indirect=True)``)."""
+    if request.param in ("s3", "azure"):
+        return str(request.getfixturevalue(f"{request.param}_lake"))
     return str(tmp_path)
 
 
@@ -243,4 +270,19 @@ def spark_on_s3(spark: SparkSession, s3_server_of_session: S3Server) -> SparkSes
     for key, value in settings.items():
         hadoop_conf.set(key, value)
     prepare_filesystems(spark, ["s3://any-bucket"])
+    return spark
+
+
+@pytest.fixture
+def spark_on_azure(spark: SparkSession, azure_server_of_session: AzureServer) -> SparkSession:
+    """The session's SparkSession reaching the Azure emulator through ABFS, as the merge job's session is set
+    up (the hook's endpoint conf and the account key it writes to the private properties file)."""
+    from airflow_provider_deltamerge.hooks.store_setup import abfs_credential_conf, abfs_endpoint_conf
+
+    environment = azure_server_of_session.environment()
+    any_container = f"abfs://any@{azure_server_of_session.account}.dfs.core.windows.net"
+    settings = {**abfs_endpoint_conf(environment), **abfs_credential_conf([any_container], environment)}
+    hadoop_conf = spark._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    for key, value in settings.items():
+        hadoop_conf.set(key.removeprefix("spark.hadoop."), value)
     return spark

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from airflow_provider_deltamerge.hooks.connector_jars import JarResolutionError, resolved_jars
+from airflow_provider_deltamerge.hooks.connector_jars import JarResolutionError, distinct_jars, resolved_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -68,7 +68,7 @@ def with_delta(builder: SparkSession.Builder, *, extra_jars: Sequence[str] = ())
     )
 
     return (
-        builder.config("spark.jars", ",".join([*delta_jars(), *extra_jars]))
+        builder.config("spark.jars", ",".join(distinct_jars([*delta_jars(), *extra_jars])))
         .config(EXTENSIONS_CONF, DELTA_EXTENSION)
         .config(CATALOG_CONF, DELTA_CATALOG)
     )

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from deltalake.fs import DeltaStorageHandler
 
 from airflow_provider_deltamerge.delta.commit.commit_actions import MergeCommitActions
 from airflow_provider_deltamerge.delta.format.column_mapping import maps_columns, stored_schema
@@ -88,7 +89,8 @@ def check_added_files(
     filesystem, root = _filesystem(table_uri)
     for relative_path, stats_text in added:
         if stats_text is not None:  # no stats at all: readers skip nothing
-            check_file(filesystem, f"{root}/{relative_path}", stats_text, indexed, settings)
+            location = f"{root}/{relative_path}" if root else relative_path
+            check_file(filesystem, location, stats_text, indexed, settings)
 
 
 def check_file(
@@ -271,7 +273,11 @@ def _flatten(tree: Mapping[str, Any], path: Path = ()) -> Iterator[tuple[Path, A
 
 
 def _filesystem(table_uri: str) -> tuple[pafs.FileSystem, str]:
-    if "://" in table_uri or table_uri.startswith("file:"):
+    if "://" in table_uri and not table_uri.startswith("file:"):
+        # deltalake's client, with the environment's credentials: pyarrow's own Azure client would sign in
+        # with Azure's default credential chain and abort the process when that finds none.
+        return pafs.PyFileSystem(DeltaStorageHandler(table_uri.rstrip("/"))), ""
+    if table_uri.startswith("file:"):
         filesystem, path = pafs.FileSystem.from_uri(table_uri)
         return filesystem, path.rstrip("/")
     return pafs.LocalFileSystem(), os.path.abspath(table_uri).rstrip("/")

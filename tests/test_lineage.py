@@ -135,7 +135,7 @@ def test_the_openlineage_transport_reaches_the_job_privately(tmp_path):
     assert conf == {"a": "1"}
     assert private["spark.openlineage.transport.auth.apiKey"] == "Bearer sk-1"
     hook = DeltaMergeHook(conf=conf, private_conf=private)
-    on_the_command_line = hook._job_conf({})
+    on_the_command_line = hook._job_conf({}, private)
     assert "sk-1" not in json.dumps(on_the_command_line)
     # Spark's UI and event log redact the key too (a Java regex: (?i) may stand inside the group).
     redacted = on_the_command_line["spark.redaction.regex"]

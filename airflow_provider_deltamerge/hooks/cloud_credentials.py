@@ -29,6 +29,9 @@ _AWS_EXTRAS = {
 }
 # The OAuth scope of Azure Storage, for which a token credential is asked.
 _AZURE_STORAGE_SCOPE = "https://storage.azure.com/.default"
+# The variables deltalake and obstore read for an Azure Blob service other than Azure's own (Azurite, say).
+AZURE_ENDPOINT = "AZURE_STORAGE_ENDPOINT"
+AZURE_ALLOW_HTTP = "AZURE_ALLOW_HTTP"
 # The variables deltalake and obstore read for Google Cloud Storage (object_store's GoogleConfigKey).
 GOOGLE_KEY = "GOOGLE_SERVICE_ACCOUNT_KEY"
 GOOGLE_TOKEN = "GOOGLE_BEARER_TOKEN"
@@ -92,12 +95,14 @@ def azure_environment(connection: Any) -> dict[str, str]:
         return {
             "AZURE_STORAGE_ACCOUNT_NAME": connection.login or "",
             "AZURE_STORAGE_ACCOUNT_KEY": connection.password or "",
+            **azure_endpoint(connection.host or "", connection.login or ""),
         }
     from azure.core.exceptions import AzureError
 
     client = WasbHook(wasb_conn_id=connection.conn_id).get_conn()
     credential = client.credential
     env = {"AZURE_STORAGE_ACCOUNT_NAME": client.account_name or ""}
+    env.update(azure_endpoint(client.url, client.account_name or ""))
     # The credential's kinds are told apart by what they hold: the shared-key one is a private class.
     if hasattr(credential, "account_key"):
         env["AZURE_STORAGE_ACCOUNT_KEY"] = credential.account_key
@@ -110,6 +115,19 @@ def azure_environment(connection: Any) -> dict[str, str]:
             raise _cannot_resolve(connection, "Azure", err, "tenant_id, login and password") from err
     elif query := urlsplit(client.url).query:  # a SAS URL given as the connection's sas_token
         env["AZURE_STORAGE_SAS_KEY"] = query
+    return env
+
+
+def azure_endpoint(url: str, account: str) -> dict[str, str]:
+    """The Blob endpoint ``url`` as ``deltalake``'s variables where it is not Azure's public one for
+    ``account`` (an emulator, a sovereign cloud), with plain HTTP allowed to an ``http://`` one (Azurite's);
+    none for Azure's own or no URL."""
+    parts = urlsplit(url)
+    if not parts.hostname or parts.hostname == f"{account}.blob.core.windows.net":
+        return {}
+    env = {AZURE_ENDPOINT: url.rstrip("/")}
+    if parts.scheme == "http":
+        env[AZURE_ALLOW_HTTP] = "true"
     return env
 
 

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,19 @@ def resolved_jars(
         if jars is None:
             raise JarResolutionError(f"Spark's resolver left no jars for {coordinates} in {folder}")
     return jars
+
+
+def distinct_jars(jars: Iterable[str]) -> list[str]:
+    """``jars`` without a second jar of the same file name: Spark refuses to register one (two connectors
+    resolved apart share dependencies, ``commons-logging`` say), and logs the refusal as an error."""
+    seen: set[str] = set()
+    kept = []
+    for jar in jars:
+        name = Path(jar).name
+        if name not in seen:
+            seen.add(name)
+            kept.append(jar)
+    return kept
 
 
 def _cached(folder: Path) -> list[str] | None:

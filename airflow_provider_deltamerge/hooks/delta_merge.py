@@ -25,7 +25,7 @@ from airflow_provider_deltamerge.delta.log.store_errors import reading_store
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.hooks.class_archive import class_archive
 from airflow_provider_deltamerge.hooks.cloud_credentials import gcs_keyfile_conf
-from airflow_provider_deltamerge.hooks.connector_jars import JarResolutionError
+from airflow_provider_deltamerge.hooks.connector_jars import JarResolutionError, distinct_jars
 from airflow_provider_deltamerge.hooks.driver_jit import driver_jit_env
 from airflow_provider_deltamerge.hooks.spark_setup import (
     JobSubmitHook,
@@ -34,7 +34,7 @@ from airflow_provider_deltamerge.hooks.spark_setup import (
     spark_submit_binary,
 )
 from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
-from airflow_provider_deltamerge.hooks.store_setup import StoreSetup, store_setup
+from airflow_provider_deltamerge.hooks.store_setup import HADOOP_PREFIX, StoreSetup, store_setup
 from airflow_provider_deltamerge.hooks.submit_log import SubmitOutputLog
 from airflow_provider_deltamerge.job_contract import ANSWER_FILE_ARG, REQUEST_FILE_ARG
 from airflow_provider_deltamerge.metrics import merge_result
@@ -58,6 +58,8 @@ JOB_MODULE = "airflow_provider_deltamerge.job.main"
 # Spark's own default for spark.redaction.regex, extended below by the names of the credentials we pass.
 SPARK_REDACTION_DEFAULT = "(?i)secret|password|token|access[.]?key"
 REDACTION_CONF = "spark.redaction.regex"
+# spark-submit ends its JVM once the application's main has returned (Spark 3.5+).
+EXIT_ON_MAIN_EXIT_CONF = "spark.submit.callSystemExitOnMainExit"
 
 
 class DeltaMergeHook(BaseHook):
@@ -170,7 +172,8 @@ class DeltaMergeHook(BaseHook):
             else:
                 arguments += [ANSWER_FILE_ARG, str(answer_file)]
             shipped_credentials = credentials if not self._is_local_master() else {}
-            private_conf = dict(self.private_conf)
+            stores = self._store_setup(spec, credentials, binary)
+            private_conf = {**stores.private_conf, **self.private_conf}
             if self._is_local_master():
                 # Spark's GCS connector reads a service account key from a file at the same path in every
                 # Spark process: a file in this private folder serves a local master only.
@@ -194,12 +197,12 @@ class DeltaMergeHook(BaseHook):
             kwargs.setdefault("name", f"deltamerge-{spec.target.rstrip('/').rsplit('/', 1)[-1]}")
             if binary is not None:
                 kwargs["spark_binary"] = binary
-            stores = self._store_setup(spec, credentials, binary)
             if stores.jars:
-                kwargs["jars"] = ",".join(filter(None, [kwargs.get("jars"), *stores.jars]))
+                given = [jar for jar in str(kwargs.get("jars") or "").split(",") if jar]
+                kwargs["jars"] = ",".join(distinct_jars([*given, *stores.jars]))
             submit = JobSubmitHook(
                 conn_id=self.spark_conn_id,
-                conf={**stores.conf, **self._job_conf(credentials)},
+                conf={**stores.conf, **self._job_conf(credentials, private_conf)},
                 application_args=arguments,
                 **kwargs,
             )
@@ -345,7 +348,8 @@ class DeltaMergeHook(BaseHook):
             return find_committed_run(spec.target, identity, storage_options=self.storage_options() or None)
 
     def _store_setup(self, spec: MergeSpec, credentials: Mapping[str, str], binary: str | None) -> StoreSetup:
-        """The connectors' jars (local master) and the S3 endpoint's conf for the stores ``spec`` names.
+        """The connectors' jars (local master), the endpoints' conf and ABFS's credentials for the stores
+        ``spec`` names.
 
         Raises:
             AirflowException: a connector could not be fetched (the registry unreachable, say): a retry may.
@@ -367,18 +371,23 @@ class DeltaMergeHook(BaseHook):
                 "that reach your Maven mirror."
             ) from err
 
-    def _job_conf(self, credentials: Mapping[str, str]) -> dict[str, Any]:
+    def _job_conf(self, credentials: Mapping[str, str], private_conf: Mapping[str, str]) -> dict[str, Any]:
         """The job's Spark conf; on a local master the job runs with this worker's Python and packages.
+
+        The driver's JVM exits when the job's Python ends: Hadoop 3.5's ABFS leaves scheduled threads that
+        are not daemons, which would keep it (and the task waiting on spark-submit) alive for good.
 
         Spark's UI and event log redact conf entries whose name matches ``spark.redaction.regex``; its
         default misses names such as ``AZURE_STORAGE_ACCOUNT_KEY`` or ``...transport.auth.apiKey``, so every
-        credential's name and every private conf key is added.
+        credential's name and every private conf key is added; a ``spark.hadoop.`` key without its prefix,
+        as the event log's Hadoop properties name it (the pattern is searched in a name, so it serves both).
         """
         conf = dict(self.conf)
-        secret_names = sorted({*credentials, *self.private_conf})
+        secret_names = sorted({*credentials, *(name.removeprefix(HADOOP_PREFIX) for name in private_conf)})
         if secret_names:
             names = "|".join(re.escape(name) for name in secret_names)
             conf[REDACTION_CONF] = f"(?:{conf.get(REDACTION_CONF) or SPARK_REDACTION_DEFAULT})|{names}"
+        conf.setdefault(EXIT_ON_MAIN_EXIT_CONF, "true")
         if self._is_local_master():
             conf.setdefault("spark.pyspark.python", sys.executable)
             conf.setdefault("spark.pyspark.driver.python", sys.executable)

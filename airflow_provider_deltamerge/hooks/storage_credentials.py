@@ -18,6 +18,8 @@ from airflow.sdk.log import mask_secret
 
 from airflow_provider_deltamerge.exceptions import StorageCredentialsError
 from airflow_provider_deltamerge.hooks.cloud_credentials import (
+    AZURE_ALLOW_HTTP,
+    AZURE_ENDPOINT,
     GOOGLE_ANONYMOUS,
     GOOGLE_KEY,
     aws_environment,
@@ -38,6 +40,8 @@ _PUBLIC_VARIABLES = {
     "AWS_ENDPOINT_URL",
     "AWS_ALLOW_HTTP",
     "AZURE_STORAGE_ACCOUNT_NAME",
+    AZURE_ENDPOINT,
+    AZURE_ALLOW_HTTP,
     GOOGLE_ANONYMOUS,
 }
 

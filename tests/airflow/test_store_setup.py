@@ -100,3 +100,40 @@ def test_the_users_own_s3a_settings_win(tmp_path, monkeypatch):
     assert "spark.hadoop.fs.s3a.path.style.access" not in setup.conf
     assert setup.conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
     assert setup_of(["/lake/t"], local_master=False).conf == {}
+
+
+AZURITE_ENV = {
+    "AZURE_STORAGE_ACCOUNT_NAME": "devstoreaccount1",
+    "AZURE_STORAGE_ACCOUNT_KEY": "a2V5",
+    "AZURE_STORAGE_ENDPOINT": "http://127.0.0.1:10000/devstoreaccount1",
+    "AZURE_ALLOW_HTTP": "true",
+}
+AZURITE_TABLE = "abfs://lake@devstoreaccount1.dfs.core.windows.net/orders"
+
+
+def test_an_emulators_endpoint_points_abfs_at_its_blob_service_and_the_key_is_private_conf():
+    setup = setup_of([AZURITE_TABLE, "abfs://lake@devstoreaccount1.dfs.core.windows.net/s"], env=AZURITE_ENV)
+    assert setup.conf["spark.hadoop.fs.azure.abfs.endpoint"] == "127.0.0.1:10000"
+    assert setup.conf["spark.hadoop.fs.azure.always.use.https"] == "false"
+    assert setup.conf["spark.hadoop.fs.azure.fns.account.service.type"] == "BLOB"
+    assert "a2V5" not in str(setup.conf)
+    assert setup.private_conf == {
+        "spark.hadoop.fs.azure.account.key.devstoreaccount1.dfs.core.windows.net": "a2V5"
+    }
+    assert any(Path(jar).name.startswith("org.apache.hadoop_hadoop-azure-") for jar in setup.jars)
+
+
+def test_azures_own_endpoint_needs_no_setting_and_a_sas_becomes_abfss_fixed_token():
+    env = {"AZURE_STORAGE_ACCOUNT_NAME": "acct", "AZURE_STORAGE_SAS_KEY": "?sv=2024&sig=abc"}
+    setup = setup_of(["abfss://lake@acct.dfs.core.windows.net/orders"], env=env, local_master=False)
+    assert setup.conf == {}
+    assert setup.private_conf == {
+        "spark.hadoop.fs.azure.account.auth.type.acct.dfs.core.windows.net": "SAS",
+        "spark.hadoop.fs.azure.sas.fixed.token.acct.dfs.core.windows.net": "sv=2024&sig=abc",
+    }
+
+
+def test_the_users_own_abfs_key_wins():
+    key = "spark.hadoop.fs.azure.account.key.devstoreaccount1.dfs.core.windows.net"
+    setup = setup_of([AZURITE_TABLE], env=AZURITE_ENV, local_master=False, conf={key: "theirs"})
+    assert setup.private_conf == {}

@@ -111,7 +111,7 @@ def s3_server(folder: Path, *, log_requests: bool = False) -> Iterator[S3Server]
     block ends; ``log_requests`` has it log every request it serves (``S3Server.requests``)."""
     data = folder / "data"
     data.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     settings = folder / "s3proxy.conf"
     settings.write_text(
@@ -163,7 +163,7 @@ def _wait_until_up(url: str, server: subprocess.Popen[bytes], log: Path) -> None
     )
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])

@@ -1,6 +1,6 @@
-"""The commit's put-if-absent on the tests' S3 server: of writers racing to create one commit file, exactly
-one wins and its bytes are the file's; the same race against a server that ignores ``If-None-Match`` is
-seen (several winners), so the race would catch a server that cannot decide it."""
+"""The commit's put-if-absent on the tests' S3 server and Azure emulator: of writers racing to create one
+commit file, exactly one wins and its bytes are the file's; the same race against a server that ignores
+``If-None-Match`` is seen (several winners), so the race would catch a server that cannot decide it."""
 
 from __future__ import annotations
 
@@ -50,8 +50,12 @@ def race(store: LogStore, version: int) -> tuple[list[bool], list[bytes]]:
         return list(pool.map(put, payloads)), payloads
 
 
-def test_racing_creates_of_one_commit_file_have_one_winner(s3_lake):
-    store = log_store(f"{s3_lake}/orders")
+STORES = pytest.mark.parametrize("lake_root", ["s3", "azure"], indirect=True)
+
+
+@STORES
+def test_racing_creates_of_one_commit_file_have_one_winner(lake_root):
+    store = log_store(f"{lake_root}/orders")
     assert store is not None
     for version in range(ROUNDS):
         won, payloads = race(store, version)
@@ -82,11 +86,12 @@ def test_the_race_sees_a_store_that_ignores_the_condition(tmp_path, monkeypatch)
     assert won.count(True) > 1
 
 
-def test_the_store_check_passes_on_a_store_that_refuses_and_leaves_no_key(s3_lake):
-    write_deltalake(f"{s3_lake}/orders", ORDERS)
-    before = log_keys(f"{s3_lake}/orders")
-    check_conditional_puts(f"{s3_lake}/orders")
-    assert log_keys(f"{s3_lake}/orders") == before
+@STORES
+def test_the_store_check_passes_on_a_store_that_refuses_and_leaves_no_key(lake_root):
+    write_deltalake(f"{lake_root}/orders", ORDERS)
+    before = log_keys(f"{lake_root}/orders")
+    check_conditional_puts(f"{lake_root}/orders")
+    assert log_keys(f"{lake_root}/orders") == before
 
 
 def test_racing_merges_on_a_store_that_ignores_the_condition_both_fail_before_any_work(tmp_path, monkeypatch):

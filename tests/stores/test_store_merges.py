@@ -1,9 +1,9 @@
-"""Every path of a merge on an S3 server, against the same merge of the same tables on a local disk: tables
-Delta's runtime made and filled there, our engine merging into them as users write the path (``s3://``),
-Delta's runtime reading back what we wrote.
+"""Every path of a merge on each object store (an S3 server, Azure's emulator), against the same merge of the
+same tables on a local disk: tables Delta's runtime made and filled there, our engine merging into them as
+users write the path (``s3://``, ``abfs://``), Delta's runtime reading back what we wrote.
 
-The local merge is the reference (the differential suite holds it to Delta's own MERGE); on S3 the rows, every
-metric but the timings, the change data feed and the table's log must come out the same.
+The local merge is the reference (the differential suite holds it to Delta's own MERGE); on a store the rows,
+every metric but the timings, the change data feed and the table's log must come out the same.
 """
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
+from deltalake.fs import DeltaStorageHandler
 
 from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
@@ -28,7 +30,7 @@ from airflow_provider_deltamerge.spec import (
 )
 from tests.oracle import sorted_rows
 
-# Spark jobs against the S3 server: run early in a worker's share, with the other slow tests.
+# Spark jobs against the stores' servers: run early in a worker's share, with the other slow tests.
 pytestmark = pytest.mark.slow
 
 # (table properties, the merge's clauses, schema evolution, the source: a parquet extract or a Delta table
@@ -65,7 +67,7 @@ def create_orders(spark, location: str, properties: str) -> None:
 
 
 def write_source(spark, root: str, kind: str, *, evolve: bool) -> str:
-    """The day's source under ``root`` (a folder or ``s3://bucket``): a parquet extract written with pyarrow,
+    """The day's source under ``root`` (a folder or a store's URI): a parquet extract written with pyarrow,
     or a Delta table written by Delta's runtime; what the spec names."""
     ids, qtys, regions = zip(*SOURCE_ROWS, strict=True)
     columns = {
@@ -81,9 +83,13 @@ def write_source(spark, root: str, kind: str, *, evolve: bool) -> str:
         spark.createDataFrame(table.to_pandas()).write.format("delta").save(location)
         return location
     extract = f"{root}/staging/day.parquet"
-    if not root.startswith("s3://"):
+    if "://" in root:
+        # Through deltalake's client, with the store's keys from the environment, as a user's extract job
+        # would write it.
+        pq.write_table(table, "staging/day.parquet", filesystem=pafs.PyFileSystem(DeltaStorageHandler(root)))
+    else:
         Path(extract).parent.mkdir(exist_ok=True)
-    pq.write_table(table, extract)  # an s3:// URI: pyarrow reads the endpoint and keys from the environment
+        pq.write_table(table, extract)
     return extract
 
 
@@ -97,37 +103,44 @@ def merge_spec(target: str, source: str, kind: str, clauses: tuple[Any, ...], ev
     )
 
 
+@pytest.fixture(params=["s3", "azure"])
+def store_lake(request: pytest.FixtureRequest) -> tuple[Any, str]:
+    """The session's SparkSession reaching a store, and a new bucket or container there."""
+    store = request.param
+    return request.getfixturevalue(f"spark_on_{store}"), request.getfixturevalue(f"{store}_lake")
+
+
 @pytest.mark.parametrize("case", list(CASES))
-def test_a_merge_on_s3_equals_the_same_merge_on_disk(spark_on_s3, s3_lake, tmp_path, case):
+def test_a_merge_on_a_store_equals_the_same_merge_on_disk(store_lake, tmp_path, case):
     properties, clauses, evolve, source_kind = CASES[case]
-    spark = spark_on_s3
+    spark, lake = store_lake
     outcomes = {}
-    for place, root in (("disk", str(tmp_path)), ("s3", s3_lake)):
+    for place, root in (("disk", str(tmp_path)), ("store", lake)):
         # Given: the table as Delta's runtime made it, and the day's source, in this place
         create_orders(spark, _spark_uri(f"{root}/orders"), properties)
         source = write_source(spark, root, source_kind, evolve=evolve)
-        # When: our engine merges, the table named as users name it (s3://)
+        # When: our engine merges, the table named as users name it (s3://, abfs://)
         result = run_merge(spark, merge_spec(f"{root}/orders", source, source_kind, clauses, evolve))
         outcomes[place] = result, f"{root}/orders"
 
-    (on_disk, disk_table), (on_s3, s3_table) = outcomes["disk"], outcomes["s3"]
+    (on_disk, disk_table), (on_store, store_table) = outcomes["disk"], outcomes["store"]
     # Then: the same rows, version, metrics (timings apart) and log actions; Delta's runtime reads it back
-    assert on_s3.version == on_disk.version == 3
-    assert sorted_rows(s3_table) == sorted_rows(disk_table)
+    assert on_store.version == on_disk.version == 3
+    assert sorted_rows(store_table) == sorted_rows(disk_table)
     timings = {name for name in on_disk.metrics if name.endswith("TimeMs")}
-    assert {k: v for k, v in on_s3.metrics.items() if k not in timings} == {
+    assert {k: v for k, v in on_store.metrics.items() if k not in timings} == {
         k: v for k, v in on_disk.metrics.items() if k not in timings
     }
-    assert on_s3.metrics[m.NUM_TARGET_ROWS_INSERTED] == 2
-    assert _live_files(s3_table) == _live_files(disk_table)
-    by_delta = spark.read.format("delta").load(_spark_uri(s3_table)).orderBy("id").collect()
+    assert on_store.metrics[m.NUM_TARGET_ROWS_INSERTED] == 2
+    assert _live_files(store_table) == _live_files(disk_table)
+    by_delta = spark.read.format("delta").load(_spark_uri(store_table)).orderBy("id").collect()
     assert [row.asDict() for row in by_delta] == sorted(sorted_rows(disk_table), key=lambda row: row["id"])
     if "ChangeDataFeed" in properties:
-        assert _changes(spark, s3_table) == _changes(spark, disk_table) != []
+        assert _changes(spark, store_table) == _changes(spark, disk_table) != []
 
 
 def _spark_uri(location: str) -> str:
-    """How Delta's runtime is given a path here: ``s3a://`` (its S3 log store) or the local path."""
+    """How Delta's runtime is given a path here: ``s3a://`` for S3 (its S3 log store), else as it is."""
     return "s3a://" + location.removeprefix("s3://") if location.startswith("s3://") else location
 
 

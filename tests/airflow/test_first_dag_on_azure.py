@@ -1,0 +1,83 @@
+"""docs/object-stores.md's "Your first DAG on Azure" as a user pastes it, against the session's Azure
+emulator: the account's key in the environment, the table and extract written there, the DAG, a ``wasb``
+connection and the run, on a fresh Airflow with no Spark connection (a local master, which fetches the Azure
+connector by itself and hands ABFS the key in its private properties file)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from bench.first_dag import readme_first_dag_blocks
+from tests.e2e.conftest import ROOT, xcom_value
+
+pytestmark = pytest.mark.slow
+
+DOC_ENDPOINT = "http://127.0.0.1:10000/devstoreaccount1"
+
+
+def test_first_dag_on_azure_runs_as_printed(airflow_env, azure_server_of_session, tmp_path):
+    # Given: the page's blocks with the emulator's account, key, endpoint and a new container in place of
+    # the placeholders (and Azure's connection string by the emulator's, and abfs:// for its plain HTTP),
+    # and a fresh Airflow home whose DAGs folder holds the page's DAG
+    exports, setup, dag, commands = readme_first_dag_blocks(
+        "Your first DAG on Azure", "docs/object-stores.md"
+    )
+    server = azure_server_of_session
+    container = f"my-lake-{uuid.uuid4().hex[:8]}"
+    server.create_container(container)
+
+    def ours(text: str) -> str:
+        return (
+            text.replace(DOC_ENDPOINT, server.endpoint)
+            .replace("DefaultEndpointsProtocol=https", "DefaultEndpointsProtocol=http")
+            .replace("EndpointSuffix=core.windows.net", f"BlobEndpoint={server.endpoint}")
+            .replace("abfss://", "abfs://")
+            .replace("YOUR_ACCOUNT", server.account)
+            .replace("YOUR_KEY", server.key)
+            .replace("my-lake", container)
+        )
+
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "my_first_azure_merge.py").write_text(ours(dag))
+    home = tmp_path / "airflow"
+    home.mkdir()
+    shutil.copy(Path(airflow_env["AIRFLOW_HOME"]) / "airflow.db", home / "airflow.db")
+    hidden = ("AIRFLOW_CONN_SPARK_DEFAULT", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")
+    env = {k: v for k, v in airflow_env.items() if k not in hidden and not k.startswith("AZURE_")}
+    env.update(AIRFLOW_HOME=str(home), AIRFLOW__CORE__DAGS_FOLDER=str(dags))
+    assert "airflow dags test my_first_azure_merge 2024-01-02" in commands
+
+    # When: the shell runs the page's blocks in order, from the repository (where .venv/ is)
+    script = "\n".join(
+        [
+            "set -euo pipefail",
+            ours(exports),
+            f"{sys.executable} - <<'SETUP'\n{ours(setup)}SETUP",
+            ours(commands),
+        ]
+    )
+    result = subprocess.run(
+        ["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+    )
+
+    # Then: the merge ran on this machine's Spark into the table in the container, the key in no line of
+    # the output
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-6000:]
+    uri = f"abfs://{container}@{server.account}.dfs.core.windows.net/orders"
+    table = DeltaTable(uri, storage_options=server.environment())
+    assert table.version() == 1
+    rows = {r["order_id"]: r["amount"] for r in table.to_pyarrow_table().to_pylist()}
+    assert rows == {1: 10.0, 2: 20.0, 3: 35.0, 4: 40.0}
+    metrics = xcom_value({"AIRFLOW_HOME": str(home)}, "my_first_azure_merge", "merge_orders")
+    assert (metrics["numTargetRowsInserted"], metrics["numTargetRowsUpdated"]) == (1, 1)
+    assert f"Merge into {uri}: 1 inserted, 1 updated" in output
+    assert server.key not in output

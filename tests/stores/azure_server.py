@@ -1,0 +1,130 @@
+"""Azure's own storage emulator on 127.0.0.1 for the tests: Azurite's Blob service (npm), serving a folder,
+behind a proxy that gives its listings Azure's ``startFrom`` (``azurite_listing.py``).
+
+Azurite keeps a conditional create atomic (``If-None-Match: *``: of racing puts exactly one wins,
+``test_azure_conditional_put.py``). It is installed once per machine by npm into a cache, and signs with the
+emulator's one well-known account and key, which Microsoft publishes for it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.stores.http_proxy import proxy_process
+from tests.stores.s3_server import CACHE, free_port
+
+AZURITE = "azurite@3.35.0"
+ACCOUNT = "devstoreaccount1"
+# The emulator's published development key: no secret of anyone's.
+ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+START_TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class AzureServer:
+    """A running emulator: its Blob endpoint (the proxy's), account and key."""
+
+    url: str
+    account: str = ACCOUNT
+    key: str = ACCOUNT_KEY
+
+    @property
+    def endpoint(self) -> str:
+        """The account's Blob endpoint, as a connection string's ``BlobEndpoint`` gives it."""
+        return f"{self.url}/{self.account}"
+
+    def connection_string(self) -> str:
+        return (
+            f"DefaultEndpointsProtocol=http;AccountName={self.account};AccountKey={self.key};"
+            f"BlobEndpoint={self.endpoint};"
+        )
+
+    def environment(self) -> dict[str, str]:
+        """The variables ``deltalake`` and ``obstore`` read to reach this emulator, as a ``wasb``
+        connection's."""
+        return {
+            "AZURE_STORAGE_ACCOUNT_NAME": self.account,
+            "AZURE_STORAGE_ACCOUNT_KEY": self.key,
+            "AZURE_STORAGE_ENDPOINT": self.endpoint,
+            "AZURE_ALLOW_HTTP": "true",
+        }
+
+    def create_container(self, name: str) -> str:
+        """Create container ``name``; its ``abfs://`` URI as users write it (``abfss://`` is TLS only)."""
+        from azure.storage.blob import BlobServiceClient
+
+        BlobServiceClient.from_connection_string(self.connection_string()).create_container(name)
+        return f"abfs://{name}@{self.account}.dfs.core.windows.net"
+
+
+def azurite_blob() -> Path:
+    """Azurite's Blob service command, installed by npm into the cache on first use (one install at a time
+    per machine)."""
+    folder = CACHE / AZURITE.replace("@", "-")
+    command = folder / "node_modules" / ".bin" / "azurite-blob"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not command.is_file():
+            done = subprocess.run(
+                ["npm", "install", "--prefix", str(folder), "--no-audit", "--no-fund", AZURITE],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode != 0 or not command.is_file():
+                raise RuntimeError(f"npm could not install {AZURITE}:\n{(done.stdout + done.stderr)[-3000:]}")
+    return command
+
+
+@contextmanager
+def azure_server(folder: Path) -> Iterator[AzureServer]:
+    """Azurite's Blob service on a free port of 127.0.0.1, keeping its blobs in ``folder``, behind the listing
+    proxy, until the block ends."""
+    port = free_port()
+    log = folder / "azurite.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [
+                str(azurite_blob()),
+                *("--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", str(folder / "data")),
+                # Without --disableTelemetry Azurite reports to an outside host as it starts.
+                *("--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry"),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        _wait_until_up(port, server, log)
+        with proxy_process("tests.stores.azurite_listing", f"http://127.0.0.1:{port}") as url:
+            yield AzureServer(url)
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def _wait_until_up(port: int, server: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            output = log.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"Azurite exited ({server.returncode}):\n{output}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    output = log.read_text(errors="replace")[-3000:]
+    raise TimeoutError(f"Azurite did not listen on {port} within {START_TIMEOUT_S} s:\n{output}")
