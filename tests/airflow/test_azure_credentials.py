@@ -1,52 +1,163 @@
-"""A ``wasb`` connection's credentials, resolved by the Azure provider's hook, as the merge job gets them:
-the account, its key and an emulator's endpoint for ``deltalake``; the key for ABFS in the private properties
-file, redacted in Spark's event log and on no command line."""
+"""``wasb`` storage connections resolved by the Azure provider's own ``WasbHook`` (the real class), as the
+variables ``deltalake`` reads; only Azure's token service, which cannot be started here, is replaced. The
+merge job gets the key for ABFS in the private properties file, redacted in Spark's event log and on no
+command line."""
 
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
+from azure.core.credentials import AccessToken
+from azure.core.exceptions import ClientAuthenticationError
 
 from airflow_provider_deltamerge import metrics as m
+from airflow_provider_deltamerge.exceptions import StorageCredentialsError
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
 from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
 from tests.conftest import make_table, upsert_from_extract
 from tests.job.conftest import local_spark_connection
 from tests.secret_leaks import event_log_conf, event_log_text, run_watching_command_lines
 
-__all__ = ["local_spark_connection"]  # a fixture, used by name
-
+ACCOUNT_KEY = "c2VjcmV0LWFjY291bnQta2V5"  # base64, as Azure's keys are
 ABFS_KEY = "spark.hadoop.fs.azure.account.key.devstoreaccount1.dfs.core.windows.net"
 
+__all__ = ["local_spark_connection"]  # a fixture, used by name
 
-def wasb_connection(monkeypatch, extra=None, **fields) -> str:
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_LAKE_AZ", json.dumps({"conn_type": "wasb", **fields, "extra": extra or {}})
+
+def wasb_connection(monkeypatch, **connection: object) -> str:
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_AZURE", json.dumps({"conn_type": "wasb", **connection}))
+    return "lake_azure"
+
+
+def service_principal(monkeypatch) -> str:
+    """A connection of an app registration (login: client id, password: secret) to account lakeacct."""
+    return wasb_connection(
+        monkeypatch,
+        login="client-id",
+        password="client-secret",
+        host="https://lakeacct.blob.core.windows.net",
+        extra={"tenant_id": "t1"},
     )
-    return "lake_az"
 
 
-def test_a_connection_string_gives_the_account_key_and_the_emulators_endpoint(monkeypatch):
+def test_an_account_key_connection(monkeypatch):
+    conn_id = wasb_connection(monkeypatch, login="lakeacct", password=ACCOUNT_KEY)
+
+    assert connection_storage_options(conn_id) == {
+        "AZURE_STORAGE_ACCOUNT_NAME": "lakeacct",
+        "AZURE_STORAGE_ACCOUNT_KEY": ACCOUNT_KEY,
+    }
+
+
+def test_an_emulators_connection_string_gives_its_endpoint_too(monkeypatch):
     connection_string = (
-        "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=a2V5LW9mLXRoZS1lbXVsYXRvcg==;"
+        f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={ACCOUNT_KEY};"
         "BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;"
     )
-    conn_id = wasb_connection(monkeypatch, {"connection_string": connection_string})
+    conn_id = wasb_connection(monkeypatch, extra={"connection_string": connection_string})
+
     assert connection_storage_options(conn_id) == {
         "AZURE_STORAGE_ACCOUNT_NAME": "devstoreaccount1",
-        "AZURE_STORAGE_ACCOUNT_KEY": "a2V5LW9mLXRoZS1lbXVsYXRvcg==",
+        "AZURE_STORAGE_ACCOUNT_KEY": ACCOUNT_KEY,
         "AZURE_STORAGE_ENDPOINT": "http://127.0.0.1:10000/devstoreaccount1",
         "AZURE_ALLOW_HTTP": "true",
     }
 
 
-def test_azures_own_account_needs_no_endpoint(monkeypatch):
-    conn_id = wasb_connection(monkeypatch, login="acct", password="a2V5LW9mLWFjY3Q=")
+def test_a_connection_string_gives_its_account_and_key(monkeypatch):
+    connection_string = (
+        f"DefaultEndpointsProtocol=https;AccountName=fromstring;AccountKey={ACCOUNT_KEY};"
+        "EndpointSuffix=core.windows.net"
+    )
+    conn_id = wasb_connection(monkeypatch, extra={"connection_string": connection_string})
+
     assert connection_storage_options(conn_id) == {
-        "AZURE_STORAGE_ACCOUNT_NAME": "acct",
-        "AZURE_STORAGE_ACCOUNT_KEY": "a2V5LW9mLWFjY3Q=",
+        "AZURE_STORAGE_ACCOUNT_NAME": "fromstring",
+        "AZURE_STORAGE_ACCOUNT_KEY": ACCOUNT_KEY,
     }
+
+
+@pytest.mark.parametrize(
+    ("login", "sas_token"),
+    [
+        ("lakeacct", "sv=2024-05-04&ss=b&sig=c2ln"),
+        (None, "https://lakeacct.blob.core.windows.net/?sv=2024&sig=c2ln"),
+    ],
+    ids=["token", "url"],
+)
+def test_a_sas_token_connection(monkeypatch, login, sas_token):
+    conn_id = wasb_connection(monkeypatch, login=login, extra={"sas_token": sas_token})
+
+    options = connection_storage_options(conn_id)
+
+    assert options["AZURE_STORAGE_ACCOUNT_NAME"] == "lakeacct"
+    assert options["AZURE_STORAGE_SAS_KEY"] == sas_token.rsplit("?", 1)[-1]
+    assert "AZURE_STORAGE_ACCOUNT_KEY" not in options
+
+
+def test_a_service_principal_gets_a_storage_token(monkeypatch, mocker):
+    # Azure's token service is the boundary: the hook's own ClientSecretCredential asks it for a token.
+    ask = mocker.patch(
+        "azure.identity.ClientSecretCredential.get_token", return_value=AccessToken("storage-token", 2**40)
+    )
+    conn_id = service_principal(monkeypatch)
+
+    options = connection_storage_options(conn_id)
+
+    assert options == {"AZURE_STORAGE_ACCOUNT_NAME": "lakeacct", "AZURE_STORAGE_TOKEN": "storage-token"}
+    ask.assert_called_once_with("https://storage.azure.com/.default")
+
+
+def test_a_refused_service_principal_is_a_storage_credentials_error_without_the_secret(monkeypatch, mocker):
+    mocker.patch(
+        "azure.identity.ClientSecretCredential.get_token",
+        side_effect=ClientAuthenticationError("AADSTS7000215: Invalid client secret provided."),
+    )
+    conn_id = service_principal(monkeypatch)
+
+    with pytest.raises(StorageCredentialsError, match=r"lake_azure.*ClientAuthenticationError") as raised:
+        connection_storage_options(conn_id)
+    assert "client-secret" not in str(raised.value)
+
+
+def test_an_env_extra_adds_variables_to_a_wasb_connection(monkeypatch):
+    conn_id = wasb_connection(
+        monkeypatch,
+        login="lakeacct",
+        password=ACCOUNT_KEY,
+        extra={"env": {"AZURE_STORAGE_USE_EMULATOR": "true"}},
+    )
+
+    assert connection_storage_options(conn_id)["AZURE_STORAGE_USE_EMULATOR"] == "true"
+
+
+def test_without_the_azure_provider_login_and_password_are_account_and_key(monkeypatch):
+    monkeypatch.setitem(sys.modules, "airflow.providers.microsoft.azure.hooks.wasb", None)
+    # A SAS token only the Azure provider's hook would read: without it, the key pair is what counts.
+    conn_id = wasb_connection(
+        monkeypatch, login="lakeacct", password=ACCOUNT_KEY, extra={"sas_token": "sv=1"}
+    )
+
+    assert connection_storage_options(conn_id) == {
+        "AZURE_STORAGE_ACCOUNT_NAME": "lakeacct",
+        "AZURE_STORAGE_ACCOUNT_KEY": ACCOUNT_KEY,
+    }
+
+
+def test_a_key_in_the_env_extra_is_masked_in_logs_whatever_its_variables_name(monkeypatch):
+    # Airflow's masker skips a value registered under a name it does not find sensitive, and
+    # AZURE_STORAGE_SAS_KEY is such a name; nor does Airflow mask the env extra's values itself.
+    from airflow.sdk.log import redact
+
+    sas = "sv=2024-05-04&ss=b&sig=ZW52LWV4dHJhLXNhcw"
+    conn_id = wasb_connection(
+        monkeypatch, login="lakeacct", password=ACCOUNT_KEY, extra={"env": {"AZURE_STORAGE_SAS_KEY": sas}}
+    )
+
+    assert connection_storage_options(conn_id)["AZURE_STORAGE_SAS_KEY"] == sas
+    assert sas not in str(redact(f"AZURE_STORAGE_SAS_KEY={sas}"))
 
 
 @pytest.mark.slow
@@ -60,7 +171,7 @@ def test_the_spark_job_gets_the_key_for_abfs_never_on_its_command_line_or_in_the
     spec = upsert_from_extract(target, tmp_path / "extract.parquet", [(2, 5, "eu")])
     for name in server.environment():
         monkeypatch.delenv(name)
-    conn_id = wasb_connection(monkeypatch, {"connection_string": server.connection_string()})
+    conn_id = wasb_connection(monkeypatch, extra={"connection_string": server.connection_string()})
     events = tmp_path / "events"
     events.mkdir()
     hook = DeltaMergeHook(local_spark_connection, storage_conn_id=conn_id, conf=event_log_conf(events))
