@@ -50,9 +50,9 @@ def source_file(tmp_path: Path, name: str, data: pa.Table) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("lake_root", ["disk", "s3"], indirect=True)
+@pytest.mark.parametrize("lake_root", ["disk", "s3", "azure"], indirect=True)
 def test_racing_insert_only_merges_of_the_same_new_key_leave_one_row(tmp_path, lake_root):
-    # On S3 the two processes' commits race as conditional puts of one commit file: the server decides.
+    # On a store the two processes' commits race as conditional puts of one commit file: the server decides.
     target = make_table(f"{lake_root}/t")
     new_key = pa.table({"id": pa.array([42], pa.int64()), "qty": pa.array([1], pa.int32()), "region": ["eu"]})
     spec = MergeSpec(
@@ -104,7 +104,7 @@ def test_racing_inserts_into_an_identity_column_get_unique_values(tmp_path):
     assert high_water_mark(target) == 6
 
 
-@pytest.mark.parametrize("lake_root", ["disk", "s3"], indirect=True)
+@pytest.mark.parametrize("lake_root", ["disk", "s3", "azure"], indirect=True)
 def test_concurrent_update_is_never_lost(tmp_path, lake_root):
     # Given: a merge adding 1 to id 3's qty, and delta-rs adding 100 to it after the merge read the table
     target = make_table(f"{lake_root}/t")

@@ -44,7 +44,7 @@ def add_to_qty(tmp_path: Path, target: str) -> MergeSpec:
     )
 
 
-@pytest.mark.parametrize("lake_root", ["disk", "s3"], indirect=True)
+@pytest.mark.parametrize("lake_root", ["disk", "s3", "azure"], indirect=True)
 def test_retry_of_a_committed_run_returns_its_metrics_and_changes_nothing(request, tmp_path, lake_root):
     spark = session_for(request, lake_root)
     target = make_table(f"{lake_root}/t")
@@ -85,11 +85,11 @@ STAGES = ["after_snapshot", "after_write", "before_commit", "after_commit"]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lake_root", ["disk", "s3"], indirect=True)
+@pytest.mark.parametrize("lake_root", ["disk", "s3", "azure"], indirect=True)
 def test_a_merge_killed_at_any_stage_leaves_a_consistent_table(request, tmp_path, lake_root):
     spark = session_for(request, lake_root)
-    # On the S3 server the stages that leave something on the store (a process with the connector costs more).
-    stages = STAGES[1:] if lake_root.startswith("s3://") else STAGES
+    # On a store the stages that leave something there (a process with the connector costs more).
+    stages = STAGES[1:] if "://" in lake_root else STAGES
     targets = {stage: make_table(f"{lake_root}/{stage}") for stage in stages}
     before = {stage: table_state(t) for stage, t in targets.items()}
     results = CTX.Queue()
@@ -140,8 +140,9 @@ def test_vacuum_reclaims_what_a_job_killed_while_writing_leaves_in_staging(tmp_p
 
 
 def session_for(request: pytest.FixtureRequest, lake_root: str) -> SparkSession:
-    """The session's SparkSession, reaching the S3 server when the tables are there."""
-    return request.getfixturevalue("spark_on_s3" if lake_root.startswith("s3://") else "spark")
+    """The session's SparkSession, reaching the store where the tables are."""
+    store = {"s3": "spark_on_s3", "abfs": "spark_on_azure"}.get(lake_root.split("://", 1)[0], "spark")
+    return request.getfixturevalue(store)
 
 
 def _log_files(table: str) -> list[str]:
