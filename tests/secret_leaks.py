@@ -3,12 +3,14 @@ shows it to every user of the machine) and Spark's event log (what its UI shows)
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 T = TypeVar("T")
 
@@ -24,6 +26,37 @@ def event_log_conf(folder: Path) -> dict[str, str]:
 
 def event_log_text(folder: Path) -> str:
     return "".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
+
+
+@dataclass(frozen=True)
+class WatchedMerge:
+    """A merge job's result, every command line seen while it ran, and its event log."""
+
+    metrics: dict[str, Any]
+    command_lines: set[str]
+    event_log: str
+
+    def properties(self, section: str) -> dict[str, str]:
+        """A section ("Spark Properties", "Hadoop Properties") of the event log's environment."""
+        update = next(line for line in self.event_log.splitlines() if "EnvironmentUpdate" in line)
+        return dict(json.loads(update)[section])
+
+    def leaked(self, secret: str) -> list[str]:
+        """Where ``secret`` shows: a command line, the event log, the result."""
+        places = {
+            "a command line": any(secret in line for line in self.command_lines),
+            "the event log": secret in self.event_log,
+            "the result": secret in json.dumps(self.metrics),
+        }
+        return [place for place, shown in places.items() if shown]
+
+
+def watched_merge(hook: Any, spec: Any, events: Path) -> WatchedMerge:
+    """``hook.run_merge(spec)`` (a hook writing its event log into ``events``), watched; the watch is checked
+    to have seen the job's own command line."""
+    metrics, command_lines = run_watching_command_lines(lambda: hook.run_merge(spec))
+    assert any("deltamerge" in line and "--request-file" in line for line in command_lines)
+    return WatchedMerge(metrics, command_lines, event_log_text(events))
 
 
 def run_watching_command_lines(run: Callable[[], T]) -> tuple[T, set[str]]:

@@ -173,10 +173,12 @@ class DeltaMergeHook(BaseHook):
                 arguments += [ANSWER_FILE_ARG, str(answer_file)]
             shipped_credentials = credentials if not self._is_local_master() else {}
             stores = self._store_setup(spec, credentials, binary)
-            private_conf = {**stores.private_conf, **self.private_conf}
+            secret_conf = {**stores.private_conf, **self.private_conf}
+            private_conf = dict(secret_conf)
             if self._is_local_master():
                 # Spark's GCS connector reads a service account key from a file at the same path in every
-                # Spark process: a file in this private folder serves a local master only.
+                # Spark process: a file in this private folder serves a local master only. Its path and
+                # kind are no secret.
                 private_conf.update(gcs_keyfile_conf(credentials, Path(scratch)))
             if shipped_credentials or private_conf:
                 # Executors (and a cluster-mode driver) get them from a private properties file, which
@@ -202,7 +204,7 @@ class DeltaMergeHook(BaseHook):
                 kwargs["jars"] = ",".join(distinct_jars([*given, *stores.jars]))
             submit = JobSubmitHook(
                 conn_id=self.spark_conn_id,
-                conf={**stores.conf, **self._job_conf(credentials, private_conf)},
+                conf={**stores.conf, **self._job_conf(credentials, secret_conf)},
                 application_args=arguments,
                 **kwargs,
             )
@@ -371,7 +373,7 @@ class DeltaMergeHook(BaseHook):
                 "that reach your Maven mirror."
             ) from err
 
-    def _job_conf(self, credentials: Mapping[str, str], private_conf: Mapping[str, str]) -> dict[str, Any]:
+    def _job_conf(self, credentials: Mapping[str, str], secret_conf: Mapping[str, str]) -> dict[str, Any]:
         """The job's Spark conf; on a local master the job runs with this worker's Python and packages.
 
         The driver's JVM exits when the job's Python ends: Hadoop 3.5's ABFS leaves scheduled threads that
@@ -379,11 +381,11 @@ class DeltaMergeHook(BaseHook):
 
         Spark's UI and event log redact conf entries whose name matches ``spark.redaction.regex``; its
         default misses names such as ``AZURE_STORAGE_ACCOUNT_KEY`` or ``...transport.auth.apiKey``, so every
-        credential's name and every private conf key is added; a ``spark.hadoop.`` key without its prefix,
+        credential's name and every secret conf key is added; a ``spark.hadoop.`` key without its prefix,
         as the event log's Hadoop properties name it (the pattern is searched in a name, so it serves both).
         """
         conf = dict(self.conf)
-        secret_names = sorted({*credentials, *(name.removeprefix(HADOOP_PREFIX) for name in private_conf)})
+        secret_names = sorted({*credentials, *(name.removeprefix(HADOOP_PREFIX) for name in secret_conf)})
         if secret_names:
             names = "|".join(re.escape(name) for name in secret_names)
             conf[REDACTION_CONF] = f"(?:{conf.get(REDACTION_CONF) or SPARK_REDACTION_DEFAULT})|{names}"

@@ -18,7 +18,7 @@ from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
 from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
 from tests.conftest import make_table, upsert_from_extract
 from tests.job.conftest import local_spark_connection
-from tests.secret_leaks import event_log_conf, event_log_text, run_watching_command_lines
+from tests.secret_leaks import event_log_conf, watched_merge
 
 ACCOUNT_KEY = "c2VjcmV0LWFjY291bnQta2V5"  # base64, as Azure's keys are
 ABFS_KEY = "spark.hadoop.fs.azure.account.key.devstoreaccount1.dfs.core.windows.net"
@@ -51,31 +51,29 @@ def test_an_account_key_connection(monkeypatch):
     }
 
 
-def test_an_emulators_connection_string_gives_its_endpoint_too(monkeypatch):
-    connection_string = (
-        f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={ACCOUNT_KEY};"
-        "BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;"
-    )
-    conn_id = wasb_connection(monkeypatch, extra={"connection_string": connection_string})
-
-    assert connection_storage_options(conn_id) == {
-        "AZURE_STORAGE_ACCOUNT_NAME": "devstoreaccount1",
-        "AZURE_STORAGE_ACCOUNT_KEY": ACCOUNT_KEY,
-        "AZURE_STORAGE_ENDPOINT": "http://127.0.0.1:10000/devstoreaccount1",
-        "AZURE_ALLOW_HTTP": "true",
-    }
-
-
-def test_a_connection_string_gives_its_account_and_key(monkeypatch):
-    connection_string = (
-        f"DefaultEndpointsProtocol=https;AccountName=fromstring;AccountKey={ACCOUNT_KEY};"
-        "EndpointSuffix=core.windows.net"
-    )
+@pytest.mark.parametrize(
+    ("endpoints", "endpoint_variables"),
+    [
+        ("DefaultEndpointsProtocol=https;EndpointSuffix=core.windows.net", {}),
+        (
+            # An emulator's (Azurite's): its endpoint, over plain HTTP.
+            "DefaultEndpointsProtocol=http;BlobEndpoint=http://127.0.0.1:10000/fromstring;",
+            {
+                "AZURE_STORAGE_ENDPOINT": "http://127.0.0.1:10000/fromstring",
+                "AZURE_ALLOW_HTTP": "true",
+            },
+        ),
+    ],
+    ids=["azure", "emulator"],
+)
+def test_a_connection_string_gives_its_account_and_key(monkeypatch, endpoints, endpoint_variables):
+    connection_string = f"AccountName=fromstring;AccountKey={ACCOUNT_KEY};{endpoints}"
     conn_id = wasb_connection(monkeypatch, extra={"connection_string": connection_string})
 
     assert connection_storage_options(conn_id) == {
         "AZURE_STORAGE_ACCOUNT_NAME": "fromstring",
         "AZURE_STORAGE_ACCOUNT_KEY": ACCOUNT_KEY,
+        **endpoint_variables,
     }
 
 
@@ -176,16 +174,11 @@ def test_the_spark_job_gets_the_key_for_abfs_never_on_its_command_line_or_in_the
     events.mkdir()
     hook = DeltaMergeHook(local_spark_connection, storage_conn_id=conn_id, conf=event_log_conf(events))
     with caplog.at_level("DEBUG"):
-        metrics, command_lines = run_watching_command_lines(lambda: hook.run_merge(spec))
+        merge = watched_merge(hook, spec, events)
 
-    assert metrics[m.NUM_TARGET_ROWS_UPDATED] == 1
-    assert any("deltamerge" in line and "--request-file" in line for line in command_lines)
-    event_log = event_log_text(events)
-    properties = json.loads(next(line for line in event_log.splitlines() if "EnvironmentUpdate" in line))
-    assert dict(properties["Spark Properties"])[ABFS_KEY] == "*********(redacted)"
+    assert merge.metrics[m.NUM_TARGET_ROWS_UPDATED] == 1
+    assert merge.properties("Spark Properties")[ABFS_KEY] == "*********(redacted)"
     hadoop_key = ABFS_KEY.removeprefix("spark.hadoop.")
-    assert dict(properties["Hadoop Properties"])[hadoop_key] == "*********(redacted)"
-    assert not any(server.key in line for line in command_lines)
-    assert server.key not in event_log
+    assert merge.properties("Hadoop Properties")[hadoop_key] == "*********(redacted)"
+    assert merge.leaked(server.key) == []
     assert server.key not in caplog.text
-    assert server.key not in json.dumps(metrics)

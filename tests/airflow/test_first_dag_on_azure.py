@@ -5,17 +5,14 @@ connector by itself and hands ABFS the key in its private properties file)."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
 
 from bench.first_dag import readme_first_dag_blocks
-from tests.e2e.conftest import ROOT, xcom_value
+from tests.airflow.first_dag_pages import run_as_printed
+from tests.e2e.conftest import xcom_value
 
 pytestmark = pytest.mark.slow
 
@@ -44,34 +41,18 @@ def test_first_dag_on_azure_runs_as_printed(airflow_env, azure_server_of_session
             .replace("my-lake", container)
         )
 
-    dags = tmp_path / "dags"
-    dags.mkdir()
-    (dags / "my_first_azure_merge.py").write_text(ours(dag))
-    home = tmp_path / "airflow"
-    home.mkdir()
-    shutil.copy(Path(airflow_env["AIRFLOW_HOME"]) / "airflow.db", home / "airflow.db")
-    hidden = ("AIRFLOW_CONN_SPARK_DEFAULT", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")
-    env = {k: v for k, v in airflow_env.items() if k not in hidden and not k.startswith("AZURE_")}
-    env.update(AIRFLOW_HOME=str(home), AIRFLOW__CORE__DAGS_FOLDER=str(dags))
-    assert "airflow dags test my_first_azure_merge 2024-01-02" in commands
-
     # When: the shell runs the page's blocks in order, from the repository (where .venv/ is)
-    script = "\n".join(
-        [
-            "set -euo pipefail",
-            ours(exports),
-            f"{sys.executable} - <<'SETUP'\n{ours(setup)}SETUP",
-            ours(commands),
-        ]
-    )
-    result = subprocess.run(
-        ["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+    output, home = run_as_printed(
+        [exports, setup, dag, commands],
+        ours,
+        dag_id="my_first_azure_merge",
+        airflow_env=airflow_env,
+        tmp_path=tmp_path,
+        hidden_prefix="AZURE_",
     )
 
     # Then: the merge ran on this machine's Spark into the table in the container, the key in no line of
     # the output
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-6000:]
     uri = f"abfs://{container}@{server.account}.dfs.core.windows.net/orders"
     table = DeltaTable(uri, storage_options=server.environment())
     assert table.version() == 1

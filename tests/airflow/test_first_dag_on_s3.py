@@ -4,16 +4,12 @@ with no Spark connection (a local master, which fetches the S3 connector by itse
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from deltalake import DeltaTable
 
 from bench.first_dag import readme_first_dag_blocks
-from tests.e2e.conftest import ROOT, xcom_value
+from tests.airflow.first_dag_pages import run_as_printed
+from tests.e2e.conftest import xcom_value
 
 pytestmark = pytest.mark.slow
 
@@ -38,33 +34,17 @@ def test_readme_first_dag_on_s3_runs_as_printed(airflow_env, s3_server_of_sessio
             .replace("my-lake", bucket)
         )
 
-    dags = tmp_path / "dags"
-    dags.mkdir()
-    (dags / "my_first_s3_merge.py").write_text(ours(dag))
-    home = tmp_path / "airflow"
-    home.mkdir()
-    shutil.copy(Path(airflow_env["AIRFLOW_HOME"]) / "airflow.db", home / "airflow.db")
-    hidden = ("AIRFLOW_CONN_SPARK_DEFAULT", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")
-    env = {k: v for k, v in airflow_env.items() if k not in hidden and not k.startswith("AWS_")}
-    env.update(AIRFLOW_HOME=str(home), AIRFLOW__CORE__DAGS_FOLDER=str(dags))
-    assert "airflow dags test my_first_s3_merge 2024-01-02" in commands
-
     # When: the shell runs the README's blocks in order, from the repository (where .venv/ is)
-    script = "\n".join(
-        [
-            "set -euo pipefail",
-            ours(exports),
-            f"{sys.executable} - <<'SETUP'\n{ours(setup)}SETUP",
-            ours(commands),
-        ]
-    )
-    result = subprocess.run(
-        ["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+    output, home = run_as_printed(
+        [exports, setup, dag, commands],
+        ours,
+        dag_id="my_first_s3_merge",
+        airflow_env=airflow_env,
+        tmp_path=tmp_path,
+        hidden_prefix="AWS_",
     )
 
     # Then: the merge ran on this machine's Spark into the table on S3, the secret in no line of the output
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-6000:]
     table = DeltaTable(f"s3://{bucket}/orders", storage_options=server.environment())
     assert table.version() == 1
     rows = {r["order_id"]: r["amount"] for r in table.to_pyarrow_table().to_pylist()}

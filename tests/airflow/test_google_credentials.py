@@ -22,7 +22,7 @@ from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
 from airflow_provider_deltamerge.hooks.storage_credentials import connection_storage_options
 from tests.conftest import make_table, upsert_from_extract
 from tests.job.conftest import local_spark_connection
-from tests.secret_leaks import event_log_conf, event_log_text, run_watching_command_lines
+from tests.secret_leaks import event_log_conf, watched_merge
 
 __all__ = ["local_spark_connection"]
 
@@ -184,19 +184,14 @@ def test_the_spark_job_gets_the_key_as_a_keyfile_never_on_its_command_line_or_in
         conf=event_log_conf(events),
     )
     with caplog.at_level("DEBUG"):
-        metrics, command_lines = run_watching_command_lines(lambda: hook.run_merge(spec))
+        merge = watched_merge(hook, spec, events)
 
-    assert metrics[m.NUM_TARGET_ROWS_UPDATED] == 1
-    assert any("deltamerge" in line and "--request-file" in line for line in command_lines)
-    event_log = event_log_text(events)
-    properties = json.loads(next(line for line in event_log.splitlines() if "EnvironmentUpdate" in line))
-    spark_properties = dict(properties["Spark Properties"])
+    assert merge.metrics[m.NUM_TARGET_ROWS_UPDATED] == 1
+    spark_properties = merge.properties("Spark Properties")
     assert spark_properties[GCS_AUTH_TYPE] == "SERVICE_ACCOUNT_JSON_KEYFILE"
     # The keyfile was the submission's private file, removed with its folder once the job ended.
     keyfile = Path(spark_properties[GCS_KEYFILE])
     assert keyfile.name == "deltamerge-gcs-key.json" and not keyfile.exists()
     for secret in (pem_body(key), key["private_key_id"]):
-        assert not any(secret in line for line in command_lines)
-        assert secret not in event_log
+        assert merge.leaked(secret) == []
         assert secret not in caplog.text
-        assert secret not in json.dumps(metrics)

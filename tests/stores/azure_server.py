@@ -8,7 +8,6 @@ emulator's one well-known account and key, which Microsoft publishes for it.
 
 from __future__ import annotations
 
-import fcntl
 import socket
 import subprocess
 import time
@@ -18,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.stores.http_proxy import proxy_process
-from tests.stores.s3_server import CACHE, free_port
+from tests.stores.server_process import CACHE, free_port, installed_once, server_process
 
 AZURITE = "azurite@3.35.0"
 ACCOUNT = "devstoreaccount1"
@@ -65,23 +64,10 @@ class AzureServer:
 
 
 def azurite_blob() -> Path:
-    """Azurite's Blob service command, installed by npm into the cache on first use (one install at a time
-    per machine)."""
+    """Azurite's Blob service command, installed by npm into the cache on first use."""
     folder = CACHE / AZURITE.replace("@", "-")
-    command = folder / "node_modules" / ".bin" / "azurite-blob"
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not command.is_file():
-            done = subprocess.run(
-                ["npm", "install", "--prefix", str(folder), "--no-audit", "--no-fund", AZURITE],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if done.returncode != 0 or not command.is_file():
-                raise RuntimeError(f"npm could not install {AZURITE}:\n{(done.stdout + done.stderr)[-3000:]}")
-    return command
+    install = ["npm", "install", "--prefix", str(folder), "--no-audit", "--no-fund", AZURITE]
+    return installed_once(folder / "node_modules" / ".bin" / "azurite-blob", install, AZURITE)
 
 
 @contextmanager
@@ -90,29 +76,16 @@ def azure_server(folder: Path) -> Iterator[AzureServer]:
     proxy, until the block ends."""
     port = free_port()
     log = folder / "azurite.log"
-    with log.open("wb") as out:
-        server = subprocess.Popen(
-            [
-                str(azurite_blob()),
-                *("--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", str(folder / "data")),
-                # Without --disableTelemetry Azurite reports to an outside host as it starts.
-                *("--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry"),
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
+    command = [
+        str(azurite_blob()),
+        *("--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", str(folder / "data")),
+        # Without --disableTelemetry Azurite reports to an outside host as it starts.
+        *("--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry"),
+    ]
+    with server_process(command, log) as server:
         _wait_until_up(port, server, log)
         with proxy_process("tests.stores.azurite_listing", f"http://127.0.0.1:{port}") as url:
             yield AzureServer(url)
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
 
 
 def _wait_until_up(port: int, server: subprocess.Popen[bytes], log: Path) -> None:

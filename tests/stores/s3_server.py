@@ -11,10 +11,8 @@ request must be signed (AWS Signature V2 or V4) with the server's one key pair.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
-import socket
 import subprocess
 import time
 import urllib.error
@@ -24,9 +22,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.stores.server_process import CACHE, free_port, installed_once, server_process
+
 S3PROXY = "org.gaul:s3proxy:4.1.0:jar:jar-with-dependencies"
 JAR_NAME = "s3proxy-4.1.0-jar-with-dependencies.jar"
-CACHE = Path.home() / ".cache" / "airflow-provider-deltamerge" / "test-servers"
 KEY_PAIR = ("deltamerge-tests", "deltamerge-tests-secret")
 REGION = "us-east-1"
 START_TIMEOUT_S = 60
@@ -80,29 +79,9 @@ class S3Server:
 
 
 def s3proxy_jar() -> Path:
-    """s3proxy's jar, fetched by Maven into the cache on first use (one fetch at a time per machine)."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    jar = CACHE / JAR_NAME
-    with open(CACHE / ".s3proxy.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not jar.is_file():
-            done = subprocess.run(
-                [
-                    "mvn",
-                    "-B",
-                    "-q",
-                    "dependency:copy",
-                    f"-Dartifact={S3PROXY}",
-                    f"-DoutputDirectory={CACHE}",
-                    f"-Dmaven.repo.local={CACHE / 'm2'}",
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if done.returncode != 0 or not jar.is_file():
-                raise RuntimeError(f"Maven could not fetch {S3PROXY}:\n{(done.stdout + done.stderr)[-3000:]}")
-    return jar
+    """s3proxy's jar, fetched by Maven into the cache on first use."""
+    fetch = ["mvn", "-B", "-q", "dependency:copy", f"-Dartifact={S3PROXY}", f"-DoutputDirectory={CACHE}"]
+    return installed_once(CACHE / JAR_NAME, [*fetch, f"-Dmaven.repo.local={CACHE / 'm2'}"], S3PROXY)
 
 
 @contextmanager
@@ -123,25 +102,12 @@ def s3_server(folder: Path, *, log_requests: bool = False) -> Iterator[S3Server]
         f"jclouds.filesystem.basedir={data}\n"
     )
     log = folder / "s3proxy.log"
-    with log.open("wb") as out:
-        server = subprocess.Popen(
-            [*SERVER_JVM, "-jar", str(s3proxy_jar()), "--properties", str(settings)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            # s3proxy's logback reads its level from the environment; at debug it logs each request's line.
-            env={**os.environ, "LOG_LEVEL": "debug" if log_requests else "info"},
-        )
-    try:
+    command = [*SERVER_JVM, "-jar", str(s3proxy_jar()), "--properties", str(settings)]
+    # s3proxy's logback reads its level from the environment; at debug it logs each request's line.
+    env = {**os.environ, "LOG_LEVEL": "debug" if log_requests else "info"}
+    with server_process(command, log, env=env) as server:
         _wait_until_up(url, server, log)
         yield S3Server(url, data, log=log if log_requests else None)
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
 
 
 def _wait_until_up(url: str, server: subprocess.Popen[bytes], log: Path) -> None:
@@ -161,9 +127,3 @@ def _wait_until_up(url: str, server: subprocess.Popen[bytes], log: Path) -> None
     raise TimeoutError(
         f"s3proxy did not answer at {url} within {START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}"
     )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
