@@ -9,7 +9,9 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from tests.e2e.conftest import ROOT
+from deltalake import DeltaTable
+
+from tests.e2e.conftest import ROOT, xcom_value
 
 
 def run_as_printed(
@@ -49,3 +51,17 @@ def run_as_printed(
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:]
     return output, home
+
+
+def assert_first_merge(
+    uri: str, storage_options: Mapping[str, str], *, home: Path, dag_id: str, output: str
+) -> None:
+    """The first DAG's merge landed in the table at ``uri``: version 1, its rows, its metrics in XCom, the
+    headline in the output."""
+    table = DeltaTable(uri, storage_options=dict(storage_options))
+    assert table.version() == 1
+    rows = {r["order_id"]: r["amount"] for r in table.to_pyarrow_table().to_pylist()}
+    assert rows == {1: 10.0, 2: 20.0, 3: 35.0, 4: 40.0}
+    metrics = xcom_value({"AIRFLOW_HOME": str(home)}, dag_id, "merge_orders")
+    assert (metrics["numTargetRowsInserted"], metrics["numTargetRowsUpdated"]) == (1, 1)
+    assert f"Merge into {uri}: 1 inserted, 1 updated" in output

@@ -8,11 +8,9 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from deltalake import DeltaTable
 
 from bench.first_dag import readme_first_dag_blocks
-from tests.airflow.first_dag_pages import run_as_printed
-from tests.e2e.conftest import xcom_value
+from tests.airflow.first_dag_pages import assert_first_merge, run_as_printed
 
 pytestmark = pytest.mark.slow
 
@@ -54,11 +52,5 @@ def test_first_dag_on_azure_runs_as_printed(airflow_env, azure_server_of_session
     # Then: the merge ran on this machine's Spark into the table in the container, the key in no line of
     # the output
     uri = f"abfs://{container}@{server.account}.dfs.core.windows.net/orders"
-    table = DeltaTable(uri, storage_options=server.environment())
-    assert table.version() == 1
-    rows = {r["order_id"]: r["amount"] for r in table.to_pyarrow_table().to_pylist()}
-    assert rows == {1: 10.0, 2: 20.0, 3: 35.0, 4: 40.0}
-    metrics = xcom_value({"AIRFLOW_HOME": str(home)}, "my_first_azure_merge", "merge_orders")
-    assert (metrics["numTargetRowsInserted"], metrics["numTargetRowsUpdated"]) == (1, 1)
-    assert f"Merge into {uri}: 1 inserted, 1 updated" in output
+    assert_first_merge(uri, server.environment(), home=home, dag_id="my_first_azure_merge", output=output)
     assert server.key not in output

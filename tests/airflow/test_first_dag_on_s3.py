@@ -5,11 +5,9 @@ with no Spark connection (a local master, which fetches the S3 connector by itse
 from __future__ import annotations
 
 import pytest
-from deltalake import DeltaTable
 
 from bench.first_dag import readme_first_dag_blocks
-from tests.airflow.first_dag_pages import run_as_printed
-from tests.e2e.conftest import xcom_value
+from tests.airflow.first_dag_pages import assert_first_merge, run_as_printed
 
 pytestmark = pytest.mark.slow
 
@@ -45,11 +43,7 @@ def test_readme_first_dag_on_s3_runs_as_printed(airflow_env, s3_server_of_sessio
     )
 
     # Then: the merge ran on this machine's Spark into the table on S3, the secret in no line of the output
-    table = DeltaTable(f"s3://{bucket}/orders", storage_options=server.environment())
-    assert table.version() == 1
-    rows = {r["order_id"]: r["amount"] for r in table.to_pyarrow_table().to_pylist()}
-    assert rows == {1: 10.0, 2: 20.0, 3: 35.0, 4: 40.0}
-    metrics = xcom_value({"AIRFLOW_HOME": str(home)}, "my_first_s3_merge", "merge_orders")
-    assert (metrics["numTargetRowsInserted"], metrics["numTargetRowsUpdated"]) == (1, 1)
-    assert f"Merge into s3://{bucket}/orders: 1 inserted, 1 updated" in output
+    assert_first_merge(
+        f"s3://{bucket}/orders", server.environment(), home=home, dag_id="my_first_s3_merge", output=output
+    )
     assert secret not in output
