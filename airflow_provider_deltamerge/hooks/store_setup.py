@@ -40,6 +40,9 @@ AZURE_EMULATOR_DEFAULTS = {
     f"{ABFS_PREFIX}account.hns.enabled": "false",
     f"{ABFS_PREFIX}fns.account.service.type": "BLOB",
     f"{ABFS_PREFIX}ingress.service.type": "BLOB",
+    # ABFS reports its client metrics to the account as the JVM ends, retrying for minutes where no one
+    # answers (an emulator already stopped): an emulator has no use for them.
+    f"{ABFS_PREFIX}metrics.collection.enabled": "false",
     # Azurite lists a folder's subfolders before its files, where Azure interleaves them by name; the first
     # file committer's job commit then walks a renamed folder twice. The second one commits task by task.
     f"{HADOOP_PREFIX}mapreduce.fileoutputcommitter.algorithm.version": "2",
