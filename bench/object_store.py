@@ -1,14 +1,15 @@
 """``python -m bench store``: what a small merge costs on an object store, in requests (counted on the server,
 by kind) and time, against ``deltalake``'s own merge of the same source into the same store.
 
-The S3-compatible server is the tests' (s3proxy on 127.0.0.1, ``tests/stores/s3_server.py``), logging every
-request it serves. The merge is bench/overhead.py's 60-row upsert into a 1,000-row table, run by the engine in
-a local SparkSession set up as a merge job's is for S3 (the connector, the endpoint's S3A settings,
-``s3://`` through S3A), and by ``deltalake``'s ``DeltaTable.merge``. Each contender merges its own copy of
-the table at several ages (versions in the log, ``delta.checkpointInterval`` 10): reading the log costs the
-last checkpoint and the commits after it, so a merge's requests must not grow with the table's age. The run
-fails (exit 1, named in the report) when the engine's requests per merge grow by more than a few from the
-youngest table to the oldest, or a merge's counts are wrong.
+The stores are the tests' (``--store s3``: s3proxy on 127.0.0.1, ``tests/stores/s3_server.py``, logging every
+request it serves; ``--store azure``: Azurite behind its listing proxy, which logs them,
+``tests/stores/azure_server.py``). The merge is bench/overhead.py's 60-row upsert into a 1,000-row table, run
+by the engine in a local SparkSession set up as a merge job's is for the store (the connector, the
+endpoint's settings, the key; ``s3://`` through S3A), and by ``deltalake``'s ``DeltaTable.merge``. Each
+contender merges its own copy of the table at several ages (versions in the log, ``delta.checkpointInterval``
+10): reading the log costs the last checkpoint and the commits after it, so a merge's requests must not grow
+with the table's age. The run fails (exit 1, named in the report) when the engine's requests per merge grow
+by more than a few from the youngest table to the oldest, or a merge's counts are wrong.
 """
 
 from __future__ import annotations
@@ -19,27 +20,41 @@ import os
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
+from deltalake.fs import DeltaStorageHandler
 from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge import __version__
 from airflow_provider_deltamerge.engine import run_merge
-from airflow_provider_deltamerge.hooks.store_setup import local_connector_jars, s3a_endpoint_conf
+from airflow_provider_deltamerge.hooks.store_setup import (
+    abfs_credential_conf,
+    abfs_endpoint_conf,
+    local_connector_jars,
+    s3a_endpoint_conf,
+)
 from airflow_provider_deltamerge.job.filesystems import prepare_filesystems
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update_all
-from airflow_provider_deltamerge.storage_connectors import S3_CONNECTOR
+from airflow_provider_deltamerge.storage_connectors import AZURE_CONNECTOR, S3_CONNECTOR
 from bench.cli import SESSION_CONF
 from bench.overhead import SOURCE_IDS, TARGET_ROWS, orders
 from bench.result_files import write_result
-from tests.stores.s3_server import S3Server, s3_server
+from tests.stores.azure_server import azure_server
+from tests.stores.s3_server import s3_server
 
 CONTENDERS = ("engine", "deltalake")
+STORES = {
+    "s3": "s3proxy 4.1.0 on 127.0.0.1 (filesystem backend)",
+    "azure": "Azurite 3.35.0 on 127.0.0.1 (its Blob service, behind the tests' listing proxy)",
+}
 KINDS = ("LIST", "GET", "HEAD", "PUT", "DELETE")
 # Versions in the table's log before the measured merges: new, then 25 and 105, whose logs are a checkpoint
 # and a tail of 4 commits alike.
@@ -69,6 +84,7 @@ class StoreResult:
     engine_version: str
     repetitions: int
     load_average: float
+    store: str = "s3"
     merges: list[StoreMerge] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
 
@@ -78,25 +94,29 @@ def request_kind(method: str, url: str) -> str:
     the Delta log's files (or a listing of them), ``data`` for everything else."""
     parts = urlsplit(url)
     kind = {"POST": "DELETE"}.get(method, method)  # a POST to a bucket is S3's DeleteObjects
-    if method == "GET" and "list-type=" in parts.query:
+    if method == "GET" and ("list-type=" in parts.query or "comp=list" in parts.query):  # S3's, Azure's
         kind = "LIST"
     place = "log" if "_delta_log" in parts.path or "_delta_log" in parts.query else "data"
     return f"{kind} {place}"
 
 
 def measure_store(
-    repetitions: int, work: Path, progress: Callable[[str], None], ages: Sequence[int] = AGES
+    repetitions: int,
+    work: Path,
+    progress: Callable[[str], None],
+    ages: Sequence[int] = AGES,
+    store: str = "s3",
 ) -> StoreResult:
     """Merge the upsert ``repetitions`` times per contender and age, alternating contenders."""
     work.mkdir(parents=True, exist_ok=True)
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    result = StoreResult(started, __version__, repetitions, os.getloadavg()[0])
-    with s3_server(work / f"s3-{started.replace(':', '')}", log_requests=True) as server:
+    result = StoreResult(started, __version__, repetitions, os.getloadavg()[0], store)
+    with _server(store, work / f"{store}-{started.replace(':', '')}") as (server, lake):
         os.environ.update(server.environment())
-        spark = _session(server)
+        spark = _session(server, store)
         try:
-            lake = server.create_bucket("bench")
-            pq.write_table(orders(SOURCE_IDS, 2.0), f"{lake}/source.parquet")
+            staging = pafs.PyFileSystem(DeltaStorageHandler(lake))
+            pq.write_table(orders(SOURCE_IDS, 2.0), "source.parquet", filesystem=staging)
             for age in ages:
                 tables = {c: _aged_table(f"{lake}/{c}-{age}", age) for c in CONTENDERS}
                 for repetition in range(repetitions):
@@ -119,21 +139,43 @@ def measure_store(
     return result
 
 
-def _session(server: S3Server) -> SparkSession:
-    """A local session as a merge job's on ``local[*]`` is for S3, the keys in its Hadoop configuration (its
-    JVM reads no environment set after it started)."""
+@contextmanager
+def _server(store: str, folder: Path) -> Iterator[tuple[Any, str]]:
+    """The store's server, logging its requests, and the URI of a new bucket or container on it."""
+    if store == "s3":
+        with s3_server(folder, log_requests=True) as s3:
+            yield s3, s3.create_bucket("bench")
+    else:
+        folder.mkdir(parents=True)
+        with azure_server(folder, log_requests=True) as azure:
+            yield azure, azure.create_container("bench")
+
+
+def _session(server: Any, store: str) -> SparkSession:
+    """A local session as a merge job's on ``local[*]`` is for the store, the keys in its Hadoop
+    configuration (its JVM reads no environment set after it started)."""
+    environment = server.environment()
+    if store == "s3":
+        connector = S3_CONNECTOR
+        conf = {
+            **s3a_endpoint_conf(environment),
+            "spark.hadoop.fs.s3a.access.key": server.key_pair[0],
+            "spark.hadoop.fs.s3a.secret.key": server.key_pair[1],
+        }
+    else:
+        connector = AZURE_CONNECTOR
+        account = f"abfs://bench@{server.account}.dfs.core.windows.net"
+        conf = {**abfs_endpoint_conf(environment), **abfs_credential_conf([account], environment)}
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("deltamerge-bench-store")
         .config(map={**SESSION_CONF, "spark.driver.memory": "4g"})
-        .config("spark.jars", ",".join(local_connector_jars(S3_CONNECTOR, announce=print)))
-        .config(map=s3a_endpoint_conf(server.environment()))
-        .config("spark.hadoop.fs.s3a.access.key", server.key_pair[0])
-        .config("spark.hadoop.fs.s3a.secret.key", server.key_pair[1])
+        .config("spark.jars", ",".join(local_connector_jars(connector, announce=print)))
+        .config(map=conf)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    prepare_filesystems(spark, ["s3://bench"])
+    prepare_filesystems(spark, ["s3://bench"] if store == "s3" else [])
     return spark
 
 
@@ -154,7 +196,7 @@ def _aged_table(location: str, age: int) -> str:
 
 
 def _merge(
-    spark: SparkSession, server: S3Server, contender: str, table: str, source: str
+    spark: SparkSession, server: Any, contender: str, table: str, source: str
 ) -> tuple[dict[str, int], float, int, int]:
     """Merge the upsert into ``table`` once: the requests the server served meanwhile by kind and place, the
     seconds, the rows inserted and updated."""
@@ -212,13 +254,13 @@ def store_markdown(result: StoreResult) -> str:
     lines = [
         f"# Object store: a small merge's requests and time ({result.started})",
         "",
-        f"Engine {result.engine_version}; s3proxy 4.1.0 on 127.0.0.1 (filesystem backend); the 60-row upsert "
+        f"Engine {result.engine_version}; {STORES[result.store]}; the 60-row upsert "
         f"into a {TARGET_ROWS:,}-row table; {result.repetitions} merges per contender and age, alternating; "
         f"`delta.checkpointInterval` {CHECKPOINT_INTERVAL}; load average at the start "
         f"{result.load_average:.2f}.",
         "Requests are counted on the server, by kind and place (`log`: the Delta log's files and listings; "
         "`data`: the rest, S3's DeleteObjects too, whose keys are in its body; PUT counts copies too, as "
-        "S3A's renames are copies). Medians per merge.",
+        "S3A's renames are copies, and each of Azure's block and block-list puts). Medians per merge.",
         "",
         "| age (versions) | contender | "
         + " | ".join(f"{k} log | {k} data" for k in KINDS)
@@ -249,10 +291,12 @@ def store_main(argv: Sequence[str], *, work: Path, results_dir: Path) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench store", description=__doc__)
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--ages", default=",".join(map(str, AGES)), help="comma-separated versions")
+    parser.add_argument("--store", choices=sorted(STORES), default="s3")
     args = parser.parse_args(argv)
     ages = [int(a) for a in args.ages.split(",") if a]
-    result = measure_store(args.repetitions, work, lambda line: print(line, flush=True), ages)
-    report = write_result("store", result, store_markdown(result), results_dir)
+    result = measure_store(args.repetitions, work, lambda line: print(line, flush=True), ages, args.store)
+    name = "store" if args.store == "s3" else f"store-{args.store}"
+    report = write_result(name, result, store_markdown(result), results_dir)
     print(f"Report: {report}")
     for failure in result.failures:
         print(f"FAILED: {failure}")

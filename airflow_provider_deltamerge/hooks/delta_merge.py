@@ -58,8 +58,6 @@ JOB_MODULE = "airflow_provider_deltamerge.job.main"
 # Spark's own default for spark.redaction.regex, extended below by the names of the credentials we pass.
 SPARK_REDACTION_DEFAULT = "(?i)secret|password|token|access[.]?key"
 REDACTION_CONF = "spark.redaction.regex"
-# spark-submit ends its JVM once the application's main has returned (Spark 3.5+).
-EXIT_ON_MAIN_EXIT_CONF = "spark.submit.callSystemExitOnMainExit"
 
 
 class DeltaMergeHook(BaseHook):
@@ -376,8 +374,6 @@ class DeltaMergeHook(BaseHook):
     def _job_conf(self, credentials: Mapping[str, str], secret_conf: Mapping[str, str]) -> dict[str, Any]:
         """The job's Spark conf; on a local master the job runs with this worker's Python and packages.
 
-        The driver's JVM exits when the job's Python ends: Hadoop 3.5's ABFS leaves scheduled threads that
-        are not daemons, which would keep it (and the task waiting on spark-submit) alive for good.
 
         Spark's UI and event log redact conf entries whose name matches ``spark.redaction.regex``; its
         default misses names such as ``AZURE_STORAGE_ACCOUNT_KEY`` or ``...transport.auth.apiKey``, so every
@@ -389,7 +385,6 @@ class DeltaMergeHook(BaseHook):
         if secret_names:
             names = "|".join(re.escape(name) for name in secret_names)
             conf[REDACTION_CONF] = f"(?:{conf.get(REDACTION_CONF) or SPARK_REDACTION_DEFAULT})|{names}"
-        conf.setdefault(EXIT_ON_MAIN_EXIT_CONF, "true")
         if self._is_local_master():
             conf.setdefault("spark.pyspark.python", sys.executable)
             conf.setdefault("spark.pyspark.driver.python", sys.executable)

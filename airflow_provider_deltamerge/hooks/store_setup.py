@@ -47,6 +47,9 @@ AZURE_EMULATOR_DEFAULTS = {
     # file committer's job commit then walks a renamed folder twice. The second one commits task by task.
     f"{HADOOP_PREFIX}mapreduce.fileoutputcommitter.algorithm.version": "2",
 }
+# spark-submit ends the driver's JVM once the job has returned, with its exit status: Hadoop 3.5's ABFS leaves
+# scheduled threads that are not daemons, which would keep it (and the task waiting on it) alive for good.
+ABFS_JOB_CONF = {"spark.submit.callSystemExitOnMainExit": "true"}
 # Plain HTTP: ABFS's default Apache client insists on a TLS socket factory, the JDK's does not.
 AZURE_PLAIN_HTTP = {
     f"{ABFS_PREFIX}always.use.https": "false",
@@ -92,7 +95,7 @@ def store_setup(
     conf = s3a_endpoint_conf(environment) if S3_CONNECTOR in connectors else {}
     private: dict[str, str] = {}
     if AZURE_CONNECTOR in connectors:
-        conf.update(abfs_endpoint_conf(environment))
+        conf.update({**ABFS_JOB_CONF, **abfs_endpoint_conf(environment)})
         private = abfs_credential_conf(paths, environment)
     return StoreSetup(
         tuple(jars),

@@ -6,8 +6,9 @@ hook's logger and gives each line its own level: the job's lines (``deltamerge L
 Spark's log4j lines (``yy/MM/dd HH:mm:ss LEVEL Logger: message``) WARNING or ERROR for WARN and ERROR
 and DEBUG below; Spark's start-up (everything before the job says ``Spark started``, warnings included:
 they are about the machine, such as a loopback host name) DEBUG unless an error; and a line that is no
-record (a stack frame, a traceback) the level of the record it continues. The hook's own messages are
-untouched.
+record (a stack frame, a traceback) the level of the record it continues. spark-submit's own report of a
+failed job's exit (with ``spark.submit.callSystemExitOnMainExit``, a ``SparkUserAppException`` and its JVM
+stack) is DEBUG: the job's error line has said what failed. The hook's own messages are untouched.
 
 It also notes where the application can be seen: the driver's Spark UI from the job's start line (client
 mode), YARN's tracking URL from the YARN client's application report, and the driver pod's name and
@@ -30,6 +31,8 @@ TRACKING_URL = re.compile(r"^\s*tracking URL: (https?://\S+)\s*$")
 DRIVER_POD = re.compile(r"^\s*pod name: (\S+)\s*$")
 POD_NAMESPACE = re.compile(r"^\s*namespace: (\S+)\s*$")
 JOB_LINE = re.compile(r"^deltamerge (DEBUG|INFO|WARNING|ERROR|CRITICAL) (.*)$", re.DOTALL)
+# What spark-submit prints before it ends the JVM itself with the job's exit status; its stack follows.
+EXIT_REPORT = "Calling System.exit() with exit code "
 SPARK_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ")
 SPARK_LEVELS = {
     "TRACE": logging.DEBUG,
@@ -82,6 +85,8 @@ class SubmitOutputLog:
         spark = SPARK_LINE.match(line)
         if spark:
             self._level = SPARK_LEVELS[spark.group(1)]
+        elif line.startswith(EXIT_REPORT):
+            self._level = logging.DEBUG
         if not self._started and self._level < logging.ERROR:
             return logging.DEBUG, line
         return self._level, line

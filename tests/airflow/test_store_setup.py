@@ -116,6 +116,7 @@ def test_an_emulators_endpoint_points_abfs_at_its_blob_service_and_the_key_is_pr
     assert setup.conf["spark.hadoop.fs.azure.abfs.endpoint"] == "127.0.0.1:10000"
     assert setup.conf["spark.hadoop.fs.azure.always.use.https"] == "false"
     assert setup.conf["spark.hadoop.fs.azure.fns.account.service.type"] == "BLOB"
+    assert setup.conf["spark.submit.callSystemExitOnMainExit"] == "true"
     assert "a2V5" not in str(setup.conf)
     assert setup.private_conf == {
         "spark.hadoop.fs.azure.account.key.devstoreaccount1.dfs.core.windows.net": "a2V5"
@@ -126,7 +127,7 @@ def test_an_emulators_endpoint_points_abfs_at_its_blob_service_and_the_key_is_pr
 def test_azures_own_endpoint_needs_no_setting_and_a_sas_becomes_abfss_fixed_token():
     env = {"AZURE_STORAGE_ACCOUNT_NAME": "acct", "AZURE_STORAGE_SAS_KEY": "?sv=2024&sig=abc"}
     setup = setup_of(["abfss://lake@acct.dfs.core.windows.net/orders"], env=env, local_master=False)
-    assert setup.conf == {}
+    assert setup.conf == {"spark.submit.callSystemExitOnMainExit": "true"}
     assert setup.private_conf == {
         "spark.hadoop.fs.azure.account.auth.type.acct.dfs.core.windows.net": "SAS",
         "spark.hadoop.fs.azure.sas.fixed.token.acct.dfs.core.windows.net": "sv=2024&sig=abc",

@@ -165,3 +165,22 @@ def test_the_task_link_skips_a_driver_ui_that_ended_with_its_task(monkeypatch):
     assert (
         link.get_link(on_yarn, ti_key=key) == "http://rm.example:8088/proxy/application_1732440000000_0007/"
     )
+
+
+def test_spark_submits_report_of_a_failed_jobs_exit_and_its_stack_are_debug(output, caplog):
+    # With spark.submit.callSystemExitOnMainExit (set for ABFS) spark-submit reports the job's exit itself.
+    lines = [
+        "deltamerge INFO Spark started: Spark 4.2.0, master local[*]",
+        "deltamerge ERROR Merge failed: [UNRESOLVED_COLUMN] no column `nope`",
+        "Calling System.exit() with exit code 1 because spark.submit.callSystemExitOnMainExit=true",
+        "org.apache.spark.SparkUserAppException: User application exited with 1",
+        "\tat org.apache.spark.deploy.PythonRunner$.main(PythonRunner.scala:127)",
+    ]
+    for line in lines:
+        output.info(line)
+
+    assert logged(caplog) == [
+        ("INFO", "Spark started: Spark 4.2.0, master local[*]"),
+        ("ERROR", "Merge failed: [UNRESOLVED_COLUMN] no column `nope`"),
+        *(("DEBUG", line) for line in lines[2:]),
+    ]

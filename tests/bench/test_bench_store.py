@@ -47,3 +47,11 @@ def test_the_report_gives_each_age_and_contender_by_kind() -> None:
     text = store_markdown(merges({1: 40, 25: 42}))
     assert "| 25 | engine | 0 | 0 | 41 | 0 | 0 | 0 | 1 | 0 | 0 | 0 | 42 | 1.50 |" in text
     assert "every merge's counts right" in text
+
+
+def test_azures_requests_are_counted_alike() -> None:
+    account = f"{ENDPOINT}/devstoreaccount1"
+    listing = f"{account}/bench?restype=container&comp=list&prefix=t%2F_delta_log%2F&startFrom=x"
+    assert request_kind("GET", listing) == "LIST log"
+    assert request_kind("PUT", f"{account}/bench/t/part-0.parquet?comp=block&blockid=AA") == "PUT data"
+    assert request_kind("HEAD", f"{account}/bench/t/_delta_log/00000000000000000001.json") == "HEAD log"

@@ -28,11 +28,19 @@ START_TIMEOUT_S = 60
 
 @dataclass(frozen=True)
 class AzureServer:
-    """A running emulator: its Blob endpoint (the proxy's), account and key."""
+    """A running emulator: its Blob endpoint (the proxy's), account and key; with ``log`` (an emulator
+    started with ``log_requests``), the requests it has served so far."""
 
     url: str
     account: str = ACCOUNT
     key: str = ACCOUNT_KEY
+    log: Path | None = None
+
+    def requests(self) -> list[tuple[str, str]]:
+        """(method, URL) of every request served so far, in order, as the proxy in front logged them."""
+        assert self.log is not None, "start the emulator with log_requests=True"
+        lines = self.log.read_text().splitlines() if self.log.exists() else []
+        return [(method, self.url + path) for method, path in (line.split(" ", 1) for line in lines)]
 
     @property
     def endpoint(self) -> str:
@@ -71,9 +79,10 @@ def azurite_blob() -> Path:
 
 
 @contextmanager
-def azure_server(folder: Path) -> Iterator[AzureServer]:
+def azure_server(folder: Path, *, log_requests: bool = False) -> Iterator[AzureServer]:
     """Azurite's Blob service on a free port of 127.0.0.1, keeping its blobs in ``folder``, behind the listing
-    proxy, until the block ends."""
+    proxy, until the block ends; ``log_requests`` has the proxy log every request
+    (``AzureServer.requests``)."""
     port = free_port()
     log = folder / "azurite.log"
     command = [
@@ -84,8 +93,9 @@ def azure_server(folder: Path) -> Iterator[AzureServer]:
     ]
     with server_process(command, log) as server:
         _wait_until_up(port, server, log)
-        with proxy_process("tests.stores.azurite_listing", f"http://127.0.0.1:{port}") as url:
-            yield AzureServer(url)
+        requests = folder / "requests.log" if log_requests else None
+        with proxy_process("tests.stores.azurite_listing", f"http://127.0.0.1:{port}", requests) as url:
+            yield AzureServer(url, log=requests)
 
 
 def _wait_until_up(port: int, server: subprocess.Popen[bytes], log: Path) -> None:

@@ -35,4 +35,4 @@ class _ListingFromOffset(ForwardingHandler):
 
 
 if __name__ == "__main__":
-    serve(_ListingFromOffset, sys.argv[1])
+    serve(_ListingFromOffset, sys.argv[1:])

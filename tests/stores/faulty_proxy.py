@@ -65,4 +65,4 @@ class _Throttling(ForwardingHandler):
 
 
 if __name__ == "__main__":
-    serve(_Throttling, sys.argv[1])
+    serve(_Throttling, sys.argv[1:])

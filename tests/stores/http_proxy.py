@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,12 +24,12 @@ _HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "up
 
 
 @contextmanager
-def proxy_process(module: str, server_url: str) -> Iterator[str]:
+def proxy_process(module: str, server_url: str, log: Path | None = None) -> Iterator[str]:
     """The proxy of ``module`` (one calling ``serve`` when run) on a free port of 127.0.0.1, forwarding to
-    ``server_url`` until the block ends; its URL."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", module, server_url], cwd=_REPOSITORY, stdout=subprocess.PIPE, text=True
-    )
+    ``server_url`` until the block ends, writing each request's method and path to ``log`` if given; its
+    URL."""
+    command = [sys.executable, "-m", module, server_url, *([str(log)] if log else [])]
+    process = subprocess.Popen(command, cwd=_REPOSITORY, stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
         yield process.stdout.readline().strip()
@@ -42,6 +43,8 @@ class ForwardingHandler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     upstream: SplitResult
+    request_log: Path | None = None
+    _logging = threading.Lock()
 
     def answer_here(self, body: bytes) -> tuple[int, dict[str, str], bytes] | None:
         """The proxy's own answer to this request, or None to forward it."""
@@ -56,6 +59,9 @@ class ForwardingHandler(BaseHTTPRequestHandler):
 
     def _forward(self) -> None:
         body = self._body()
+        if self.request_log is not None:
+            with self._logging, self.request_log.open("a") as log:
+                log.write(f"{self.command} {self.path}\n")
         if (own := self.answer_here(body)) is not None:
             return self._answer(*own)
         connection = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=60)
@@ -94,9 +100,11 @@ class ForwardingHandler(BaseHTTPRequestHandler):
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 
 
-def serve(handler: type[ForwardingHandler], server_url: str) -> None:
-    """Serve ``handler`` in front of ``server_url`` on a free port, printing the proxy's URL first."""
-    handler.upstream = urlsplit(server_url)
+def serve(handler: type[ForwardingHandler], arguments: list[str]) -> None:
+    """Serve ``handler`` in front of the server URL of ``arguments`` (then a request log's path, if any) on a
+    free port, printing the proxy's URL first."""
+    handler.upstream = urlsplit(arguments[0])
+    handler.request_log = Path(arguments[1]) if len(arguments) > 1 else None
     proxy = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     print(f"http://127.0.0.1:{proxy.server_address[1]}", flush=True)
     proxy.serve_forever()
