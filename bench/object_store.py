@@ -217,9 +217,7 @@ def _merge(
     else:
         outcome = (
             DeltaTable(table)
-            .merge(
-                pq.read_table(source), predicate="t.order_id = s.order_id", source_alias="s", target_alias="t"
-            )
+            .merge(_read(source), predicate="t.order_id = s.order_id", source_alias="s", target_alias="t")
             .when_matched_update_all()
             .when_not_matched_insert_all()
             .execute()
@@ -228,6 +226,13 @@ def _merge(
     seconds = time.monotonic() - start
     served = server.requests()[before:]
     return dict(Counter(request_kind(m, u) for m, u in served)), seconds, inserted, updated
+
+
+def _read(location: str) -> Any:
+    """The parquet file at ``location`` on the store, read through ``deltalake``'s client with the
+    environment's keys (pyarrow's own Azure client signs in with Azure's default credential chain)."""
+    folder, name = location.rsplit("/", 1)
+    return pq.read_table(name, filesystem=pafs.PyFileSystem(DeltaStorageHandler(folder)))
 
 
 def failures(result: StoreResult) -> list[str]:
