@@ -52,9 +52,10 @@ class WatchedMerge:
 
 
 def watched_merge(hook: Any, spec: Any, events: Path) -> WatchedMerge:
-    """``hook.run_merge(spec)`` (a hook writing its event log into ``events``), watched; the watch is checked
-    to have seen the job's own command line."""
-    metrics, command_lines = run_watching_command_lines(lambda: hook.run_merge(spec))
+    """``hook.run_merge(spec)`` (a hook writing its event log into ``events``), watched: the command lines of
+    the processes it starts (another test's, on the other worker, may hold the same secret); the watch is
+    checked to have seen the job's own command line."""
+    metrics, command_lines = run_watching_descendants(lambda: hook.run_merge(spec))
     assert any("deltamerge" in line and "--request-file" in line for line in command_lines)
     return WatchedMerge(metrics, command_lines, event_log_text(events))
 

@@ -45,8 +45,9 @@ def run_as_printed(
             ours(commands),
         ]
     )
+    # On bash's input, not its command line, where any process could read the page's keys.
     result = subprocess.run(
-        ["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+        ["bash"], input=script, cwd=ROOT, env=env, capture_output=True, text=True, check=False
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:]
