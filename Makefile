@@ -19,12 +19,12 @@ RUNS ?= 5
 AT_ONCE ?= 4
 STORE ?= s3
 
-.PHONY: demo test bench bench-overhead bench-first-dag bench-backfill bench-store venv java docker-compose chromium postgresql maven npm clean
+.PHONY: demo test bench bench-overhead bench-first-dag bench-backfill bench-store venv java docker-compose chromium postgresql maven npm go clean
 
 demo: $(STAMP) java
 	$(BIN)/python scripts/demo.py
 
-test: $(STAMP) java docker-compose chromium postgresql maven npm
+test: $(STAMP) java docker-compose chromium postgresql maven npm go
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -99,6 +99,13 @@ npm:
 	  echo "Installing Debian's npm, which the tests use to install Azure's storage emulator (Azurite)"; \
 	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q npm >/dev/null; \
 	} || { echo "npm is missing: install Debian's package ('apt-get install npm')"; exit 1; }
+
+# tests/stores/gcs_server.py builds the GCS emulator the tests start (fake-gcs-server) with go install, which
+# needs Go 1.26 or newer (Debian's golang-go is older).
+go:
+	@command -v go >/dev/null 2>&1 || { \
+	  echo "Go is missing: the tests build their GCS emulator (fake-gcs-server) with it. Install Go 1.26 or" \
+	       "newer and make sure 'go' is on PATH."; exit 1; }
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache bench/work

@@ -19,8 +19,12 @@ from urllib.parse import urlsplit
 # has), so a table written as users write it, ``s3://``, is read through S3A wherever ``s3`` has no class.
 S3A_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 S3A_ABSTRACT_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3A"
-# The GCS connector's release line for Hadoop 3 and Java 11+; one shaded jar holds it with its dependencies.
-GCS_CONNECTOR_VERSION = "3.1.3"
+# The GCS connector's release for Hadoop 3.4+ and Java 17 (3.1 is built for an older Hadoop: parquet's
+# vectored reads fail on it); its shaded jar holds its dependencies, which Maven's central repository does not
+# all serve beside it.
+GCS_CONNECTOR_ARTIFACT = "com.google.cloud.bigdataoss:gcs-connector:4.0.0:shaded"
+GCS_FILESYSTEM = "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem"
+GCS_ABSTRACT_FILESYSTEM = "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFS"
 
 
 @dataclass(frozen=True)
@@ -56,16 +60,9 @@ AZURE_CONNECTOR = Connector(
         ("abfss", "org.apache.hadoop.fs.azurebfs.SecureAzureBlobFileSystem"),
     ),
 )
-CONNECTORS = (
-    S3_CONNECTOR,
-    AZURE_CONNECTOR,
-    Connector(
-        "Google Cloud Storage connector",
-        f"com.google.cloud.bigdataoss:gcs-connector:{GCS_CONNECTOR_VERSION}",
-        (("gs", "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem"),),
-    ),
-)
-_BY_SCHEME = {scheme: c for c in CONNECTORS for scheme, _ in c.filesystems}
+GCS_CONNECTOR = Connector("Google Cloud Storage connector", GCS_CONNECTOR_ARTIFACT, (("gs", GCS_FILESYSTEM),))
+CONNECTORS = (S3_CONNECTOR, AZURE_CONNECTOR, GCS_CONNECTOR)
+_BY_SCHEME = {scheme: c for c in CONNECTORS for scheme in c.schemes}
 _HADOOP_JAR = re.compile(r"hadoop-client-api-(\d+\.\d+\.\d+)\.jar")
 
 
@@ -87,11 +84,17 @@ def connectors_for(locations: Iterable[str]) -> list[Connector]:
 
 
 def installed_spark_hadoop_version() -> str | None:
-    """The Hadoop version of the pyspark installed here (its ``hadoop-client-api`` jar), found without
-    importing pyspark; None when pyspark is not installed or ships no such jar."""
-    found = importlib.util.find_spec("pyspark")
-    for folder in (found.submodule_search_locations or []) if found else []:
-        for jar in sorted((Path(folder) / "jars").glob("hadoop-client-api-*.jar")):
-            if matched := _HADOOP_JAR.fullmatch(jar.name):
-                return matched.group(1)
+    """The Hadoop version of the pyspark installed here (its ``hadoop-client-api`` jar); None when pyspark is
+    not installed or ships no such jar."""
+    for jar in installed_spark_jars("hadoop-client-api-*.jar"):
+        if matched := _HADOOP_JAR.fullmatch(jar.name):
+            return matched.group(1)
     return None
+
+
+def installed_spark_jars(pattern: str) -> list[Path]:
+    """The jars of the pyspark installed here whose names match ``pattern``, found without importing
+    pyspark; none when pyspark is not installed."""
+    found = importlib.util.find_spec("pyspark")
+    folders = (found.submodule_search_locations or []) if found else []
+    return sorted(jar for folder in folders for jar in (Path(folder) / "jars").glob(pattern))

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from airflow_provider_deltamerge.spec import MergeSpec
     from tests.stores.azure_server import AzureServer
+    from tests.stores.gcs_server import GcsServer
     from tests.stores.s3_server import S3Server
 
 # spark-submit and airflow come with the test interpreter's environment; subprocesses must find them.
@@ -124,8 +125,8 @@ def local_session_builder(app_name: str) -> SparkSession.Builder:
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """One local SparkSession for the engine tests, with Delta Lake's own runtime beside our engine: Delta is
     the oracle of the tests, so a session without it fails (tests/delta_runtime.py says why)."""
-    from airflow_provider_deltamerge.hooks.store_setup import local_connector_jars
-    from airflow_provider_deltamerge.storage_connectors import AZURE_CONNECTOR, S3_CONNECTOR
+    from airflow_provider_deltamerge.hooks.store_setup import GCS_CONNECTOR_CONF, local_connector_jars
+    from airflow_provider_deltamerge.storage_connectors import AZURE_CONNECTOR, GCS_CONNECTOR, S3_CONNECTOR
     from tests.delta_runtime import with_delta
 
     warehouse = tmp_path_factory.mktemp("warehouse")
@@ -137,13 +138,15 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.extraJavaOptions", LONG_LIVED_JVM)
     )
-    # Spark's S3 and Azure connectors too, as a local master's merge job gets them: the tests merge into an
-    # S3 server and Azure's emulator.
+    # Spark's S3, Azure and GCS connectors too, as a local master's merge job gets them (with the settings the
+    # GCS one needs): the tests merge into an S3 server, Azure's emulator and a GCS emulator.
     connector_jars = [
         jar
-        for connector in (S3_CONNECTOR, AZURE_CONNECTOR)
+        for connector in (S3_CONNECTOR, AZURE_CONNECTOR, GCS_CONNECTOR)
         for jar in local_connector_jars(connector, announce=lambda line: print(line, file=sys.stderr))
     ]
+    for key, value in GCS_CONNECTOR_CONF.items():
+        builder = builder.config(key, value)
     session = with_delta(builder, extra_jars=connector_jars).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     # py4j says goodbye at interpreter exit, after pytest has closed the streams it would log to.
@@ -242,12 +245,31 @@ def azure_lake(azure_server_of_session: AzureServer, monkeypatch: pytest.MonkeyP
     return azure_server_of_session.create_container(f"lake-{uuid.uuid4().hex[:12]}")
 
 
+@pytest.fixture(scope="session")
+def gcs_server_of_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GcsServer]:
+    """The session's Google Cloud Storage emulator (fake-gcs-server on 127.0.0.1): one per test session, a
+    bucket per test."""
+    from tests.stores.gcs_server import gcs_server
+
+    with gcs_server(tmp_path_factory.mktemp("gcs")) as server:
+        yield server
+
+
+@pytest.fixture
+def gcs_lake(gcs_server_of_session: GcsServer, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A new bucket on the session's GCS emulator, as ``gs://<bucket>``; this process (``deltalake``,
+    ``obstore``) reaches it as a merge job does, from a connection's ``STORAGE_EMULATOR_HOST``."""
+    for name, value in gcs_server_of_session.environment().items():
+        monkeypatch.setenv(name, value)
+    return gcs_server_of_session.create_bucket(f"lake-{uuid.uuid4().hex[:12]}")
+
+
 @pytest.fixture
 def lake_root(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """Where a test's tables live, by the test's parameter: ``disk`` a folder, ``s3`` a new bucket on the
-    session's S3 server, ``azure`` a new container on its Azure emulator
-    (``@pytest.mark.parametrize("lake_root", ["disk", "s3", "azure"], indirect=True)``)."""
-    if request.param in ("s3", "azure"):
+    session's S3 server, ``azure`` a new container on its Azure emulator, ``gcs`` a new bucket on its GCS
+    emulator (``@pytest.mark.parametrize("lake_root", ["disk", "s3", "azure", "gcs"], indirect=True)``)."""
+    if request.param in ("s3", "azure", "gcs"):
         return str(request.getfixturevalue(f"{request.param}_lake"))
     return str(tmp_path)
 
@@ -284,5 +306,17 @@ def spark_on_azure(spark: SparkSession, azure_server_of_session: AzureServer) ->
     settings = {**abfs_endpoint_conf(environment), **abfs_credential_conf([any_container], environment)}
     hadoop_conf = spark._jsc.hadoopConfiguration()  # type: ignore[union-attr]
     for key, value in settings.items():
+        hadoop_conf.set(key.removeprefix("spark.hadoop."), value)
+    return spark
+
+
+@pytest.fixture
+def spark_on_gcs(spark: SparkSession, gcs_server_of_session: GcsServer) -> SparkSession:
+    """The session's SparkSession reaching the GCS emulator through the GCS connector, as the merge job's
+    session is set up (the hook's emulator conf)."""
+    from airflow_provider_deltamerge.hooks.store_setup import gcs_endpoint_conf
+
+    hadoop_conf = spark._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    for key, value in gcs_endpoint_conf(gcs_server_of_session.environment()).items():
         hadoop_conf.set(key.removeprefix("spark.hadoop."), value)
     return spark

@@ -36,6 +36,10 @@ AZURE_ALLOW_HTTP = "AZURE_ALLOW_HTTP"
 GOOGLE_KEY = "GOOGLE_SERVICE_ACCOUNT_KEY"
 GOOGLE_TOKEN = "GOOGLE_BEARER_TOKEN"
 GOOGLE_ANONYMOUS = "GOOGLE_SKIP_SIGNATURE"
+GOOGLE_ALLOW_HTTP = "GOOGLE_ALLOW_HTTP"
+# Where Google's own clients find a Cloud Storage emulator (fake-gcs-server, say); a connection names it in
+# its env extra.
+GOOGLE_EMULATOR = "STORAGE_EMULATOR_HOST"
 # Ways of signing in of a google_cloud_platform connection that only the Google provider's hook resolves.
 _GOOGLE_PROVIDER_FIELDS = (
     "key_secret_name",
@@ -179,10 +183,29 @@ def gcs_keyfile_conf(environment: Mapping[str, str], folder: Path) -> dict[str, 
     owner-only file in ``folder``; none without a key (a token reaches ``deltalake`` only: the connector takes
     tokens only from a Java ``AccessTokenProvider`` class)."""
     key = environment.get(GOOGLE_KEY)
-    if not key:
+    if not key or environment.get(GOOGLE_EMULATOR):
         return {}
     keyfile = write_private(folder / "deltamerge-gcs-key.json", key)
     return {GCS_AUTH_TYPE: "SERVICE_ACCOUNT_JSON_KEYFILE", GCS_KEYFILE: str(keyfile)}
+
+
+def with_google_emulator(env: dict[str, str]) -> dict[str, str]:
+    """``env``, pointing ``deltalake`` and ``obstore`` at the Cloud Storage emulator it names, if any.
+
+    Neither reads ``STORAGE_EMULATOR_HOST``; ``object_store`` takes an endpoint only from a service account
+    key's ``gcs_base_url``, with ``disable_oauth`` for a server that checks no credential. Such a key, with
+    no private key in it, replaces the connection's own: an emulator checks none.
+    """
+    emulator = env.get(GOOGLE_EMULATOR, "").rstrip("/")
+    if not emulator:
+        return env
+    key = {"gcs_base_url": emulator, "disable_oauth": True}
+    key.update(dict.fromkeys(("client_email", "private_key", "private_key_id"), ""))
+    env = {name: value for name, value in env.items() if name not in (GOOGLE_TOKEN, GOOGLE_ANONYMOUS)}
+    env[GOOGLE_KEY] = json.dumps(key)
+    if emulator.startswith("http://"):
+        env[GOOGLE_ALLOW_HTTP] = "true"
+    return env
 
 
 def _google_without_provider(connection: Any) -> dict[str, str]:

@@ -5,6 +5,10 @@ do; Delta's runtime reaches the tests the same way. The resolution is Spark's ow
 --packages``), reading only Maven's central repository (or the repository a user's Ivy settings name), with a
 cache of its own: a half-filled local Maven repository on the machine cannot make it fail, and later merges
 load the jars from the cache without any network.
+
+Coordinates with a classifier (``group:artifact:version:shaded``) name a self-contained jar, one that holds
+its dependencies: ``--packages`` takes no classifier, so Spark's own Ivy fetches that one jar alone, without
+reading its POM (whose parents a partial mirror may not serve).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from airflow_provider_deltamerge.storage_connectors import installed_spark_jars
+
 log = logging.getLogger(__name__)
 
 # Where resolved jars are kept, one folder per artifact and version.
@@ -32,6 +38,17 @@ IVY_SETTINGS = """<ivysettings>
   <caches defaultCacheDir="{cache}"/>
   <resolvers><ibiblio name="central" m2compatible="true"/></resolvers>
 </ivysettings>
+"""
+# The same repository, for a self-contained jar: its POM and dependencies are not read.
+JAR_ALONE_SETTINGS = IVY_SETTINGS.replace('m2compatible="true"/>', 'm2compatible="true" usepoms="false"/>')
+JAR_ALONE_MODULE = """<ivy-module version="2.0" xmlns:m="http://ant.apache.org/ivy/maven">
+  <info organisation="airflow-provider-deltamerge" module="connector"/>
+  <dependencies>
+    <dependency org="{group}" name="{artifact}" rev="{version}" transitive="false">
+      <artifact name="{artifact}" type="jar" ext="jar" m:classifier="{classifier}"/>
+    </dependency>
+  </dependencies>
+</ivy-module>
 """
 LISTING = "jars.txt"
 # The AWS SDK's bundle alone is about 600 MB; Spark's start and the resolver's own run add half a minute.
@@ -65,7 +82,10 @@ def resolved_jars(
         jars = _cached(folder)
         if jars is None:
             announce(f"Resolving {coordinates} with its dependencies into {folder} (once per machine)")
-            _resolve(coordinates, folder, spark_submit)
+            if coordinates.count(":") == 3:
+                _fetch_alone(coordinates, folder)
+            else:
+                _resolve(coordinates, folder, spark_submit)
             jars = _cached(folder)
         if jars is None:
             raise JarResolutionError(f"Spark's resolver left no jars for {coordinates} in {folder}")
@@ -95,9 +115,7 @@ def _cached(folder: Path) -> list[str] | None:
 
 def _resolve(coordinates: str, folder: Path, spark_submit: str) -> None:
     """Have Spark's resolver fetch ``coordinates`` with their dependencies into ``folder``, then list them."""
-    settings = Path(os.environ.get(IVY_SETTINGS_ENV) or folder / "ivysettings.xml")
-    if IVY_SETTINGS_ENV not in os.environ:
-        settings.write_text(IVY_SETTINGS.format(cache=folder / "cache"), encoding="utf-8")
+    settings = _ivy_settings(folder, IVY_SETTINGS)
     with tempfile.TemporaryDirectory() as work:
         job = Path(work) / "noop.py"
         job.write_text("", encoding="utf-8")
@@ -125,12 +143,55 @@ def _resolve(coordinates: str, folder: Path, spark_submit: str) -> None:
             )
         except (OSError, subprocess.TimeoutExpired) as err:
             raise JarResolutionError(f"resolving {coordinates} with spark-submit failed: {err}") from err
+    _list_fetched(coordinates, folder, done, "spark-submit")
+
+
+def _fetch_alone(coordinates: str, folder: Path) -> None:
+    """Have the Ivy of the pyspark installed here fetch the self-contained jar of ``coordinates``
+    (``group:artifact:version:classifier``) into ``folder``, then list it."""
+    group, artifact, version, classifier = coordinates.split(":")
+    ivy_jars = installed_spark_jars("ivy-*.jar")
+    if not ivy_jars:
+        raise JarResolutionError(f"pyspark's jars hold no Ivy to fetch {coordinates} with")
+    module = folder / "ivy.xml"
+    module.write_text(
+        JAR_ALONE_MODULE.format(group=group, artifact=artifact, version=version, classifier=classifier),
+        encoding="utf-8",
+    )
+    java = Path(os.environ["JAVA_HOME"]) / "bin" / "java" if os.environ.get("JAVA_HOME") else "java"
+    retrieve = str(folder / "ivy" / "jars" / "[organisation]_[artifact]-[revision](-[classifier]).[ext]")
+    command = [str(java), "-cp", str(ivy_jars[-1]), "org.apache.ivy.Main"]
+    command += ["-settings", str(_ivy_settings(folder, JAR_ALONE_SETTINGS)), "-ivy", str(module)]
+    try:
+        done = subprocess.run(
+            [*command, "-retrieve", retrieve],
+            capture_output=True,
+            text=True,
+            timeout=RESOLVE_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise JarResolutionError(f"fetching {coordinates} with Ivy failed: {err}") from err
+    _list_fetched(coordinates, folder, done, "Ivy")
+
+
+def _ivy_settings(folder: Path, template: str) -> Path:
+    """The user's Ivy settings if they named some, else ``template``'s, written into ``folder``."""
+    if user_settings := os.environ.get(IVY_SETTINGS_ENV):
+        return Path(user_settings)
+    settings = folder / "ivysettings.xml"
+    settings.write_text(template.format(cache=folder / "cache"), encoding="utf-8")
+    return settings
+
+
+def _list_fetched(coordinates: str, folder: Path, done: subprocess.CompletedProcess[str], tool: str) -> None:
+    """List the jars ``done`` fetched into ``folder`` for later merges, and drop the resolver's caches."""
     jars = sorted(str(jar) for jar in (folder / "ivy" / "jars").glob("*.jar"))
     if done.returncode != 0 or not jars:
-        lines = done.stderr.splitlines()
+        lines = (done.stdout + done.stderr).splitlines()
         problems = [line for line in lines if "download failed" in line or "not found" in line]
         raise JarResolutionError(
-            f"Spark's resolver could not fetch {coordinates} (spark-submit exit {done.returncode}):\n"
+            f"Spark's resolver could not fetch {coordinates} ({tool} exit {done.returncode}):\n"
             + "\n".join(problems[:10] or lines[-10:])
         )
     partial = folder / f"{LISTING}.{os.getpid()}"

@@ -20,11 +20,14 @@ from airflow_provider_deltamerge.exceptions import StorageCredentialsError
 from airflow_provider_deltamerge.hooks.cloud_credentials import (
     AZURE_ALLOW_HTTP,
     AZURE_ENDPOINT,
+    GOOGLE_ALLOW_HTTP,
     GOOGLE_ANONYMOUS,
+    GOOGLE_EMULATOR,
     GOOGLE_KEY,
     aws_environment,
     azure_environment,
     google_environment,
+    with_google_emulator,
 )
 
 # The connection types whose own providers' hooks resolve them (hooks/cloud_credentials.py).
@@ -43,6 +46,8 @@ _PUBLIC_VARIABLES = {
     AZURE_ENDPOINT,
     AZURE_ALLOW_HTTP,
     GOOGLE_ANONYMOUS,
+    GOOGLE_ALLOW_HTTP,
+    GOOGLE_EMULATOR,
 }
 
 
@@ -67,7 +72,7 @@ def storage_environment(connection: Any) -> dict[str, str]:
     cloud = _CLOUD_ENVIRONMENTS.get(connection.conn_type)
     env = cloud(connection) if cloud else {}
     env.update(_env_field(connection, extra.get("env")))
-    env = {k: v for k, v in env.items() if v}
+    env = with_google_emulator({k: v for k, v in env.items() if v})
     for variable, value in env.items():
         if variable not in _PUBLIC_VARIABLES:
             # Unnamed: given a name, the masker skips values whose name it does not find sensitive

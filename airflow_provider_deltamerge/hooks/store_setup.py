@@ -1,6 +1,7 @@
 """What a spark-submit merge job needs to reach the object stores its paths name: the connectors' jars on a
-local master, the endpoint of an S3-compatible store or an Azure emulator as the connector's settings, and
-the Azure account's key or SAS as ABFS's.
+local master (with the settings the GCS connector needs on pyspark's Hadoop), the endpoint of an
+S3-compatible store or an Azure or GCS emulator as the connector's settings, and the Azure account's key or
+SAS as ABFS's.
 
 S3 credentials reach the job as environment variables (``hooks/storage_credentials.py``), which S3A's default
 credential chain, ``deltalake`` and ``obstore`` all read. ABFS reads none: it gets the account's key or SAS
@@ -15,10 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow_provider_deltamerge.hooks.cloud_credentials import AZURE_ENDPOINT
+from airflow_provider_deltamerge.hooks.cloud_credentials import AZURE_ENDPOINT, GOOGLE_EMULATOR
 from airflow_provider_deltamerge.hooks.connector_jars import resolved_jars
 from airflow_provider_deltamerge.storage_connectors import (
     AZURE_CONNECTOR,
+    GCS_ABSTRACT_FILESYSTEM,
+    GCS_CONNECTOR,
+    GCS_FILESYSTEM,
     S3_CONNECTOR,
     Connector,
     connectors_for,
@@ -55,6 +59,25 @@ AZURE_PLAIN_HTTP = {
     f"{ABFS_PREFIX}always.use.https": "false",
     f"{ABFS_PREFIX}networking.library": "JDK_HTTP_URL_CONNECTION",
 }
+GCS_PREFIX = f"{HADOOP_PREFIX}fs.gs."
+# The GCS connector the task adds, on pyspark's Hadoop (3.5): Hadoop's own defaults map gs:// to Hadoop's
+# hadoop-gcp, which pyspark does not ship, and give five of the connector's sizes with a unit ("64m"), which
+# the connector cannot parse; these are the same sizes in bytes.
+GCS_CONNECTOR_CONF = {
+    f"{GCS_PREFIX}impl": GCS_FILESYSTEM,
+    f"{HADOOP_PREFIX}fs.AbstractFileSystem.gs.impl": GCS_ABSTRACT_FILESYSTEM,
+    f"{GCS_PREFIX}block.size": str(64 << 20),
+    f"{GCS_PREFIX}rewrite.max.chunk.size": str(512 << 20),
+    f"{GCS_PREFIX}outputstream.buffer.size": str(8 << 20),
+    f"{GCS_PREFIX}inputstream.inplace.seek.limit": str(8 << 20),
+    f"{GCS_PREFIX}inputstream.min.range.request.size": str(2 << 20),
+}
+# An emulator checks no credential, and fake-gcs-server has no objects.moveTo, which the connector's rename
+# calls unless told to copy and delete.
+GCS_EMULATOR_DEFAULTS = {
+    f"{GCS_PREFIX}auth.type": "UNAUTHENTICATED",
+    f"{GCS_PREFIX}operation.move.enable": "false",
+}
 # Spark options that already bring a connector's jar: then the user's choice stands.
 _JAR_OPTIONS = ("spark.jars", "spark.jars.packages")
 
@@ -89,10 +112,17 @@ def store_setup(
     """
     connectors = connectors_for(paths)
     jars: list[str] = []
+    conf: dict[str, str] = {}
     for connector in connectors:
         if local_master and not _user_brings(connector, user_conf, user_kwargs):
-            jars += local_connector_jars(connector, spark_submit=spark_submit, announce=announce)
-    conf = s3a_endpoint_conf(environment) if S3_CONNECTOR in connectors else {}
+            added = local_connector_jars(connector, spark_submit=spark_submit, announce=announce)
+            jars += added
+            if connector is GCS_CONNECTOR and added:
+                conf.update(GCS_CONNECTOR_CONF)
+    if S3_CONNECTOR in connectors:
+        conf.update(s3a_endpoint_conf(environment))
+    if GCS_CONNECTOR in connectors:
+        conf.update(gcs_endpoint_conf(environment))
     private: dict[str, str] = {}
     if AZURE_CONNECTOR in connectors:
         conf.update({**ABFS_JOB_CONF, **abfs_endpoint_conf(environment)})
@@ -146,6 +176,15 @@ def abfs_endpoint_conf(environment: Mapping[str, str]) -> dict[str, str]:
     if endpoint.scheme == "http":
         conf.update(AZURE_PLAIN_HTTP)
     return conf
+
+
+def gcs_endpoint_conf(environment: Mapping[str, str]) -> dict[str, str]:
+    """The GCS connector's settings for the emulator ``environment`` names (``STORAGE_EMULATOR_HOST``, as
+    Google's own clients read it); none for Cloud Storage itself."""
+    emulator = environment.get(GOOGLE_EMULATOR, "")
+    if not emulator:
+        return {}
+    return {f"{GCS_PREFIX}storage.root.url": emulator.rstrip("/"), **GCS_EMULATOR_DEFAULTS}
 
 
 def abfs_credential_conf(paths: Iterable[str], environment: Mapping[str, str]) -> dict[str, str]:

@@ -65,11 +65,17 @@ def _has_filesystem(jvm: Any, hadoop_conf: Any, scheme: str) -> bool:
 
 def _missing(connector: Connector, scheme: str, hadoop_version: str) -> StorageConnectorError:
     coordinates = connector.coordinates(hadoop_version)
+    _, artifact, version, *classifier = coordinates.split(":")
+    if classifier:  # a self-contained jar, which --packages cannot name
+        jar = f"{artifact}-{version}-{classifier[0]}.jar"
+        how = f"spark_submit_kwargs={{'jars': '<folder>/{jar}'}} (Maven's {coordinates})"
+    else:
+        how = f"spark_submit_kwargs={{'packages': '{coordinates}'}} (its version must match Spark's Hadoop, "
+        how += f"{hadoop_version})"
     return StorageConnectorError(
         f"Spark has no file system for {scheme}:// paths: the {connector.name} connector "
         f"({connector.filesystem(scheme)}) is not on its classpath. On a local master the task adds it; on "
-        f"a cluster, install it in the cluster's Spark (jars/ or its image), or pass "
-        f"spark_submit_kwargs={{'packages': '{coordinates}'}} (its version must match Spark's Hadoop, "
-        f"{hadoop_version}). Nothing was read or written.",
+        f"a cluster, install it in the cluster's Spark (jars/ or its image), or pass {how}. Nothing was read "
+        "or written.",
         error_class="DELTAMERGE_STORAGE_CONNECTOR_MISSING",
     )

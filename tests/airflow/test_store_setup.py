@@ -1,16 +1,23 @@
 """What a spark-submit job gets for the object stores its paths name: the connector's jars on a local master
-(resolved once into the machine's cache), S3A's endpoint settings from the connection, nothing the user
-already gave."""
+(resolved once into the machine's cache), the endpoint settings of S3A, ABFS and the GCS connector from the
+connection, nothing the user already gave."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from airflow_provider_deltamerge.hooks.cloud_credentials import gcs_keyfile_conf, with_google_emulator
 from airflow_provider_deltamerge.hooks.connector_jars import JarResolutionError
-from airflow_provider_deltamerge.hooks.store_setup import s3a_endpoint_conf, store_setup
-from airflow_provider_deltamerge.storage_connectors import connectors_for, installed_spark_hadoop_version
+from airflow_provider_deltamerge.hooks.store_setup import GCS_CONNECTOR_CONF, s3a_endpoint_conf, store_setup
+from airflow_provider_deltamerge.job.filesystems import _missing
+from airflow_provider_deltamerge.storage_connectors import (
+    GCS_CONNECTOR,
+    connectors_for,
+    installed_spark_hadoop_version,
+)
 
 S3_ENV = {
     "AWS_ENDPOINT_URL": "http://127.0.0.1:9000",
@@ -138,3 +145,39 @@ def test_the_users_own_abfs_key_wins():
     key = "spark.hadoop.fs.azure.account.key.devstoreaccount1.dfs.core.windows.net"
     setup = setup_of([AZURITE_TABLE], env=AZURITE_ENV, local_master=False, conf={key: "theirs"})
     assert setup.private_conf == {}
+
+
+def test_a_local_master_gets_the_gcs_connectors_own_jar_and_the_settings_it_needs_on_sparks_hadoop():
+    # The connector's jar alone (its dependencies shaded in), and gs:// mapped to it with byte sizes:
+    # pyspark's Hadoop maps gs:// to its own hadoop-gcp and gives the connector sizes it cannot parse ("64m")
+    setup = setup_of(["gs://lake/orders"], env={})
+    assert [Path(jar).name for jar in setup.jars] == [
+        "com.google.cloud.bigdataoss_gcs-connector-4.0.0-shaded.jar"
+    ]
+    assert setup.conf == GCS_CONNECTOR_CONF
+    assert setup.conf["spark.hadoop.fs.gs.impl"] == "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem"
+    assert setup.conf["spark.hadoop.fs.gs.block.size"] == "67108864"
+    # On a cluster: its own connector and settings
+    assert setup_of(["gs://lake/orders"], env={}, local_master=False).conf == {}
+
+
+def test_a_gcs_emulator_named_by_the_connection_points_the_connector_there_unauthenticated():
+    env = with_google_emulator({"STORAGE_EMULATOR_HOST": "http://127.0.0.1:4443/"})
+    setup = setup_of(["gs://lake/orders"], env=env, local_master=False)
+    assert setup.conf == {
+        "spark.hadoop.fs.gs.storage.root.url": "http://127.0.0.1:4443",
+        "spark.hadoop.fs.gs.auth.type": "UNAUTHENTICATED",
+        "spark.hadoop.fs.gs.operation.move.enable": "false",
+    }
+    # deltalake and obstore reach it through a key naming it, which the connector must not be given
+    key = json.loads(env["GOOGLE_SERVICE_ACCOUNT_KEY"])
+    assert key["gcs_base_url"] == "http://127.0.0.1:4443" and key["disable_oauth"] is True
+    assert env["GOOGLE_ALLOW_HTTP"] == "true"
+    assert gcs_keyfile_conf(env, Path("/nowhere")) == {}
+
+
+def test_a_missing_gcs_connector_is_named_with_its_jar_which_packages_cannot_fetch():
+    message = str(_missing(GCS_CONNECTOR, "gs", "3.5.0"))
+    assert "spark_submit_kwargs={'jars': '<folder>/gcs-connector-4.0.0-shaded.jar'}" in message
+    assert "com.google.cloud.bigdataoss:gcs-connector:4.0.0:shaded" in message
+    assert "'packages'" not in message

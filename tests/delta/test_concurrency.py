@@ -25,10 +25,13 @@ from tests.conftest import make_table
 from tests.delta import workers
 from tests.engine.test_identity_columns import high_water_mark, identity_table, insert_new
 from tests.oracle import sorted_rows
+from tests.run_profile import of_the_day
 
 pytestmark = pytest.mark.slow
 CTX = multiprocessing.get_context("spawn")
 TIMEOUT = 900
+# A disk and, in CI, one object store a day (every store in the local profile, tests/run_profile.py).
+LAKES = ["disk", *of_the_day(["s3", "azure", "gcs"])]
 
 
 def run_all(jobs: list[tuple[Any, tuple[Any, ...], dict[str, Any]]]) -> None:
@@ -50,7 +53,7 @@ def source_file(tmp_path: Path, name: str, data: pa.Table) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("lake_root", ["disk", "s3", "azure"], indirect=True)
+@pytest.mark.parametrize("lake_root", LAKES, indirect=True)
 def test_racing_insert_only_merges_of_the_same_new_key_leave_one_row(tmp_path, lake_root):
     # On a store the two processes' commits race as conditional puts of one commit file: the server decides.
     target = make_table(f"{lake_root}/t")
@@ -104,7 +107,7 @@ def test_racing_inserts_into_an_identity_column_get_unique_values(tmp_path):
     assert high_water_mark(target) == 6
 
 
-@pytest.mark.parametrize("lake_root", ["disk", "s3", "azure"], indirect=True)
+@pytest.mark.parametrize("lake_root", LAKES, indirect=True)
 def test_concurrent_update_is_never_lost(tmp_path, lake_root):
     # Given: a merge adding 1 to id 3's qty, and delta-rs adding 100 to it after the merge read the table
     target = make_table(f"{lake_root}/t")

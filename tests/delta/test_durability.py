@@ -25,8 +25,11 @@ from tests.delta import workers
 from tests.delta.helpers import files_on_disk_match_log
 from tests.faults import CRASH_ENV
 from tests.oracle import sorted_rows
+from tests.run_profile import of_the_day
 
 CTX = multiprocessing.get_context("spawn")
+# A disk and, in CI, one object store a day (every store in the local profile, tests/run_profile.py).
+LAKES = ["disk", *of_the_day(["s3", "azure", "gcs"])]
 RUN = {"dagId": "daily", "taskId": "merge", "runId": "scheduled__2024-01-01", "mapIndex": -1}
 SOURCE = pa.table(
     {"id": pa.array([3, 42], pa.int64()), "qty": pa.array([1, 7], pa.int32()), "region": ["us", "eu"]}
@@ -44,7 +47,7 @@ def add_to_qty(tmp_path: Path, target: str) -> MergeSpec:
     )
 
 
-@pytest.mark.parametrize("lake_root", ["disk", "s3", "azure"], indirect=True)
+@pytest.mark.parametrize("lake_root", LAKES, indirect=True)
 def test_retry_of_a_committed_run_returns_its_metrics_and_changes_nothing(request, tmp_path, lake_root):
     spark = session_for(request, lake_root)
     target = make_table(f"{lake_root}/t")
@@ -85,7 +88,7 @@ STAGES = ["after_snapshot", "after_write", "before_commit", "after_commit"]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lake_root", ["disk", "s3", "azure"], indirect=True)
+@pytest.mark.parametrize("lake_root", LAKES, indirect=True)
 def test_a_merge_killed_at_any_stage_leaves_a_consistent_table(request, tmp_path, lake_root):
     spark = session_for(request, lake_root)
     # On a store the stages that leave something there (a process with the connector costs more).
@@ -141,7 +144,8 @@ def test_vacuum_reclaims_what_a_job_killed_while_writing_leaves_in_staging(tmp_p
 
 def session_for(request: pytest.FixtureRequest, lake_root: str) -> SparkSession:
     """The session's SparkSession, reaching the store where the tables are."""
-    store = {"s3": "spark_on_s3", "abfs": "spark_on_azure"}.get(lake_root.split("://", 1)[0], "spark")
+    scheme = lake_root.split("://", 1)[0]
+    store = {"s3": "spark_on_s3", "abfs": "spark_on_azure", "gs": "spark_on_gcs"}.get(scheme, "spark")
     return request.getfixturevalue(store)
 
 

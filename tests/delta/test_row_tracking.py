@@ -40,6 +40,7 @@ from tests.delta.test_delta_reads_our_merges import (
     delta_table,
     source,
 )
+from tests.run_profile import covering
 
 ROW_TRACKING = {"delta.enableRowTracking": "true"}
 TABLES: dict[str, Mapping[str, str]] = {
@@ -88,8 +89,8 @@ def domain_mark(table: str, version: int) -> int | None:
     return marks[-1] if marks else None
 
 
-@pytest.mark.parametrize("table_kind", sorted(TABLES))
-@pytest.mark.parametrize("executor", sorted(STATEMENTS))
+# Each executor and each table kind in every run; every pairing of them in the local profile.
+@pytest.mark.parametrize(("executor", "table_kind"), covering(sorted(STATEMENTS), sorted(TABLES)))
 def test_our_merge_keeps_and_assigns_row_ids_as_deltas_merge_does(spark, tmp_path, table_kind, executor):
     # Given: a table Delta made with row tracking and updated once (version 1)
     target = tracked_table(spark, tmp_path / "ours", TABLES[table_kind])

@@ -13,20 +13,23 @@ from airflow_provider_deltamerge.spec.json_form import spec_from_json
 
 
 def local_spark() -> Any:
-    """A local[1] session; with a store's endpoint in the environment (the tests' S3 server or Azure
+    """A local[1] session; with a store's endpoint in the environment (the tests' S3 server, Azure or GCS
     emulator), set up for it as a merge job's session is: the store's connector, the endpoint's settings, the
     keys from the environment."""
     from pyspark.sql import SparkSession
 
+    from airflow_provider_deltamerge.hooks.cloud_credentials import GOOGLE_EMULATOR
     from airflow_provider_deltamerge.hooks.connector_jars import distinct_jars
     from airflow_provider_deltamerge.hooks.store_setup import (
+        GCS_CONNECTOR_CONF,
         abfs_credential_conf,
         abfs_endpoint_conf,
+        gcs_endpoint_conf,
         local_connector_jars,
         s3a_endpoint_conf,
     )
     from airflow_provider_deltamerge.job.filesystems import prepare_filesystems
-    from airflow_provider_deltamerge.storage_connectors import AZURE_CONNECTOR, S3_CONNECTOR
+    from airflow_provider_deltamerge.storage_connectors import AZURE_CONNECTOR, GCS_CONNECTOR, S3_CONNECTOR
 
     builder = (
         SparkSession.builder.master("local[1]")
@@ -38,7 +41,9 @@ def local_spark() -> Any:
     )
     on_s3 = "AWS_ENDPOINT_URL" in os.environ
     on_azure = "AZURE_STORAGE_ENDPOINT" in os.environ
-    connectors = [c for c, used in ((S3_CONNECTOR, on_s3), (AZURE_CONNECTOR, on_azure)) if used]
+    on_gcs = GOOGLE_EMULATOR in os.environ
+    stores = ((S3_CONNECTOR, on_s3), (AZURE_CONNECTOR, on_azure), (GCS_CONNECTOR, on_gcs))
+    connectors = [c for c, used in stores if used]
     jars = [jar for connector in connectors for jar in local_connector_jars(connector, announce=print)]
     if jars:
         builder = builder.config("spark.jars", ",".join(distinct_jars(jars)))
@@ -48,6 +53,8 @@ def local_spark() -> Any:
         account = f"abfs://any@{os.environ['AZURE_STORAGE_ACCOUNT_NAME']}.dfs.core.windows.net"
         conf = {**abfs_endpoint_conf(os.environ), **abfs_credential_conf([account], os.environ)}
         builder = builder.config(map=conf)
+    if on_gcs:
+        builder = builder.config(map={**GCS_CONNECTOR_CONF, **gcs_endpoint_conf(os.environ)})
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     if on_s3:

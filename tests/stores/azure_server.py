@@ -9,21 +9,18 @@ emulator's one well-known account and key, which Microsoft publishes for it.
 from __future__ import annotations
 
 import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.stores.http_proxy import proxy_process
-from tests.stores.server_process import CACHE, free_port, installed_once, server_process
+from tests.stores.server_process import CACHE, free_port, installed_once, server_process, wait_until_up
 
 AZURITE = "azurite@3.35.0"
 ACCOUNT = "devstoreaccount1"
 # The emulator's published development key: no secret of anyone's.
 ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-START_TIMEOUT_S = 60
 
 
 @dataclass(frozen=True)
@@ -92,22 +89,9 @@ def azure_server(folder: Path, *, log_requests: bool = False) -> Iterator[AzureS
         *("--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry"),
     ]
     with server_process(command, log) as server:
-        _wait_until_up(port, server, log)
+        wait_until_up(
+            server, log, "Azurite", lambda: socket.create_connection(("127.0.0.1", port), 2).close()
+        )
         requests = folder / "requests.log" if log_requests else None
         with proxy_process("tests.stores.azurite_listing", f"http://127.0.0.1:{port}", requests) as url:
             yield AzureServer(url, log=requests)
-
-
-def _wait_until_up(port: int, server: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            output = log.read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"Azurite exited ({server.returncode}):\n{output}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=2).close()
-            return
-        except OSError:
-            time.sleep(0.2)
-    output = log.read_text(errors="replace")[-3000:]
-    raise TimeoutError(f"Azurite did not listen on {port} within {START_TIMEOUT_S} s:\n{output}")

@@ -20,18 +20,18 @@ _NAME = re.compile(rb"<Name>(.*?)</Name>", re.DOTALL)
 
 
 class _ListingFromOffset(ForwardingHandler):
-    def mend(self, data: bytes) -> bytes:
+    def mend(self, status: int, data: bytes) -> tuple[int, bytes]:
         query = parse_qs(urlsplit(self.path).query)
         start = query.get("startFrom", [""])[0]
         if self.command != "GET" or query.get("comp") != ["list"] or not start:
-            return data
+            return status, data
 
         def before_start(blob: re.Match[bytes]) -> bytes:
             name = _NAME.search(blob.group(0))
             named = unescape(name.group(1).decode()) if name else ""
             return b"" if named < start else blob.group(0)
 
-        return _BLOB.sub(before_start, data)
+        return status, _BLOB.sub(before_start, data)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 """A pass-through HTTP proxy, in a process of its own, in front of a test's storage server; the proxies built
-on it (``faulty_proxy.py``, ``azurite_listing.py``) answer some requests themselves or mend some answers.
+on it (``faulty_proxy.py``, ``azurite_listing.py``, ``gcs_xml_api.py``) answer some requests themselves or
+mend some answers.
 
 Requests go through byte for byte, their ``Host`` header too, so their signatures still hold at the server
-behind. The proxy runs in a process of its own: ``deltalake`` keeps the GIL while it waits for some answers,
-so a proxy thread in the test's process would never give them.
+behind (unless a server that checks no signature wants its own name there). The proxy runs in a process of
+its own: ``deltalake`` keeps the GIL while it waits for some answers, so a proxy thread in the test's process
+would never give them.
 """
 
 from __future__ import annotations
@@ -44,15 +46,17 @@ class ForwardingHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     upstream: SplitResult
     request_log: Path | None = None
+    # Whether the server behind gets the client's Host header (signed by S3 and Azure clients) or its own.
+    keeps_host = True
     _logging = threading.Lock()
 
     def answer_here(self, body: bytes) -> tuple[int, dict[str, str], bytes] | None:
         """The proxy's own answer to this request, or None to forward it."""
         return None
 
-    def mend(self, data: bytes) -> bytes:
-        """The body to give for the server's answer ``data`` to this request."""
-        return data
+    def mend(self, status: int, data: bytes) -> tuple[int, bytes]:
+        """The status and body to give for the server's answer (``status``, ``data``) to this request."""
+        return status, data
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -67,13 +71,17 @@ class ForwardingHandler(BaseHTTPRequestHandler):
         connection = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=60)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
         headers["Content-Length"] = str(len(body))
+        if not self.keeps_host:
+            headers = {k: v for k, v in headers.items() if k.lower() != "host"}
+            headers["Host"] = self.upstream.netloc
         connection.request(self.command, self.path, body=body, headers=headers)
         response = connection.getresponse()
         data = response.read()
         kept = {k: v for k, v in response.getheaders() if k.lower() not in _HOP}
         # A HEAD's length is the object's, which the reader takes from it; the body is empty.
         length = response.getheader("Content-Length", "0") if self.command == "HEAD" else None
-        self._answer(response.status, kept, b"" if self.command == "HEAD" else self.mend(data), length=length)
+        status, data = self.mend(response.status, data)
+        self._answer(status, kept, b"" if self.command == "HEAD" else data, length=length)
         connection.close()
 
     def _body(self) -> bytes:

@@ -13,22 +13,19 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.stores.server_process import CACHE, free_port, installed_once, server_process
+from tests.stores.server_process import CACHE, free_port, installed_once, server_process, wait_until_up
 
 S3PROXY = "org.gaul:s3proxy:4.1.0:jar:jar-with-dependencies"
 JAR_NAME = "s3proxy-4.1.0-jar-with-dependencies.jar"
 KEY_PAIR = ("deltamerge-tests", "deltamerge-tests-secret")
 REGION = "us-east-1"
-START_TIMEOUT_S = 60
 # A request as s3proxy logs it at debug level: "...{GET@5a2b http://127.0.0.1:4711/lake/t/x HTTP/1.1}...".
 REQUEST_LINE = re.compile(r"S3ProxyHandler:\d+ .*?\{(GET|PUT|HEAD|DELETE|POST)@\w+ (\S+) HTTP/")
 # A small heap and the quick JIT: the server serves small files to tests on a 2-core machine.
@@ -106,24 +103,11 @@ def s3_server(folder: Path, *, log_requests: bool = False) -> Iterator[S3Server]
     # s3proxy's logback reads its level from the environment; at debug it logs each request's line.
     env = {**os.environ, "LOG_LEVEL": "debug" if log_requests else "info"}
     with server_process(command, log, env=env) as server:
-        _wait_until_up(url, server, log)
+        # An unsigned request is refused (an HTTPError): the server answers.
+        wait_until_up(server, log, "s3proxy", lambda: _answer(url))
         yield S3Server(url, data, log=log if log_requests else None)
 
 
-def _wait_until_up(url: str, server: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(
-                f"s3proxy exited ({server.returncode}):\n{log.read_text(errors='replace')[-3000:]}"
-            )
-        try:
-            urllib.request.urlopen(url, timeout=2).close()
-            return
-        except urllib.error.HTTPError:  # an unsigned request is refused: the server answers
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise TimeoutError(
-        f"s3proxy did not answer at {url} within {START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}"
-    )
+def _answer(url: str) -> None:
+    with suppress(urllib.error.HTTPError):
+        urllib.request.urlopen(url, timeout=2).close()

@@ -7,11 +7,13 @@ from __future__ import annotations
 import fcntl
 import socket
 import subprocess
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 CACHE = Path.home() / ".cache" / "airflow-provider-deltamerge" / "test-servers"
+START_TIMEOUT_S = 60
 
 
 def installed_once(product: Path, install: list[str], what: str) -> Path:
@@ -55,3 +57,26 @@ def server_process(
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+def wait_until_up(server: subprocess.Popen[bytes], log: Path, name: str, probe: Callable[[], object]) -> None:
+    """Return once ``probe`` runs without an ``OSError`` (the server answers).
+
+    Raises:
+        RuntimeError: the server exited first, with the end of its ``log``.
+        TimeoutError: it did not answer within ``START_TIMEOUT_S``.
+    """
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"{name} exited ({server.returncode}):\n{_end_of(log)}")
+        try:
+            probe()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError(f"{name} did not answer within {START_TIMEOUT_S} s:\n{_end_of(log)}")
+
+
+def _end_of(log: Path) -> str:
+    return log.read_text(errors="replace")[-3000:]

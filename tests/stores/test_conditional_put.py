@@ -1,6 +1,7 @@
-"""The commit's put-if-absent on the tests' S3 server and Azure emulator: of writers racing to create one
-commit file, exactly one wins and its bytes are the file's; the same race against a server that ignores
-``If-None-Match`` is seen (several winners), so the race would catch a server that cannot decide it."""
+"""The commit's put-if-absent on the tests' S3 server, Azure emulator and GCS emulator: of writers racing to
+create one commit file, exactly one wins and its bytes are the file's; the same race against a server that
+ignores ``If-None-Match`` is seen (several winners), so the race would catch a server that cannot decide
+it."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def race(store: LogStore, version: int) -> tuple[list[bool], list[bytes]]:
         return list(pool.map(put, payloads)), payloads
 
 
-STORES = pytest.mark.parametrize("lake_root", ["s3", "azure"], indirect=True)
+STORES = pytest.mark.parametrize("lake_root", ["s3", "azure", "gcs"], indirect=True)
 
 
 @STORES

@@ -20,11 +20,11 @@ PROVENANCE = {"dagId": "upsert", "taskId": "merge_orders", "runId": "r1", "mapIn
 METRICS = {"numTargetRowsInserted": 3}
 
 
-@pytest.fixture(params=["s3", "azure"])
+@pytest.fixture(params=["s3", "azure", "gcs"])
 def remote_table(request, monkeypatch) -> tuple[str, str]:
     """A table on a store's server with one merge commit (version 1), and the id of a connection (``aws``
-    with the server's endpoint, or ``wasb`` with the emulator's connection string) that reaches it; the
-    process's own credentials are gone."""
+    with the server's endpoint, ``wasb`` with the emulator's connection string, ``google_cloud_platform``
+    naming the emulator) that reaches it; the process's own credentials are gone."""
     lake = request.getfixturevalue(f"{request.param}_lake")
     server = request.getfixturevalue(f"{request.param}_server_of_session")
     table = make_table(f"{lake}/orders")  # type: ignore[arg-type]
@@ -39,8 +39,10 @@ def remote_table(request, monkeypatch) -> tuple[str, str]:
             "password": secret,
             "extra": {"endpoint_url": server.url, "region_name": "us-east-1"},
         }
-    else:
+    elif request.param == "azure":
         connection = {"conn_type": "wasb", "extra": {"connection_string": server.connection_string()}}
+    else:
+        connection = server.connection()
     monkeypatch.setenv("AIRFLOW_CONN_LAKE", json.dumps(connection))
     return table, "lake"
 

@@ -22,6 +22,7 @@ from deltalake.fs import DeltaStorageHandler
 
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import StorageAccessError, is_final
+from airflow_provider_deltamerge.hooks.cloud_credentials import GOOGLE_EMULATOR, GOOGLE_KEY
 from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
 from airflow_provider_deltamerge.spec import insert_all, update_all
 from tests.airflow.test_template_injection import run_task
@@ -48,6 +49,11 @@ class Store:
 
     def connection(self, *, secret: str, endpoint: str | None = None) -> dict[str, Any]:
         """A connection of the type users give for this store, with ``secret`` (and ``endpoint``)."""
+        if self.name == "gcs":  # an emulator, which checks no credential
+            return {
+                **self.server.connection(),
+                "extra": {"env": {GOOGLE_EMULATOR: endpoint or self.server.url}},
+            }
         if self.name == "s3":
             extra = {"endpoint_url": endpoint or self.server.url, "region_name": "us-east-1"}
             return {"conn_type": "aws", "login": self.server.key_pair[0], "password": secret, "extra": extra}
@@ -58,18 +64,32 @@ class Store:
 
     def missing(self, lake: str) -> str:
         """A bucket or container that does not exist, named as ``lake`` is."""
-        return "s3://no-such-bucket" if self.name == "s3" else lake.replace("abfs://lake-", "abfs://gone-")
+        missing = {"s3": "s3://no-such-bucket", "gcs": "gs://no-such-bucket"}
+        return missing.get(self.name) or lake.replace("abfs://lake-", "abfs://gone-")
 
     def hidden(self) -> tuple[str, ...]:
         """What no message may show: the wrong and the right secret, and an S3 key's id."""
         key_id = (self.server.key_pair[0],) if self.name == "s3" else ()
-        return (self.wrong_secret, self.secret, *key_id, "Kernel error", "↳")
+        return tuple(filter(None, (self.wrong_secret, self.secret, *key_id, "Kernel error", "↳")))
 
 
 @pytest.fixture(params=["s3", "azure"])
 def store(request) -> Store:
-    server = request.getfixturevalue(f"{request.param}_server_of_session")
-    if request.param == "s3":
+    """A store that checks the connection's key."""
+    return store_of(request, request.param)
+
+
+@pytest.fixture(params=["s3", "azure", "gcs"])
+def any_store(request) -> Store:
+    """A store that checks the connection's key, or an emulator of one that checks none."""
+    return store_of(request, request.param)
+
+
+def store_of(request, name: str) -> Store:
+    server = request.getfixturevalue(f"{name}_server_of_session")
+    if name == "gcs":
+        return Store("gcs", server, GOOGLE_KEY, "", (), "NoSuchBucket")
+    if name == "s3":
         return Store(
             "s3",
             server,
@@ -83,8 +103,9 @@ def store(request) -> Store:
 
 
 @pytest.fixture
-def lake(request, store, monkeypatch) -> str:
-    """A table and the day's extract on the store; the task's process has no keys of its own."""
+def lake(request, monkeypatch) -> str:
+    """A table and the day's extract on the test's store; the task's process has no keys of its own."""
+    store = request.getfixturevalue("any_store" if "any_store" in request.fixturenames else "store")
     lake = request.getfixturevalue(f"{store.name}_lake")
     write_deltalake(f"{lake}/orders", pa.table({"id": [1], "qty": [1]}))
     staging = pafs.PyFileSystem(DeltaStorageHandler(lake))
@@ -128,7 +149,8 @@ def test_a_wrong_key_fails_naming_the_connection_not_the_key_and_is_not_retried(
     DeltaMergeHook.run_merge.assert_not_called()  # type: ignore[attr-defined]
 
 
-def test_a_missing_bucket_or_container_fails_the_same_way(mocker, monkeypatch, store, lake):
+def test_a_missing_bucket_or_container_fails_the_same_way(mocker, monkeypatch, any_store, lake):
+    store = any_store
     missing = store.missing(lake)
     with pytest.raises(AirflowFailException) as failed:
         merge_with(mocker, monkeypatch, store, missing, secret=store.secret)
@@ -139,7 +161,8 @@ def test_a_missing_bucket_or_container_fails_the_same_way(mocker, monkeypatch, s
     DeltaMergeHook.run_merge.assert_not_called()  # type: ignore[attr-defined]
 
 
-def test_a_store_that_is_down_fails_within_seconds_for_airflow_to_retry(mocker, monkeypatch, store, lake):
+def test_a_store_that_is_down_fails_within_seconds_for_airflow_to_retry(mocker, monkeypatch, any_store, lake):
+    store = any_store
     started = time.monotonic()
     with pytest.raises(StorageAccessError) as failed:  # raised as it is: Airflow's retries take it
         merge_with(mocker, monkeypatch, store, lake, secret=store.secret, endpoint=NOWHERE)

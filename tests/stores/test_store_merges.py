@@ -1,6 +1,7 @@
-"""Every path of a merge on each object store (an S3 server, Azure's emulator), against the same merge of the
-same tables on a local disk: tables Delta's runtime made and filled there, our engine merging into them as
-users write the path (``s3://``, ``abfs://``), Delta's runtime reading back what we wrote.
+"""Every path of a merge on each object store (an S3 server, Azure's and a GCS emulator), against the same
+merge of the same tables on a local disk: tables Delta's runtime made and filled there, our engine merging
+into them as users write the path (``s3://``, ``abfs://``, ``gs://``), Delta's runtime reading back what we
+wrote.
 
 The local merge is the reference (the differential suite holds it to Delta's own MERGE); on a store the rows,
 every metric but the timings, the change data feed and the table's log must come out the same.
@@ -29,6 +30,7 @@ from airflow_provider_deltamerge.spec import (
     update_all,
 )
 from tests.oracle import sorted_rows
+from tests.run_profile import covering
 
 # Spark jobs against the stores' servers: run early in a worker's share, with the other slow tests.
 pytestmark = pytest.mark.slow
@@ -103,14 +105,17 @@ def merge_spec(target: str, source: str, kind: str, clauses: tuple[Any, ...], ev
     )
 
 
-@pytest.fixture(params=["s3", "azure"])
+@pytest.fixture
 def store_lake(request: pytest.FixtureRequest) -> tuple[Any, str]:
     """The session's SparkSession reaching a store, and a new bucket or container there."""
     store = request.param
     return request.getfixturevalue(f"spark_on_{store}"), request.getfixturevalue(f"{store}_lake")
 
 
-@pytest.mark.parametrize("case", list(CASES))
+# Every path and every store in each run; every path on every store in the local profile.
+@pytest.mark.parametrize(
+    ("store_lake", "case"), covering(["s3", "azure", "gcs"], list(CASES)), indirect=["store_lake"]
+)
 def test_a_merge_on_a_store_equals_the_same_merge_on_disk(store_lake, tmp_path, case):
     properties, clauses, evolve, source_kind = CASES[case]
     spark, lake = store_lake

@@ -1,0 +1,42 @@
+"""How much of a test matrix a run covers: CI's profile (the default) or the local one
+(``HYPOTHESIS_PROFILE=dev``), as the generated tests' example counts do (docs/development.md).
+
+Some tests run one scenario over a product of dimensions (executors by table features, merge paths by object
+stores), each combination a Spark job of tens of seconds. Locally every combination runs. CI runs every value
+of every dimension, not every combination: the ``covering`` rows, which the day shifts, so that the pairings
+CI runs change from one day to the next and each pairing is reached within a few days. A failing pairing is
+named in its test id; the local profile runs it again, with all the others.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import os
+from collections.abc import Sequence
+from typing import Any
+
+LOCAL = os.environ.get("HYPOTHESIS_PROFILE", "ci") == "dev"
+
+
+def covering(*dimensions: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """Every combination of ``dimensions``' values locally; in CI, rows that hold every value of every
+    dimension at least once (as many as the longest dimension has values), shifted by the day."""
+    if LOCAL:
+        return list(itertools.product(*dimensions))
+    day = _today()
+    width = max(len(values) for values in dimensions)
+    return [
+        tuple(values[(row + day * shift) % len(values)] for shift, values in enumerate(dimensions))
+        for row in range(width)
+    ]
+
+
+def of_the_day(values: Sequence[Any]) -> list[Any]:
+    """Every one of ``values`` locally; in CI, one of them, another each day."""
+    return list(values) if LOCAL else [values[_today() % len(values)]]
+
+
+def _today() -> int:
+    # UTC: both pytest-xdist workers collect the same tests whatever their machine's time zone.
+    return datetime.datetime.now(datetime.UTC).date().toordinal()
