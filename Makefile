@@ -4,8 +4,8 @@
 #   make bench  runs the merge benchmark (SCALE=S, M or L; BENCH_ARGS for more options)
 #   make bench-overhead  measures the fixed cost per merge, spark-submit against Spark Connect (RUNS=5)
 #   make bench-backfill  a backfill of 30 small dates through a real scheduler on Spark Connect (AT_ONCE=4)
-#   make bench-store  a small merge's requests (counted on an S3 server, or Azure's emulator with
-#                     STORE=azure) and time, against deltalake's
+#   make bench-store  a small merge's requests (counted on an S3 server, or Azure's or a GCS emulator
+#                     with STORE=azure or STORE=gcs) and time, against deltalake's
 PYTHON ?= python3
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
@@ -42,7 +42,7 @@ bench-first-dag: $(STAMP) java
 bench-backfill: $(STAMP) java postgresql
 	$(BIN)/python -m bench backfill --at-once $(AT_ONCE)
 
-bench-store: $(STAMP) java maven npm
+bench-store: $(STAMP) java maven npm go
 	$(BIN)/python -m bench store --repetitions $(RUNS) --store $(STORE)
 
 venv: $(STAMP)

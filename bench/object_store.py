@@ -3,7 +3,8 @@ by kind) and time, against ``deltalake``'s own merge of the same source into the
 
 The stores are the tests' (``--store s3``: s3proxy on 127.0.0.1, ``tests/stores/s3_server.py``, logging every
 request it serves; ``--store azure``: Azurite behind its listing proxy, which logs them,
-``tests/stores/azure_server.py``). The merge is bench/overhead.py's 60-row upsert into a 1,000-row table, run
+``tests/stores/azure_server.py``; ``--store gcs``: fake-gcs-server behind its XML API proxy, which logs them,
+``tests/stores/gcs_server.py``). The merge is bench/overhead.py's 60-row upsert into a 1,000-row table, run
 by the engine in a local SparkSession set up as a merge job's is for the store (the connector, the
 endpoint's settings, the key; ``s3://`` through S3A), and by ``deltalake``'s ``DeltaTable.merge``. Each
 contender merges its own copy of the table at several ages (versions in the log, ``delta.checkpointInterval``
@@ -36,24 +37,28 @@ from pyspark.sql import SparkSession
 from airflow_provider_deltamerge import __version__
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.hooks.store_setup import (
+    GCS_CONNECTOR_CONF,
     abfs_credential_conf,
     abfs_endpoint_conf,
+    gcs_endpoint_conf,
     local_connector_jars,
     s3a_endpoint_conf,
 )
 from airflow_provider_deltamerge.job.filesystems import prepare_filesystems
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update_all
-from airflow_provider_deltamerge.storage_connectors import AZURE_CONNECTOR, S3_CONNECTOR
+from airflow_provider_deltamerge.storage_connectors import AZURE_CONNECTOR, GCS_CONNECTOR, S3_CONNECTOR
 from bench.cli import SESSION_CONF
 from bench.overhead import SOURCE_IDS, TARGET_ROWS, orders
 from bench.result_files import write_result
 from tests.stores.azure_server import azure_server
+from tests.stores.gcs_server import gcs_server
 from tests.stores.s3_server import s3_server
 
 CONTENDERS = ("engine", "deltalake")
 STORES = {
     "s3": "s3proxy 4.1.0 on 127.0.0.1 (filesystem backend)",
     "azure": "Azurite 3.35.0 on 127.0.0.1 (its Blob service, behind the tests' listing proxy)",
+    "gcs": "fake-gcs-server 1.56.1 on 127.0.0.1 (in memory, behind the tests' XML API proxy)",
 }
 KINDS = ("LIST", "GET", "HEAD", "PUT", "DELETE")
 # Versions in the table's log before the measured merges: new, then 25 and 105, whose logs are a checkpoint
@@ -94,7 +99,12 @@ def request_kind(method: str, url: str) -> str:
     the Delta log's files (or a listing of them), ``data`` for everything else."""
     parts = urlsplit(url)
     kind = {"POST": "DELETE"}.get(method, method)  # a POST to a bucket is S3's DeleteObjects
-    if method == "GET" and ("list-type=" in parts.query or "comp=list" in parts.query):  # S3's, Azure's
+    if method == "POST" and (
+        parts.path.startswith("/upload/") or "/rewriteTo/" in parts.path or "upload" in parts.query
+    ):
+        kind = "PUT"  # GCS: a JSON API upload or copy, or a part of an XML multipart upload
+    listing = "list-type=" in parts.query or "comp=list" in parts.query or parts.path.endswith("/o")
+    if method == "GET" and listing:  # S3's and GCS's XML listing, Azure's, GCS's JSON one
         kind = "LIST"
     place = "log" if "_delta_log" in parts.path or "_delta_log" in parts.query else "data"
     return f"{kind} {place}"
@@ -145,8 +155,12 @@ def _server(store: str, folder: Path) -> Iterator[tuple[Any, str]]:
     if store == "s3":
         with s3_server(folder, log_requests=True) as s3:
             yield s3, s3.create_bucket("bench")
+        return
+    folder.mkdir(parents=True)
+    if store == "gcs":
+        with gcs_server(folder, log_requests=True) as gcs:
+            yield gcs, gcs.create_bucket("bench")
     else:
-        folder.mkdir(parents=True)
         with azure_server(folder, log_requests=True) as azure:
             yield azure, azure.create_container("bench")
 
@@ -162,6 +176,9 @@ def _session(server: Any, store: str) -> SparkSession:
             "spark.hadoop.fs.s3a.access.key": server.key_pair[0],
             "spark.hadoop.fs.s3a.secret.key": server.key_pair[1],
         }
+    elif store == "gcs":
+        connector = GCS_CONNECTOR
+        conf = {**GCS_CONNECTOR_CONF, **gcs_endpoint_conf(environment)}
     else:
         connector = AZURE_CONNECTOR
         account = f"abfs://bench@{server.account}.dfs.core.windows.net"

@@ -55,3 +55,13 @@ def test_azures_requests_are_counted_alike() -> None:
     assert request_kind("GET", listing) == "LIST log"
     assert request_kind("PUT", f"{account}/bench/t/part-0.parquet?comp=block&blockid=AA") == "PUT data"
     assert request_kind("HEAD", f"{account}/bench/t/_delta_log/00000000000000000001.json") == "HEAD log"
+
+
+def test_gcss_requests_are_counted_alike() -> None:
+    # The XML API deltalake and the commit use, and the JSON API of Spark's GCS connector
+    assert request_kind("GET", f"{ENDPOINT}/bench?list-type=2&prefix=t%2F_delta_log%2F") == "LIST log"
+    assert request_kind("GET", f"{ENDPOINT}/storage/v1/b/bench/o?prefix=t%2Fpart") == "LIST data"
+    assert request_kind("GET", f"{ENDPOINT}/storage/v1/b/bench/o/t%2F_delta_log%2F0.json") == "GET log"
+    assert request_kind("POST", f"{ENDPOINT}/upload/storage/v1/b/bench/o?uploadType=resumable") == "PUT data"
+    assert request_kind("POST", f"{ENDPOINT}/bench/t/part-0.parquet?uploads") == "PUT data"
+    assert request_kind("DELETE", f"{ENDPOINT}/storage/v1/b/bench/o/t%2Fstaging%2Fx") == "DELETE data"
