@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -106,7 +106,8 @@ def request_kind(method: str, url: str) -> str:
     listing = "list-type=" in parts.query or "comp=list" in parts.query or parts.path.endswith("/o")
     if method == "GET" and listing:  # S3's and GCS's XML listing, Azure's, GCS's JSON one
         kind = "LIST"
-    place = "log" if "_delta_log" in parts.path or "_delta_log" in parts.query else "data"
+    # object_store percent-encodes a GCS object's name whole ("%5Fdelta%5Flog").
+    place = "log" if "_delta_log" in unquote(parts.path) or "_delta_log" in unquote(parts.query) else "data"
     return f"{kind} {place}"
 
 

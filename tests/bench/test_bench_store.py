@@ -65,3 +65,7 @@ def test_gcss_requests_are_counted_alike() -> None:
     assert request_kind("POST", f"{ENDPOINT}/upload/storage/v1/b/bench/o?uploadType=resumable") == "PUT data"
     assert request_kind("POST", f"{ENDPOINT}/bench/t/part-0.parquet?uploads") == "PUT data"
     assert request_kind("DELETE", f"{ENDPOINT}/storage/v1/b/bench/o/t%2Fstaging%2Fx") == "DELETE data"
+    # object_store encodes the name whole
+    assert (
+        request_kind("GET", f"{ENDPOINT}/bench/t%2F%5Fdelta%5Flog%2F00000000000000000001.json") == "GET log"
+    )
