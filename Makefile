@@ -5,7 +5,8 @@
 #   make bench-overhead  measures the fixed cost per merge, spark-submit against Spark Connect (RUNS=5)
 #   make bench-backfill  a backfill of 30 small dates through a real scheduler on Spark Connect (AT_ONCE=4)
 #   make bench-store  a small merge's requests (counted on an S3 server, or Azure's or a GCS emulator
-#                     with STORE=azure or STORE=gcs) and time, against deltalake's
+#                     with STORE=azure or STORE=gcs) and time, against deltalake's; CASES=delta runs
+#                     Delta's 16 benchmark cases at S on the store instead
 PYTHON ?= python3
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
@@ -18,6 +19,7 @@ PYTEST_WORKERS ?= 2
 RUNS ?= 5
 AT_ONCE ?= 4
 STORE ?= s3
+CASES ?= upsert
 
 .PHONY: demo test bench bench-overhead bench-first-dag bench-backfill bench-store venv java docker-compose chromium postgresql maven npm go clean
 
@@ -43,7 +45,7 @@ bench-backfill: $(STAMP) java postgresql
 	$(BIN)/python -m bench backfill --at-once $(AT_ONCE)
 
 bench-store: $(STAMP) java maven npm go
-	$(BIN)/python -m bench store --repetitions $(RUNS) --store $(STORE)
+	$(BIN)/python -m bench store --repetitions $(RUNS) --store $(STORE) --cases $(CASES)
 
 venv: $(STAMP)
 

@@ -97,7 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["store"]:
         from bench.object_store import store_main
 
-        return store_main(argv[1:], work=HERE / "work" / "store", results_dir=HERE / "results")
+        return store_main(
+            argv[1:], work=HERE / "work" / "store", data_dir=HERE / "work", results_dir=HERE / "results"
+        )
     if argv[:1] == ["dag-parse"]:
         from bench.dag_parse import dag_parse_main
 

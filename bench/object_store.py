@@ -50,6 +50,7 @@ from airflow_provider_deltamerge.storage_connectors import AZURE_CONNECTOR, GCS_
 from bench.cli import SESSION_CONF
 from bench.overhead import SOURCE_IDS, TARGET_ROWS, orders
 from bench.result_files import write_result
+from bench.store_sales import SCALES
 from tests.stores.azure_server import azure_server
 from tests.stores.gcs_server import gcs_server
 from tests.stores.s3_server import s3_server
@@ -122,9 +123,9 @@ def measure_store(
     work.mkdir(parents=True, exist_ok=True)
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     result = StoreResult(started, __version__, repetitions, os.getloadavg()[0], store)
-    with _server(store, work / f"{store}-{started.replace(':', '')}") as (server, lake):
+    with store_server(store, work / f"{store}-{started.replace(':', '')}") as (server, lake):
         os.environ.update(server.environment())
-        spark = _session(server, store)
+        spark = store_session(server, store)
         try:
             staging = pafs.PyFileSystem(DeltaStorageHandler(lake))
             pq.write_table(orders(SOURCE_IDS, 2.0), "source.parquet", filesystem=staging)
@@ -151,7 +152,7 @@ def measure_store(
 
 
 @contextmanager
-def _server(store: str, folder: Path) -> Iterator[tuple[Any, str]]:
+def store_server(store: str, folder: Path) -> Iterator[tuple[Any, str]]:
     """The store's server, logging its requests, and the URI of a new bucket or container on it."""
     if store == "s3":
         with s3_server(folder, log_requests=True) as s3:
@@ -166,7 +167,7 @@ def _server(store: str, folder: Path) -> Iterator[tuple[Any, str]]:
             yield azure, azure.create_container("bench")
 
 
-def _session(server: Any, store: str) -> SparkSession:
+def store_session(server: Any, store: str) -> SparkSession:
     """A local session as a merge job's on ``local[*]`` is for the store, the keys in its Hadoop
     configuration (its JVM reads no environment set after it started)."""
     environment = server.environment()
@@ -235,7 +236,9 @@ def _merge(
     else:
         outcome = (
             DeltaTable(table)
-            .merge(_read(source), predicate="t.order_id = s.order_id", source_alias="s", target_alias="t")
+            .merge(
+                read_on_store(source), predicate="t.order_id = s.order_id", source_alias="s", target_alias="t"
+            )
             .when_matched_update_all()
             .when_not_matched_insert_all()
             .execute()
@@ -246,7 +249,7 @@ def _merge(
     return dict(Counter(request_kind(m, u) for m, u in served)), seconds, inserted, updated
 
 
-def _read(location: str) -> Any:
+def read_on_store(location: str) -> Any:
     """The parquet file at ``location`` on the store, read through ``deltalake``'s client with the
     environment's keys (pyarrow's own Azure client signs in with Azure's default credential chain)."""
     folder, name = location.rsplit("/", 1)
@@ -310,17 +313,40 @@ def store_markdown(result: StoreResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def store_main(argv: Sequence[str], *, work: Path, results_dir: Path) -> int:
+def store_main(argv: Sequence[str], *, work: Path, data_dir: Path, results_dir: Path) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench store", description=__doc__)
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--ages", default=",".join(map(str, AGES)), help="comma-separated versions")
     parser.add_argument("--store", choices=sorted(STORES), default="s3")
+    parser.add_argument(
+        "--cases",
+        choices=("upsert", "delta"),
+        default="upsert",
+        help="upsert: the 60-row upsert at each age; delta: Delta's 16 cases (bench/store_cases.py)",
+    )
+    parser.add_argument("--scale", choices=sorted(SCALES), default="S", help="of Delta's cases")
     args = parser.parse_args(argv)
+    if args.cases == "delta":
+        from bench.store_cases import measure_store_cases, store_cases_markdown
+
+        cases = measure_store_cases(
+            args.store,
+            SCALES[args.scale],
+            args.repetitions,
+            work,
+            data_dir,
+            lambda line: print(line, flush=True),
+        )
+        return _finish(f"store-{args.store}-cases", cases, store_cases_markdown(cases), results_dir)
     ages = [int(a) for a in args.ages.split(",") if a]
     result = measure_store(args.repetitions, work, lambda line: print(line, flush=True), ages, args.store)
     name = "store" if args.store == "s3" else f"store-{args.store}"
-    report = write_result(name, result, store_markdown(result), results_dir)
-    print(f"Report: {report}")
+    return _finish(name, result, store_markdown(result), results_dir)
+
+
+def _finish(name: str, result: Any, markdown: str, results_dir: Path) -> int:
+    """Write the report; exit status 1 when the run failed a check."""
+    print(f"Report: {write_result(name, result, markdown, results_dir)}")
     for failure in result.failures:
         print(f"FAILED: {failure}")
     return 1 if result.failures else 0

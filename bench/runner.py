@@ -40,6 +40,7 @@ from bench.store_sales import Scale, TargetTables, write_tables
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 # What a failing contender raises; the run is recorded as failed and the benchmark goes on.
 CONTENDER_FAILURES = (
     DeltaMergeError,
@@ -109,7 +110,7 @@ class Worker:
         self._pool.shutdown()
 
 
-def rotated(contenders: Sequence[ContenderName], by: int) -> list[ContenderName]:
+def rotated(contenders: Sequence[T], by: int) -> list[T]:
     shift = by % len(contenders)
     return [*contenders[shift:], *contenders[:shift]]
 
