@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
-from airflow.providers.common.compat.sdk import AirflowException, BaseHook, conf
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseHook, conf
 from airflow.sdk.log import mask_secret
 
 from airflow_provider_deltamerge.delta.log.idempotency import SPEC_HASH_KEY, find_committed_run
@@ -53,6 +53,10 @@ if TYPE_CHECKING:
     from airflow_provider_deltamerge.job.connect import ConnectedJob
 
 JOB_MODULE = "airflow_provider_deltamerge.job.main"
+# SparkSubmit's words for a Python application in cluster deploy mode on a standalone master.
+STANDALONE_CLUSTER_MODE_REFUSAL = (
+    "Cluster deploy mode is currently not supported for python applications on standalone clusters."
+)
 
 
 # Spark's own default for spark.redaction.regex, extended below by the names of the credentials we pass.
@@ -125,8 +129,17 @@ class DeltaMergeHook(BaseHook):
         connection = self._connection()
         connect = connection.conn_type == SparkConnectHook.conn_type
         in_cluster = not connect and self._deploy_mode() == "cluster"
+        master = connection.host or ""
+        if in_cluster and master.startswith("spark://"):
+            # spark-submit refuses it after the task has started Spark's JVM; say it before, and the fix.
+            raise AirflowFailException(
+                f"SparkException: {STANDALONE_CLUSTER_MODE_REFUSAL} The Spark connection "
+                f"{self.spark_conn_id!r} names the standalone master {master} with deploy-mode cluster: "
+                "submit in client mode (the driver runs on the Airflow worker, the executors on the "
+                "cluster), or to a YARN or Kubernetes master for cluster mode."
+            )
         if in_cluster and not is_path_like(spec.target):
-            raise AirflowException(
+            raise AirflowFailException(
                 f"The merge target {spec.target} is a catalog table name, which cluster deploy mode cannot "
                 "take: the task reads a cluster-mode job's answer from the table's folder, which only the "
                 "job can look up. Give the Delta table's path or URI as the target, or submit in client mode."

@@ -15,16 +15,18 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pyspark
 import pytest
+from airflow.providers.common.compat.sdk import AirflowFailException
 from deltalake import DeltaTable, write_deltalake
 
 from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.exceptions import StorageConnectorError
-from airflow_provider_deltamerge.hooks.delta_merge import DeltaMergeHook
+from airflow_provider_deltamerge.hooks.delta_merge import STANDALONE_CLUSTER_MODE_REFUSAL, DeltaMergeHook
 from airflow_provider_deltamerge.hooks.store_setup import local_connector_jars
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update_all
 from airflow_provider_deltamerge.storage_connectors import S3_CONNECTOR
-from tests.conftest import ORDERS, make_table, upsert_from_extract
+from tests.conftest import ORDERS, make_table, table_state, upsert_from_extract
 from tests.oracle import sorted_rows
 from tests.secret_leaks import event_log_conf, event_log_text, run_watching_command_lines
 
@@ -254,3 +256,45 @@ def test_a_cluster_with_the_connector_merges_into_s3_with_the_keys_on_no_command
     assert len(executors) == 2  # one on each worker
     assert not any(secret in line for line in command_lines)
     assert secret not in event_log
+
+
+def test_cluster_deploy_mode_on_a_standalone_master_is_refused_in_sparks_words_before_submitting(
+    tmp_path, monkeypatch, mocker, standalone_master
+):
+    # Spark's own spark-submit refuses a Python application in cluster mode on a standalone master ...
+    spark_home = Path(pyspark.__file__).parent
+    script = tmp_path / "job.py"
+    script.write_text("print('never runs')\n")
+    refused = subprocess.run(
+        [
+            str(spark_home / "bin" / "spark-submit"),
+            "--master",
+            standalone_master,
+            "--deploy-mode",
+            "cluster",
+            str(script),
+        ],
+        env={**os.environ, "SPARK_HOME": str(spark_home)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode != 0
+    assert f"org.apache.spark.SparkException: {STANDALONE_CLUSTER_MODE_REFUSAL}" in refused.stderr
+    # ... so the task says so, with the fix, before starting it, and spends no retry on it.
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_CLUSTER",
+        json.dumps({"conn_type": "spark", "host": standalone_master, "extra": {"deploy-mode": "cluster"}}),
+    )
+    popen = mocker.patch("airflow.providers.apache.spark.hooks.spark_submit.subprocess.Popen")
+    target = make_table(tmp_path / "orders")
+    before = table_state(target)
+    spec = upsert_from_extract(target, tmp_path / "extract.parquet", [(2, 5, "eu")])
+
+    with pytest.raises(AirflowFailException) as failure:
+        DeltaMergeHook("spark_cluster").run_merge(spec)
+
+    assert str(failure.value).startswith(f"SparkException: {STANDALONE_CLUSTER_MODE_REFUSAL}")
+    assert "'spark_cluster'" in str(failure.value) and "submit in client mode" in str(failure.value)
+    popen.assert_not_called()
+    assert table_state(target) == before
