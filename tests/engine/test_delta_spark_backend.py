@@ -675,9 +675,34 @@ def test_metrics_come_from_our_merge_commit(delta, spark, tmp_path, source):
     )
     assert result.metrics[m.NUM_TARGET_PARTITIONS_ADDED_TO] == partitions_touched(target, 2, "add") == 2
     assert result.metrics[m.NUM_TARGET_CHANGE_FILE_BYTES] == 0  # the commit has no cdc action
-    # ... and None, not 0, for what only Delta's SQL metrics hold; every declared key is there
+    # ... and what only Delta's SQL metrics hold, from the command it ran: the ON condition has no
+    # target-only predicate, so Delta skipped no file, and its rewrite read the source's 2 rows again
     assert set(result.metrics) == set(m.METRIC_DESCRIPTIONS)
-    assert {k for k, v in result.metrics.items() if v is None} == SQL_METRICS_ONLY
+    assert {k: result.metrics[k] for k in SQL_METRICS_ONLY} == {
+        m.NUM_TARGET_FILES_AFTER_SKIPPING: 3,
+        m.NUM_TARGET_BYTES_AFTER_SKIPPING: before_bytes,
+        m.NUM_TARGET_PARTITIONS_AFTER_SKIPPING: 2,
+        m.NUM_SOURCE_ROWS_IN_SECOND_SCAN: 2,
+    }
+
+
+def test_the_files_delta_skipped_come_from_its_own_command(delta, spark, tmp_path, source):
+    # Given: the 3-file target, and an ON condition whose target-only predicate keeps Delta to region eu
+    spec = dataclasses.replace(
+        spec_of(source, tmp_path, (update_all(),)), condition="t.id = s.id AND t.region = 'eu'"
+    )
+    eu_files = list((tmp_path / "target" / "region=eu").glob("*.parquet"))
+    # When
+    result = backend.run_with_delta_spark(spark, spec)
+    # Then: the one file of eu, its bytes and its partition, as Delta's data skipping left them
+    assert result.committed
+    assert len(eu_files) == 1
+    assert {k: result.metrics[k] for k in SQL_METRICS_ONLY if k != m.NUM_SOURCE_ROWS_IN_SECOND_SCAN} == {
+        m.NUM_TARGET_FILES_AFTER_SKIPPING: 1,
+        m.NUM_TARGET_BYTES_AFTER_SKIPPING: eu_files[0].stat().st_size,
+        m.NUM_TARGET_PARTITIONS_AFTER_SKIPPING: 1,
+    }
+    assert result.metrics[m.NUM_TARGET_FILES_BEFORE_SKIPPING] == 3
 
 
 def test_a_file_kept_under_a_new_deletion_vector_is_not_a_partition_change(spark, tmp_path, source):
@@ -739,7 +764,41 @@ NOT_MEASURED_WITHOUT_COMMIT = {
 }
 
 
-def test_no_commit_when_delta_changed_nothing(delta, spark, tmp_path, unmatched_source):
+def test_no_commit_when_delta_changed_nothing_has_deltas_own_metrics(
+    delta, spark, tmp_path, unmatched_source
+):
+    # Given: a target of 3 files at version 1, and a merge Delta commits nothing for (no id matches)
+    before_bytes = data_file_bytes(tmp_path / "target")
+    # When
+    result = backend.run_with_delta_spark(spark, spec_of(unmatched_source, tmp_path, (update_all(),)))
+    # Then: no commit, the table's version, and every declared metric as Delta's command measured it
+    assert (result.version, result.committed) == (1, False)
+    assert set(result.metrics) == set(m.METRIC_DESCRIPTIONS)
+    assert {k for k, v in result.metrics.items() if v is None} == set()
+    assert result.metrics[m.NUM_SOURCE_ROWS] == 2
+    assert result.metrics[m.EXECUTION_TIME_MS] > 0
+    skipping = {
+        m.NUM_TARGET_FILES_BEFORE_SKIPPING: 3,
+        m.NUM_TARGET_BYTES_BEFORE_SKIPPING: before_bytes,
+        m.NUM_TARGET_FILES_AFTER_SKIPPING: 3,
+        m.NUM_TARGET_BYTES_AFTER_SKIPPING: before_bytes,
+        m.NUM_TARGET_PARTITIONS_AFTER_SKIPPING: 2,
+    }
+    assert {k: result.metrics[k] for k in skipping} == skipping
+    # No row changed, no file was removed or added
+    timings = {m.EXECUTION_TIME_MS, m.SCAN_TIME_MS, m.REWRITE_TIME_MS, m.MATERIALIZE_SOURCE_TIME_MS}
+    assert {v for k, v in result.metrics.items() if k not in {*skipping, *timings, m.NUM_SOURCE_ROWS}} == {0}
+
+
+@pytest.fixture
+def no_plan(monkeypatch):
+    """The backend as on a Spark Connect client, which holds no plan of the server's to read metrics from."""
+    monkeypatch.setattr(backend, "command_metrics", lambda executed: {})
+
+
+def test_no_commit_without_a_plan_counts_and_measures_what_it_can(
+    delta, spark, tmp_path, unmatched_source, no_plan
+):
     # Given: a target of 3 files at version 1, and a merge Delta commits nothing for (no id matches)
     before_bytes = data_file_bytes(tmp_path / "target")
     # When
@@ -766,7 +825,9 @@ def test_no_commit_when_delta_changed_nothing(delta, spark, tmp_path, unmatched_
     assert {v for k, v in result.metrics.items() if k not in measured} == {0}
 
 
-def test_a_newer_commit_that_is_not_ours_is_not_reported_as_ours(delta, spark, tmp_path, unmatched_source):
+def test_a_newer_commit_that_is_not_ours_is_not_reported_as_ours(
+    delta, spark, tmp_path, unmatched_source, no_plan
+):
     # Given: Delta commits nothing for the merge, and another writer commits right after it
     delta.other_writers_after = 1
     # When
@@ -897,8 +958,12 @@ def test_a_retried_run_returns_its_commit_instead_of_merging_again(delta, spark,
     again = backend.run_with_delta_spark(spark, spec, provenance={**RUN, "tryNumber": 2})
     assert (again.version, again.committed, again.already_committed) == (first.version, True, True)
     assert delta.executions == 1
-    # One shape, whichever try: the log-derived metrics too, and the same None metrics
-    assert dict(again.metrics) == dict(first.metrics)
+    # One shape, whichever try: the log-derived metrics too. What only Delta's SQL metrics hold the first try
+    # read from the command it ran; the retry, which ran none, has only the log: None (not measured) there
+    assert {k: v for k, v in again.metrics.items() if k not in SQL_METRICS_ONLY} == {
+        k: v for k, v in first.metrics.items() if k not in SQL_METRICS_ONLY
+    }
+    assert None not in {first.metrics[k] for k in SQL_METRICS_ONLY}
     derived = {
         m.NUM_TARGET_FILES_BEFORE_SKIPPING: 3,
         m.NUM_TARGET_BYTES_BEFORE_SKIPPING: before_bytes,
@@ -965,8 +1030,12 @@ def test_the_xcom_value_is_the_same_for_a_fresh_merge_and_a_commit_found_from_ai
     found = find_committed_run(spec.target, {**RUN, "specHash": spec_hash(spec)})
     assert found is not None
     from_log = commit_result(found)
-    # Then: the same value, key for key, log-derived metrics and None metrics included
-    assert from_log == from_job
+    # Then: the same value, key for key, log-derived metrics included, but for what only Delta's SQL
+    # metrics hold: the job read them from the command it ran, the log has none of them
+    assert {k: v for k, v in from_log.items() if k not in SQL_METRICS_ONLY} == {
+        k: v for k, v in from_job.items() if k not in SQL_METRICS_ONLY
+    }
+    assert None not in {from_job[k] for k in SQL_METRICS_ONLY}
     assert from_log[m.NUM_TARGET_PARTITIONS_ADDED_TO] == partitions_touched(tmp_path / "target", 2, "add")
     assert from_log[m.NUM_TARGET_BYTES_BEFORE_SKIPPING] == before_bytes
     assert {k for k, v in from_log.items() if v is None} == SQL_METRICS_ONLY

@@ -14,7 +14,9 @@ log, computed here as Delta's merge executors compute them:
 * ``numTargetChangeFileBytes``: the sizes of the commit's ``cdc`` actions.
 
 The others (files, bytes and partitions after skipping, ``numSourceRowsInSecondScan``) exist only in
-Delta's SQL metrics: they are None (not measured), never 0, so a consumer cannot mistake them for counts.
+Delta's SQL metrics: the backend reads them from the executed command (``engine/backends/
+delta_command_metrics.py``); read from the log alone (a retry that finds its run committed, Spark Connect)
+they are None (not measured), never 0, so a consumer cannot mistake them for counts.
 """
 
 from __future__ import annotations

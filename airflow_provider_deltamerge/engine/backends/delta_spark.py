@@ -37,6 +37,7 @@ from airflow_provider_deltamerge.delta.log.operation_metrics import (
 from airflow_provider_deltamerge.delta.log.protocol import refused_features
 from airflow_provider_deltamerge.delta.log.snapshot import read_snapshot
 from airflow_provider_deltamerge.delta.log.table_features import NOT_WRITABLE_BY_DELTA_SPARK
+from airflow_provider_deltamerge.engine.backends.delta_command_metrics import command_metrics
 from airflow_provider_deltamerge.engine.merge import MergeResult
 from airflow_provider_deltamerge.engine.resolve.resolution import quote
 from airflow_provider_deltamerge.engine.resolve.target_table import table_location
@@ -271,14 +272,17 @@ def run_with_delta_spark(
        ``provenance``) as JSON in the session conf ``spark.databricks.delta.commitInfo.userMetadata``,
        which Delta writes into the commit's ``userMetadata``; the conf's previous value is restored after.
     3. Find our commit among the commits made since execute() started (by ``submissionId``) and return its
-       metrics as ``delta/log/operation_metrics.py`` reads them from the commit file: Delta's
-       ``operationMetrics``, the ones the log gives exactly (files and bytes before skipping, partitions
-       removed from and added to, change file bytes), None for those only Delta's SQL metrics hold. A
-       merge that changes nothing makes no commit: then ``committed`` is False, the version is the one
-       before, the row counts come from execute()'s own result, ``numSourceRows`` from counting the source,
-       ``executionTimeMs`` from the wall time of execute(), the files and bytes before skipping from the
-       snapshot at the version before when no other commit landed meanwhile (so Delta read that one), and
-       Delta's phase timings and other SQL metrics are None (not measured).
+       metrics as ``delta/log/operation_metrics.py`` reads them from the commit file (Delta's
+       ``operationMetrics``, the ones the log gives exactly: files and bytes before skipping, partitions
+       removed from and added to, change file bytes), and those only Delta's SQL metrics hold (files, bytes
+       and partitions after skipping, ``numSourceRowsInSecondScan``) from the executed command's plan
+       (``delta_command_metrics.py``). A merge that changes nothing makes no commit: then ``committed`` is
+       False, the version is the one before, and the metrics are Delta's SQL metrics, all of them. On Spark
+       Connect, where the plan cannot be read, those only Delta's SQL metrics hold are None (not measured);
+       without a commit there, the row counts come from execute()'s own result, ``numSourceRows`` from
+       counting the source, ``executionTimeMs`` from the wall time of execute(), the files and bytes before
+       skipping from the snapshot at the version before when no other commit landed meanwhile (so Delta
+       read that one), and Delta's phase timings are None too.
 
     Raises:
         DeltaRuntimeError: the session lacks Delta's runtime.
@@ -319,12 +323,21 @@ def run_with_delta_spark(
         log.info("Running the merge into %s (version %d) with Delta's runtime", spec.target, version_before)
         started = time.monotonic()
         with session_confs_set(spark, {USER_METADATA_CONF: json.dumps(info, sort_keys=True)}):
-            counts = builder.execute().collect()
+            executed = builder.execute()
+            counts = executed.collect()
         elapsed_ms = math.ceil((time.monotonic() - started) * 1000)
+        measured = command_metrics(executed)
         latest = _latest_commit(table)
         commit = _find_commit(table, version_before, latest, info[SUBMISSION_ID])
     if commit is None:
         log.info("Delta made no commit for this merge; table stays at version %d", version_before)
+        if measured:
+            return MergeResult(
+                {**dict.fromkeys(m.METRIC_DESCRIPTIONS), **measured},
+                version_before,
+                EXECUTOR_NAME,
+                committed=False,
+            )
         # No commit holds Delta's metrics: the source rows are counted (one scan, only here) and the time
         # is the merge's wall time, so neither is reported as a made-up 0. With no commit since
         # version_before, that is the snapshot Delta's merge read; after another writer's commit it is not
@@ -335,7 +348,11 @@ def run_with_delta_spark(
         }
         return MergeResult(metrics, version_before, EXECUTOR_NAME, committed=False)
     log.info("Delta committed version %d", commit["version"])
-    metrics = delta_merge_metrics(location, commit["version"])
+    # The commit's metrics first; Delta's SQL metrics for the ones its commit leaves out.
+    metrics = {
+        name: measured.get(name) if value is None else value
+        for name, value in delta_merge_metrics(location, commit["version"]).items()
+    }
     return MergeResult(metrics, commit["version"], EXECUTOR_NAME, committed=True)
 
 
@@ -446,9 +463,9 @@ _EXECUTE_COUNTS = {
 }
 
 
-# Without a commit, Delta's SQL metrics (its phase timings among them) are out of reach, and no read version
-# is recorded: not measured, unless the caller derives the files and bytes before skipping. No file was
-# removed or added, so the partition and change-file metrics are 0 (as Delta's would be).
+# Without a commit on Spark Connect, Delta's SQL metrics (its phase timings among them) are out of reach,
+# and no read version is recorded: not measured, unless the caller derives the files and bytes before
+# skipping. No file was removed or added, so the partition and change-file metrics are 0 (as Delta's are).
 _NOT_MEASURED_WITHOUT_COMMIT = (
     m.NUM_TARGET_FILES_BEFORE_SKIPPING,
     m.NUM_TARGET_BYTES_BEFORE_SKIPPING,
