@@ -46,16 +46,25 @@ LONG_LIVED_JVM = "-XX:TieredStopAtLevel=4"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from tests.run_profile import choose_draw_seed
     from tests.spark_class_archive import add_submit_options, share_spark_classes
+
+    choose_draw_seed()
 
     add_submit_options(SHORT_LIVED_JVM)
     # Before the first JVM: every spark-submit started from here maps one archive of Spark's classes.
     config.stash[_ARCHIVE_FAILURE] = share_spark_classes()
 
 
-def pytest_report_header(config: pytest.Config) -> str:
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    from tests.run_profile import SEED_VARIABLE, draw_seed
+
     failure = config.stash.get(_ARCHIVE_FAILURE, None)
-    return "Spark's class archive: " + (f"none ({failure})" if failure else "shared by every spark-submit")
+    return [
+        "Spark's class archive: " + (f"none ({failure})" if failure else "shared by every spark-submit"),
+        f"Differential statements drawn from seed {draw_seed()} ({SEED_VARIABLE}={draw_seed()} draws them "
+        "again)",
+    ]
 
 
 _ARCHIVE_FAILURE = pytest.StashKey[str | None]()

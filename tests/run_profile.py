@@ -13,10 +13,13 @@ from __future__ import annotations
 import datetime
 import itertools
 import os
+import random
 from collections.abc import Sequence
 from typing import Any
 
 LOCAL = os.environ.get("HYPOTHESIS_PROFILE", "ci") == "dev"
+# The seed of the differential suite's draws (tests/engine/test_differential_delta.py): set to replay a run.
+SEED_VARIABLE = "DIFFERENTIAL_SEED"
 
 
 def covering(*dimensions: Sequence[Any]) -> list[tuple[Any, ...]]:
@@ -40,3 +43,16 @@ def of_the_day(values: Sequence[Any]) -> list[Any]:
 def _today() -> int:
     # UTC: both pytest-xdist workers collect the same tests whatever their machine's time zone.
     return datetime.datetime.now(datetime.UTC).date().toordinal()
+
+
+def choose_draw_seed() -> int:
+    """The seed of this run's generated statements, put in the environment (before pytest-xdist starts its
+    workers, which inherit it) unless it is there already: in CI the day's number, so each day draws new
+    statements that anyone can draw again; locally a random one. Either is printed in pytest's header."""
+    default = random.randrange(1 << 32) if LOCAL else _today()
+    return int(os.environ.setdefault(SEED_VARIABLE, str(default)))
+
+
+def draw_seed() -> int:
+    """The seed ``choose_draw_seed`` chose for this run."""
+    return int(os.environ[SEED_VARIABLE])

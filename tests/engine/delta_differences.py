@@ -129,3 +129,32 @@ def explained_by(delta: Outcome, ours: Outcome) -> Difference | None:
 def message_explained_by(delta: Outcome, ours: Outcome) -> Difference | None:
     """The deliberate difference our error's message shows against Delta's, if any."""
     return next((d for d in MESSAGE_DIFFERENCES if d.differs_so(delta, ours)), None)
+
+
+# Delta's runtime's own internal errors (INTERNAL_ERROR, e.g. its analyzer's "Found the unresolved Cast")
+# leave no outcome of Delta's to compare with: the engine's outcome must still be one of these.
+INTERNAL_ERROR_CLASSES = frozenset({"INTERNAL_ERROR", "Py4JJavaError"})
+
+
+def _a_classed_error(delta: Outcome, ours: Outcome) -> bool:
+    """Our error is a product error: a class of Spark's or Delta's (not an internal one), no Java stack."""
+    return (
+        ours.error_class is not None
+        and ours.error_class not in INTERNAL_ERROR_CLASSES
+        and "\tat " not in (ours.message or "")
+    )
+
+
+WHEN_DELTA_FAILS_INTERNALLY = (
+    Difference(
+        "a-classed-error",
+        "Delta's runtime fails the statement with an internal error of its own; the engine refuses it with "
+        "an error of Spark's or Delta's class in their words, and no stack.",
+        _a_classed_error,
+    ),
+)
+
+
+def internal_failure_explained_by(delta: Outcome, ours: Outcome) -> Difference | None:
+    """The verdict on our outcome where Delta's runtime failed internally; None when none explains it."""
+    return next((d for d in WHEN_DELTA_FAILS_INTERNALLY if d.differs_so(delta, ours)), None)

@@ -12,9 +12,10 @@ from tests.engine.delta_differences import (
     DIFFERENCES,
     MESSAGE_DIFFERENCES,
     explained_by,
+    internal_failure_explained_by,
     message_explained_by,
 )
-from tests.engine.delta_differential import Case, message_agrees, run_case
+from tests.engine.delta_differential import Case, Outcome, message_agrees, run_case
 
 ONLY_ACTED_ON = next(d for d in DIFFERENCES if d.name == "only-files-a-clause-acts-on")
 AS_WRITTEN = next(d for d in MESSAGE_DIFFERENCES if d.name == "expressions-as-written")
@@ -133,3 +134,17 @@ def test_an_error_quotes_the_expression_as_written_where_delta_normalizes_it(spa
     # And: a message with another type is not explained by it
     ours.message = (ours.message or "").replace("DECIMAL(12,2)", "DECIMAL(11,2)")
     assert message_explained_by(delta, ours) is None
+
+
+def test_where_delta_fails_internally_only_a_classed_error_of_ours_has_a_verdict():
+    delta = Outcome(error_class="INTERNAL_ERROR", message="[INTERNAL_ERROR] Found the unresolved Cast: ...")
+    classed = Outcome(
+        error_class="DELTA_CAST_OVERFLOW_IN_TABLE_WRITE",
+        message='Failed to write a value of "BIGINT" type into the "INT" type column `qty` due to overflow.',
+    )
+    verdict = internal_failure_explained_by(delta, classed)
+    assert verdict is not None and verdict.name == "a-classed-error"
+    merged = Outcome(version=1, rows=[{"id": 1}], counts={m.NUM_TARGET_ROWS_UPDATED: 1})
+    internal = Outcome(error_class="INTERNAL_ERROR", message="[INTERNAL_ERROR] Found the unresolved Cast")
+    stack = Outcome(error_class="MERGE_EXECUTION", message="boom\n\tat org.apache.spark.sql.Dataset.collect")
+    assert [internal_failure_explained_by(delta, ours) for ours in (merged, internal, stack)] == [None] * 3
