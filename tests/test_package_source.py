@@ -114,6 +114,7 @@ NON_PRODUCT_RAISES = {
     # the worker's setup (Spark connection, spark-submit, the job module), a sensor's store errors, and the
     # check operator's own verdicts (AirflowFailException fails without retries, AirflowSkipException skips).
     ("hooks/delta_merge.py", "AirflowException"): "the worker's setup or a job that answered nothing",
+    ("hooks/delta_merge.py", "AirflowFailException"): "a submission no retry can mend: deploy mode, target",
     ("hooks/spark_setup.py", "AirflowException"): "the worker's setup: no Spark connection or spark-submit",
     # A connector's jars could not be fetched: the worker's setup, which the hook reports as an
     # AirflowException that Airflow's retries take.
