@@ -211,18 +211,20 @@ def store_cases_markdown(result: StoreCasesResult) -> str:
     ]
     sums: dict[str, list[float]] = {c: [0.0, 0.0] for c in CONTENDERS}  # seconds, requests
     for case in result.cases:
-        seconds = {}
-        for contender in CONTENDERS:
-            runs = [r for r in result.runs if (r.case, r.contender) == (case, contender) and r.seconds]
-            if runs:
-                seconds[contender] = statistics.median(r.seconds or 0.0 for r in runs)
-                sums[contender][0] += seconds[contender]
-                sums[contender][1] += _median_requests(runs)
-        for contender in CONTENDERS:
-            runs = [r for r in result.runs if (r.case, r.contender) == (case, contender) and r.seconds]
+        # Each contender's finished runs of the case: the engine's seconds are needed on every row.
+        finished = {
+            c: [r for r in result.runs if (r.case, r.contender) == (case, c) and r.seconds]
+            for c in CONTENDERS
+        }
+        seconds = {
+            c: statistics.median(r.seconds or 0.0 for r in runs) for c, runs in finished.items() if runs
+        }
+        for contender, runs in finished.items():
             if not runs:
                 lines.append(f"| {case} | {contender} | failed |" + " |" * (len(KINDS) + 3))
                 continue
+            sums[contender][0] += seconds[contender]
+            sums[contender][1] += _median_requests(runs)
             log = sum(statistics.median(r.requests.get(f"{k} log", 0) for r in runs) for k in KINDS)
             ratio = _ratio(seconds.get("engine"), seconds[contender]) if contender != "engine" else ""
             cells = [f"{_median_requests(runs, k):g}" for k in KINDS]
