@@ -43,6 +43,7 @@ SHARED_FIXTURE_MODULES = frozenset(
         "tests/airflow/test_google_credentials.py",
         "tests/e2e/test_example_dags.py",
         "tests/engine/test_delta_runtime.py",
+        "tests/engine/test_differential_comparisons.py",
         "tests/engine/test_materialize_source.py",
         "tests/job/test_standalone_cluster.py",
         "tests/spec/test_sql_grammar_spark.py",

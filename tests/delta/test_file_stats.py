@@ -32,7 +32,7 @@ from airflow_provider_deltamerge.delta.format.stats_columns import (
     indexed_columns,
 )
 from airflow_provider_deltamerge.engine import run_merge
-from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, update
+from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, parse_merge_sql, update
 from tests.delta.helpers import craft_table
 from tests.file_stats import FileStatsMismatch, check_file
 from tests.oracle import sorted_rows
@@ -226,6 +226,51 @@ def test_string_prefix_length_from_the_session(spark: SparkSession, tmp_path: Pa
     assert added_stats(target) == [
         '{"numRecords":3,"minValues":{"name":"bana"},"maxValues":{"name":"cher\x7f"},"nullCount":{"name":1}}'
     ]
+
+
+def test_a_string_past_the_footers_limit_gets_deltas_bounds_and_null_count(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # Given: a table of names, two copies; a source that updates a row to a 1 MB name (past the 4 KiB Parquet
+    # keeps in a footer), inserts a NULL name and a long name of two-byte characters
+    table = pa.table({"id": pa.array([1], pa.int64()), "name": ["apple"]})
+    for copy in ("delta", "ours"):
+        write_deltalake(str(tmp_path / copy), table)
+    names = ["b" + "x" * 1_000_000, None, "é" * 300 + "z"]
+    source = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": names})
+    pq.write_table(source, tmp_path / "source.parquet")
+    statement = (
+        "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    )
+    # When: Delta's MERGE merges one copy, a user's merge of the same statement the other
+    source_path = tmp_path / "source.parquet"
+    spark.sql(statement.format(target=tmp_path / "delta", source=source_path)).collect()
+    run_merge(spark, parse_merge_sql(statement.format(target=tmp_path / "ours", source=source_path)))
+    # Then: the new files' stats say what Delta's say: the 32-character bounds (the max with its
+    # tie-breaker) and the NULL counted
+    bounds = {copy: _name_bounds(added_stats(str(tmp_path / copy))) for copy in ("delta", "ours")}
+    assert (
+        bounds["ours"]
+        == bounds["delta"]
+        == {
+            "minValues": "b" + "x" * 31,
+            "maxValues": "é" * 32 + "\U0010ffff",
+            "nullCount": 1,
+            "numRecords": 3,
+        }
+    )
+
+
+def _name_bounds(stats: list[str]) -> dict[str, Any]:
+    """The ``name`` column's bounds and null count over the files of one commit."""
+    parsed = [json.loads(s) for s in stats]
+    return {
+        "minValues": min(p["minValues"]["name"] for p in parsed if "name" in p.get("minValues", {})),
+        "maxValues": max(p["maxValues"]["name"] for p in parsed if "name" in p.get("maxValues", {})),
+        "nullCount": sum(p["nullCount"]["name"] for p in parsed),
+        "numRecords": sum(p["numRecords"] for p in parsed),
+    }
 
 
 def spark_file(spark: SparkSession, folder: Path, sql: str) -> pq.FileMetaData:

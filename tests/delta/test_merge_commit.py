@@ -85,6 +85,18 @@ def actions_of(target: str, version: int) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines()]
 
 
+def test_a_commit_that_changes_no_data_records_snapshot_isolation_as_delta_does(tmp_path):
+    # Delta downgrades a commit with no data-changing file action and no other action (an empty merge
+    # recorded under skipRecordingEmptyCommits=false) to SnapshotIsolation; one that removes a file stays
+    # Serializable
+    target = table(tmp_path / "t")
+    before = read_snapshot(target)
+    assert commit(target) == Committed(before.version + 1)
+    assert commit(target, removed=before.files[:1]) == Committed(before.version + 2)
+    levels = [actions_of(target, v)[0]["commitInfo"]["isolationLevel"] for v in (1, 2)]
+    assert levels == ["SnapshotIsolation", "Serializable"]
+
+
 def test_a_schema_change_that_removes_files_is_one_merge_commit(tmp_path):
     target = table(tmp_path / "t", {"delta.enableChangeDataFeed": "false"})
     before = read_snapshot(target)

@@ -6,12 +6,15 @@ shows each on a case where it does differ. docs/semantics.md says the same for u
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from airflow_provider_deltamerge import metrics as m
-from tests.engine.delta_differential import Outcome
+from airflow_provider_deltamerge.delta.log.row_tracking import DOMAIN as ROW_TRACKING_DOMAIN
+from airflow_provider_deltamerge.delta.log.row_tracking import HIGH_WATER_MARK_KEY as HIGH_WATER_MARK
+from tests.engine.delta_differential import ENGINE_ONLY_METRICS, SKIP_EMPTY_COMMITS, Outcome
 from tests.engine.delta_outcomes import error_catalogue, first_sentence
 
 CHANGES = (m.NUM_TARGET_ROWS_INSERTED, m.NUM_TARGET_ROWS_UPDATED, m.NUM_TARGET_ROWS_DELETED)
@@ -28,9 +31,13 @@ class Difference:
 
 def _only_files_a_clause_acts_on(delta: Outcome, ours: Outcome) -> bool:
     """Same rows and schema; every count but the copied and output rows the same; we copy fewer rows (those
-    of the files Delta rewrote and we left alone), and write the same rows besides; where nothing changed,
-    Delta commits a rewrite of its candidate files and we commit no version."""
+    of the files Delta rewrote and we left alone), remove fewer files and bytes, and write the same rows
+    besides; where nothing changed, Delta commits a rewrite of its candidate files and we commit no version.
+    Either way the table is the same but for row tracking's high-water mark, which Delta's rewritten files
+    raise further."""
     if delta.error_class or ours.error_class or (delta.rows, delta.schema) != (ours.rows, ours.schema):
+        return False
+    if not _same_table_but_fewer_row_ids(delta, ours):
         return False
     if delta.version == ours.version:
         kept = {m.NUM_TARGET_ROWS_COPIED, m.NUM_OUTPUT_ROWS}
@@ -42,17 +49,86 @@ def _only_files_a_clause_acts_on(delta: Outcome, ours: Outcome) -> bool:
             o.counts.get(m.NUM_OUTPUT_ROWS, 0) - o.counts.get(m.NUM_TARGET_ROWS_COPIED, 0)
             for o in (delta, ours)
         ]
-        return same and copied_less and written[0] == written[1]
+        return (
+            same
+            and copied_less
+            and written[0] == written[1]
+            and _fewer_files_removed(delta, ours)
+            and _same_commit_but_for_an_empty_one(delta, ours)
+            and delta.changes == ours.changes
+        )
+    # with skipRecordingEmptyCommits off, a merge that changes nothing must commit (an empty commit)
+    records_empty = ours.confs.get(SKIP_EMPTY_COMMITS, "true").lower() == "false"
     nothing_changed = all(delta.counts.get(k) == 0 for k in CHANGES)
-    return delta.version == (ours.version or 0) + 1 and nothing_changed and not ours.counts
+    return (
+        delta.version == (ours.version or 0) + 1 and nothing_changed and not ours.counts and not records_empty
+    )
+
+
+REMOVED = (m.NUM_TARGET_FILES_REMOVED, m.NUM_TARGET_BYTES_REMOVED)
+WRITTEN = (f"{m.NUM_TARGET_FILES_ADDED} > 0", f"{m.NUM_TARGET_BYTES_ADDED} > 0")
+
+
+def _fewer_files_removed(delta: Outcome, ours: Outcome) -> bool:
+    """Our file metrics are Delta's but for fewer files and bytes removed, and perhaps no file written
+    where Delta wrote the copied rows of a file we left alone."""
+    fewer = all(ours.files.get(k, 0) <= delta.files.get(k, 0) for k in REMOVED)
+    rest = set(delta.files) | set(ours.files)
+    return fewer and all(
+        delta.files.get(k) == ours.files.get(k) or (k in WRITTEN and delta.files.get(k))
+        for k in rest - set(REMOVED)
+    )
+
+
+def _same_commit_but_for_an_empty_one(delta: Outcome, ours: Outcome) -> bool:
+    """The same commit facts, but for the isolation level of an empty commit of ours (no file removed or
+    written), which changes no data: SnapshotIsolation, where Delta's rewrite is Serializable."""
+    if ours.commit.get("isolationLevel") == "SnapshotIsolation" and not any(
+        ours.files.get(k) for k in (m.NUM_TARGET_FILES_REMOVED, *WRITTEN)
+    ):
+        return {**delta.commit, "isolationLevel": None} == {**ours.commit, "isolationLevel": None}
+    return delta.commit == ours.commit
+
+
+def _same_table_but_fewer_row_ids(delta: Outcome, ours: Outcome) -> bool:
+    """The same table facts, but for a row tracking high-water mark of ours at most Delta's."""
+    domains = [dict(o.table.get("domains", {})) for o in (delta, ours)]
+    marks = [d.pop(ROW_TRACKING_DOMAIN, None) for d in domains]
+    if (marks[0] is None) != (marks[1] is None):
+        return False
+    if marks[0] is not None and marks[1][HIGH_WATER_MARK] > marks[0][HIGH_WATER_MARK]:
+        return False
+    return {**delta.table, "domains": domains[0]} == {**ours.table, "domains": domains[1]}
 
 
 def _no_protocol_change(delta: Outcome, ours: Outcome) -> bool:
-    """Delta committed; we refused with DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT and left the table."""
+    """Delta committed a new protocol; we refused with DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT and left
+    the table at the version and protocol both found."""
     return (
         delta.error_class is None
-        and delta.version is not None
         and ours.error_class == "DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT"
+        and delta.version == (ours.version or 0) + 1
+        and delta.table.get("protocol") != ours.table.get("protocol")
+    )
+
+
+# The target's and the source's aliases of a MERGE INTO statement (a subquery source in parentheses).
+_ALIASES = re.compile(
+    r"\bINTO\s+\S+\s+(?:AS\s+)?(\w+)\s+USING\s+(?:\(.*\)|\S+)\s+(?:AS\s+)?(\w+)\s+ON\b",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def _distinct_aliases(delta: Outcome, ours: Outcome) -> bool:
+    """The statement gives the target and the source one alias; we refused with AMBIGUOUS_REFERENCE and
+    left the table, whatever Delta made of it."""
+    aliases = _ALIASES.search(ours.statement)
+    return (
+        aliases is not None
+        and aliases[1].lower() == aliases[2].lower()
+        and ours.error_class == "AMBIGUOUS_REFERENCE"
+        and delta.error_class != "AMBIGUOUS_REFERENCE"
+        and ours.version == (delta.version if delta.error_class else (delta.version or 0) - 1)
     )
 
 
@@ -74,6 +150,52 @@ DIFFERENCES = (
         "DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT, naming the ALTER TABLE that enables the feature, and "
         "the table stays as it was.",
         _no_protocol_change,
+    ),
+    Difference(
+        "distinct-aliases",
+        "The target and the source must have different aliases: with one alias for both, the merge is "
+        "refused with Spark's AMBIGUOUS_REFERENCE for the ON condition's first alias.column, where Delta "
+        "resolves a column found on one side only. Which side a reference means is then the reader's "
+        "guess, and a task's statement should not depend on it.",
+        _distinct_aliases,
+    ),
+)
+
+
+def _every_metric_in_the_commit(delta: Outcome, ours: Outcome) -> bool:
+    """Our commit's metrics are Delta's and some of ``ENGINE_ONLY_METRICS``, no others."""
+    names = [set(o.commit_info.get("operationMetrics") or {}) for o in (delta, ours)]
+    return names[0] <= names[1] and bool(names[1] - names[0]) and names[1] - names[0] <= ENGINE_ONLY_METRICS
+
+
+EXPRESSION_ID = re.compile(r"#\d+")
+
+
+def _predicates_as_written(delta: Outcome, ours: Outcome) -> bool:
+    """Our commit's ON predicate is the statement's text; Delta's is a resolved expression with ids."""
+    predicates = [json.loads(o.commit_info["operationParameters"]["predicate"]) for o in (delta, ours)]
+    return all(EXPRESSION_ID.search(p) for p in predicates[0]) and not any(
+        EXPRESSION_ID.search(p) for p in predicates[1]
+    )
+
+
+# Differences every merge commit of ours shows; the comparison leaves them out (delta_differential's
+# ``commit_facts``), and the differential suite checks that each holds wherever both runners committed.
+IN_EVERY_COMMIT = (
+    Difference(
+        "every-metric-in-the-commit",
+        "Delta's MERGE commit records part of its command's metrics (DeltaOperationMetrics.MERGE); the "
+        "engine's records the rest too (files, bytes and partitions before and after skipping, the source "
+        "rows of the second scan, the partitions added to and removed from, the change files' bytes), so "
+        "that a retry, a sensor or a bound reads every metric from the log.",
+        _every_metric_in_the_commit,
+    ),
+    Difference(
+        "predicates-as-written",
+        "The commit's operationParameters give each predicate as the statement writes it (t.id = s.id); "
+        "Delta's give Spark's resolved expression with its expression ids ((id#42L = id#44L)), which no "
+        "reader can resolve again.",
+        _predicates_as_written,
     ),
 )
 
@@ -100,12 +222,21 @@ def expressions_as_written(delta: Outcome, ours: Outcome) -> bool:
     expected = "".join(
         re.escape(part)
         if i % 2 == 0
-        else ".+?"
+        else f"(?P<p{i}>.+?)"
         if part in EXPRESSION_PARAMETERS
         else re.escape(values.group(f"p{i}"))
         for i, part in enumerate(parts)
     )
-    return re.search(expected, ours.message or "") is not None
+    ours_values = re.search(expected, ours.message or "")
+    if ours_values is None:
+        return False
+    # each expression of ours is the statement's own text of it
+    written = " ".join(ours.statement.split())
+    return all(
+        " ".join(ours_values.group(f"p{i}").split()) in written
+        for i, part in enumerate(parts)
+        if i % 2 and part in EXPRESSION_PARAMETERS
+    )
 
 
 MESSAGE_DIFFERENCES = (

@@ -11,14 +11,20 @@ session confs Delta honours (schema evolution, store assignment, ANSI off, case 
 named in upper case, empty commits recorded). Delta runs the statement text; our engine runs it as a user's
 task does: the text parsed into a spec, the pre-flight checks against the log, then the merge.
 
-What is compared: the error's class, or else whether a version was committed, the rows (under row tracking
-with their row ids and commit versions), the schema and every row count of the commit's
-``operationMetrics``. ``DIFFERENCES`` (tests/engine/delta_differences.py) lists
-what may differ, each with its reason.
+What is compared (``Outcome``): the error's class and the version the failed merge left, or else whether a
+version was committed, the rows (under row tracking with their row ids and commit versions), the schema,
+the table as its log states it (protocol, properties, partition columns, domain metadata: ``log_state``),
+the commit's operation, the shape of its parameters, its flags and the names of its metrics, every row
+count and every file metric the table's layout decides (files, bytes and deletion vectors removed or
+added to), whether files and change files were written, and the change data feed's rows of the merge as
+Delta's reader reads them. ``DIFFERENCES`` (tests/engine/delta_differences.py) lists what may differ, each
+with its reason; tests/engine/test_differential_comparisons.py shows each comparison catch a planted
+difference.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import re
@@ -38,17 +44,16 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import VariantType
 
+from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.delta.log.log_reader import LogReader
 from airflow_provider_deltamerge.delta.log.log_schema import read_path_schema, read_table_schema
 from airflow_provider_deltamerge.delta.log.newest_actions import newest_action
 from airflow_provider_deltamerge.delta.log.row_tracking import high_water_mark
-from airflow_provider_deltamerge.delta.log.table_features import read_protocol
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.session_kind import session_confs_set
 from airflow_provider_deltamerge.spec import parse_merge_sql
 from airflow_provider_deltamerge.spec.preflight import run_preflight
-from tests.delta.helpers import last_history
 from tests.engine.delta_outcomes import (
     ROW_COUNTS,
     catalogued_sentence,
@@ -56,6 +61,7 @@ from tests.engine.delta_outcomes import (
     first_sentence,
     jvm_errors,
 )
+from tests.engine.log_state import LogState, log_state
 from tests.oracle import sorted_rows
 
 AUTO_MERGE = "spark.databricks.delta.schema.autoMerge.enabled"
@@ -434,12 +440,29 @@ class Outcome:
     version: int | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
     schema: str = ""
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)  # the commit's row counts
+    table: dict[str, Any] = field(default_factory=dict)  # table_facts
+    commit: dict[str, Any] = field(default_factory=dict)  # commit_facts
+    files: dict[str, Any] = field(default_factory=dict)  # file_facts
+    changes: list[dict[str, Any]] | str | None = None  # the change data feed's rows of the commit
+    commit_info: dict[str, Any] = field(default_factory=dict)  # the merge commit's, as written (not compared)
+    confs: Mapping[str, str] = field(default_factory=dict)  # the session's, as the case set them
+    statement: str = ""  # the case's statement
 
     def observed(self) -> dict[str, Any]:
         if self.error_class is not None:
-            return {"error": self.error_class}
-        return {"version": self.version, "rows": self.rows, "schema": self.schema, "counts": self.counts}
+            # a failed merge leaves the table at the version it found
+            return {"error": self.error_class, "version": self.version}
+        return {
+            "version": self.version,
+            "rows": self.rows,
+            "schema": self.schema,
+            "counts": self.counts,
+            "table": self.table,
+            "commit": self.commit,
+            "files": self.files,
+            "changes": self.changes,
+        }
 
 
 def write_case(spark: SparkSession, case: Case, folder: Path) -> tuple[str, str, str]:
@@ -502,7 +525,8 @@ def run_case(spark: SparkSession, case: Case, folder: Path) -> tuple[Outcome, Ou
         delta = _delta_outcome(spark, case.statement.format(target=delta_target, source=source), delta_target)
         statement = case.statement.format(target=engine_target, source=source)
         ours = _engine_outcome(spark, statement, engine_target, case.confs)
-    return delta, ours
+    ran = {"confs": case.confs, "statement": case.statement}
+    return dataclasses.replace(delta, **ran), dataclasses.replace(ours, **ran)
 
 
 def _delta_outcome(spark: SparkSession, statement: str, target: str) -> Outcome:
@@ -517,8 +541,9 @@ def _delta_outcome(spark: SparkSession, statement: str, target: str) -> Outcome:
         return Outcome(
             error_class=delta_class or type(err).__name__,
             message=raised[0]["message"] if raised else str(err),
+            **_left_behind(target),
         )
-    return _table_outcome(spark, target)
+    return table_outcome(spark, target)
 
 
 def _engine_outcome(spark: SparkSession, statement: str, target: str, conf: Mapping[str, str]) -> Outcome:
@@ -529,51 +554,160 @@ def _engine_outcome(spark: SparkSession, statement: str, target: str, conf: Mapp
         )
         run_merge(spark, spec)
     except DeltaMergeError as err:
-        return Outcome(error_class=err.error_class or type(err).__name__, message=err.message)
-    return _table_outcome(spark, target)
+        return Outcome(
+            error_class=err.error_class or type(err).__name__,
+            message=err.message,
+            **_left_behind(target),
+        )
+    return table_outcome(spark, target)
 
 
-def _table_outcome(spark: SparkSession, target: str) -> Outcome:
-    """The table after a merge as deltalake reads it, a reader independent of both runners; as Delta's
-    reader reads it for the features deltalake cannot read (``READ_BY_DELTA``)."""
-    if READ_BY_DELTA.intersection(read_protocol(target).writer_features):
-        return _spark_outcome(spark, target)
-    table = DeltaTable(target)
-    latest = table.history(1)[0]
-    metrics = latest.get("operationMetrics") or {}
-    merged = latest.get("operation") == "MERGE"
+def _left_behind(target: str) -> dict[str, Any]:
+    """The version and table facts a failed merge left: those it found, or a failure to compare."""
+    state = log_state(target)
+    return {"version": state.version, "table": table_facts(state)}
+
+
+def table_outcome(spark: SparkSession, target: str) -> Outcome:
+    """The table after a merge as the log states it (``log_state``, a fold of the log neither runner wrote)
+    and its rows as deltalake reads them, a reader independent of both runners; as Delta's reader reads
+    them for the features deltalake cannot read (``READ_BY_DELTA``)."""
+    state = log_state(target)
+    merged = state.commit.get("operation") == "MERGE"
+    if READ_BY_DELTA.intersection(state.protocol.get("writerFeatures", ())):
+        rows, schema = _rows_by_delta(spark, target, state, merged)
+    else:
+        rows, schema = sorted_rows(target), comparable_schema(target)
+    metrics = (state.commit.get("operationMetrics") or {}) if merged else {}
     return Outcome(
-        version=table.version(),
-        rows=sorted_rows(target),
-        schema=comparable_schema(target),
-        counts={k: int(metrics[k]) for k in ROW_COUNTS if k in metrics} if merged else {},
+        version=state.version,
+        rows=rows,
+        schema=schema,
+        counts={k: int(metrics[k]) for k in ROW_COUNTS if k in metrics},
+        table=table_facts(state),
+        commit=commit_facts(state.commit) if merged else {},
+        files=file_facts(metrics),
+        changes=_changes(spark, target, state) if merged else None,
+        commit_info=state.commit if merged else {},
     )
 
 
-def _spark_outcome(spark: SparkSession, target: str) -> Outcome:
-    """The outcome as Delta's reader and history read it: VARIANT values as their JSON, and under row
-    tracking each row's ``_metadata.row_id`` and ``row_commit_version`` (see ``row_lineage``)."""
-    latest = last_history(spark, target)
-    metrics = latest.get("operationMetrics") or {}
+def _rows_by_delta(
+    spark: SparkSession, target: str, state: LogState, merged: bool
+) -> tuple[list[dict[str, Any]], str]:
+    """The rows as Delta's reader reads them: VARIANT values as their JSON, and under row tracking each
+    row's ``_metadata.row_id`` and ``row_commit_version`` (see ``row_lineage``); the schema as logged."""
     frame = spark.read.format("delta").load(target)
     texts = [
         F.to_json(c).alias(c) if isinstance(frame.schema[c].dataType, VariantType) else c
         for c in frame.columns
     ]
-    tracked = "rowTracking" in read_protocol(target).writer_features
+    tracked = "rowTracking" in state.protocol.get("writerFeatures", ())
     lineage = ["_metadata.row_id", "_metadata.row_commit_version"] if tracked else []
-    merged = latest["operation"] == "MERGE"
     rows = [row.asDict(recursive=True) for row in frame.select(*texts, *lineage).collect()]
     if tracked:
-        rows = row_lineage(
-            rows, high_water_mark(target, latest["version"] - 1 if merged else latest["version"])
+        rows = row_lineage(rows, high_water_mark(target, state.version - 1 if merged else state.version))
+    return sorted(rows, key=_row_order), comparable_schema(target, logged=True)
+
+
+def _row_order(row: Mapping[str, Any]) -> list[tuple[bool, str]]:
+    return [(v is None, str(v)) for v in row.values()]
+
+
+# The metrics of Delta's MERGE command that its commit leaves out and the engine's commit records, so that
+# a retry, a sensor or a bound reads every metric from the log (delta/log/operation_metrics.py): Delta's
+# SQL metrics only (DeltaOperationMetrics.MERGE lists what its commit keeps).
+ENGINE_ONLY_METRICS = frozenset(
+    {
+        m.NUM_SOURCE_ROWS_IN_SECOND_SCAN,
+        m.NUM_TARGET_FILES_BEFORE_SKIPPING,
+        m.NUM_TARGET_FILES_AFTER_SKIPPING,
+        m.NUM_TARGET_BYTES_BEFORE_SKIPPING,
+        m.NUM_TARGET_BYTES_AFTER_SKIPPING,
+        m.NUM_TARGET_PARTITIONS_AFTER_SKIPPING,
+        m.NUM_TARGET_PARTITIONS_REMOVED_FROM,
+        m.NUM_TARGET_PARTITIONS_ADDED_TO,
+        m.NUM_TARGET_CHANGE_FILE_BYTES,
+    }
+)
+# File metrics that the table's layout before the merge and the statement decide: the touched files.
+LAYOUT_METRICS = (
+    m.NUM_TARGET_FILES_REMOVED,
+    m.NUM_TARGET_BYTES_REMOVED,
+    m.NUM_TARGET_DELETION_VECTORS_ADDED,
+    m.NUM_TARGET_DELETION_VECTORS_REMOVED,
+    m.NUM_TARGET_DELETION_VECTORS_UPDATED,
+)
+# File metrics that the writer's tasks and parquet settings decide: compared by whether any was written.
+WRITER_METRICS = (m.NUM_TARGET_FILES_ADDED, m.NUM_TARGET_BYTES_ADDED, m.NUM_TARGET_CHANGE_FILES_ADDED)
+
+
+def table_facts(state: LogState) -> dict[str, Any]:
+    """The table's protocol, properties, partition columns and domain metadata."""
+    return {
+        "protocol": state.comparable_protocol(),
+        "properties": state.properties,
+        "partition_columns": state.partition_columns,
+        "domains": state.domains,
+    }
+
+
+def commit_facts(commit: Mapping[str, Any]) -> dict[str, Any]:
+    """The merge commit's operation, the shape of its parameters (Delta writes each predicate as Spark's
+    resolved expression, with expression ids: ``(id#42L = id#44L)``; the engine as the clause writes it,
+    ``t.id = s.id``), its blind-append flag, isolation level and read version, and the names of its metrics
+    (``ENGINE_ONLY_METRICS`` aside)."""
+    parameters = commit.get("operationParameters") or {}
+    shapes: dict[str, Any] = {}
+    for name, value in parameters.items():
+        parsed = json.loads(value)
+        shapes[name] = [
+            (clause.get("actionType"), sorted(set(clause) - {"actionType"}))
+            if isinstance(clause, dict)
+            else type(clause).__name__
+            for clause in (parsed if isinstance(parsed, list) else [parsed])
+        ]
+    return {
+        "operation": commit.get("operation"),
+        "parameters": shapes,
+        "isBlindAppend": commit.get("isBlindAppend"),
+        "isolationLevel": commit.get("isolationLevel"),
+        "readVersion": commit.get("readVersion"),
+        "metrics": sorted(set(commit.get("operationMetrics") or {}) - ENGINE_ONLY_METRICS),
+    }
+
+
+def file_facts(metrics: Mapping[str, str]) -> dict[str, Any]:
+    """The commit's file metrics: the layout's by value, the writer's by whether any was written."""
+    return {
+        **{k: int(metrics[k]) for k in LAYOUT_METRICS if k in metrics},
+        **{f"{k} > 0": int(metrics[k]) > 0 for k in WRITER_METRICS if k in metrics},
+    }
+
+
+def _changes(spark: SparkSession, target: str, state: LogState) -> list[dict[str, Any]] | str | None:
+    """The change data feed's rows of the merge's version as Delta's reader reads them (``table_changes``),
+    without their commit timestamps; None when the table records no feed; the error class when Delta's
+    reader cannot read it."""
+    if state.properties.get("delta.enableChangeDataFeed", "").lower() != "true":
+        return None
+    try:
+        frame = (
+            spark.read.format("delta")
+            .option("readChangeFeed", "true")
+            .option("startingVersion", state.version)
+            .option("endingVersion", state.version)
+            .load(target)
+            .drop("_commit_timestamp")
         )
-    return Outcome(
-        version=latest["version"],
-        rows=sorted(rows, key=lambda row: [(v is None, str(v)) for v in row.values()]),
-        schema=comparable_schema(target, logged=True),
-        counts={k: int(v) for k, v in metrics.items() if k in ROW_COUNTS} if merged else {},
-    )
+        texts = [
+            F.to_json(c).alias(c) if isinstance(frame.schema[c].dataType, VariantType) else c
+            for c in frame.columns
+        ]
+        rows = [row.asDict(recursive=True) for row in frame.select(*texts).collect()]
+    except (PySparkException, Py4JJavaError) as err:
+        return next(iter(delta_error_classes(jvm_errors(err))), type(err).__name__)
+    return sorted(rows, key=_row_order)
 
 
 def row_lineage(rows: list[dict[str, Any]], mark: int) -> list[dict[str, Any]]:

@@ -4,22 +4,28 @@ the difference says, and in no other way."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import decimal
+import re
+from pathlib import Path
 
 from airflow_provider_deltamerge import metrics as m
 from tests.engine.delta_differences import (
     DIFFERENCES,
+    IN_EVERY_COMMIT,
     MESSAGE_DIFFERENCES,
     explained_by,
     internal_failure_explained_by,
     message_explained_by,
 )
-from tests.engine.delta_differential import Case, Outcome, message_agrees, run_case
+from tests.engine.delta_differential import SKIP_EMPTY_COMMITS, Case, Outcome, message_agrees, run_case
 
 ONLY_ACTED_ON = next(d for d in DIFFERENCES if d.name == "only-files-a-clause-acts-on")
 AS_WRITTEN = next(d for d in MESSAGE_DIFFERENCES if d.name == "expressions-as-written")
 NO_PROTOCOL_CHANGE = next(d for d in DIFFERENCES if d.name == "no-protocol-change")
+DISTINCT_ALIASES = next(d for d in DIFFERENCES if d.name == "distinct-aliases")
+EVERY_METRIC, AS_WRITTEN_IN_THE_COMMIT = IN_EVERY_COMMIT
 DAY = datetime.date(2026, 1, 2)
 NEXT_DAY = datetime.date(2026, 1, 3)
 SYNC = (
@@ -70,6 +76,29 @@ def test_delta_commits_a_rewrite_that_changes_nothing_and_the_engine_commits_no_
     assert [delta.counts[k] for k in (m.NUM_TARGET_ROWS_UPDATED, m.NUM_TARGET_ROWS_COPIED)] == [0, 1]
     assert delta.rows == ours.rows
     assert explained_by(delta, ours) is ONLY_ACTED_ON
+    # And: where empty commits are recorded (skipRecordingEmptyCommits off), committing none is no longer
+    # explained
+    assert explained_by(delta, dataclasses.replace(ours, confs={SKIP_EMPTY_COMMITS: "false"})) is None
+
+
+def test_with_empty_commits_recorded_the_engine_commits_the_merge_that_changes_nothing(spark, tmp_path):
+    # Given: the same merge that changes nothing, with empty commits recorded
+    case = Case(
+        target_columns=("id", "v", "day"),
+        source_columns=("id", "v", "day"),
+        target_rows=({"id": 1, "v": 1, "day": DAY},),
+        source_rows=(),
+        statement=SYNC,
+        confs={SKIP_EMPTY_COMMITS: "false"},
+    )
+    # When
+    delta, ours = run_case(spark, case, tmp_path)
+    # Then: both committed version 1, Delta a rewrite of its candidate file, the engine an empty commit that
+    # records SnapshotIsolation, as Delta records one that changes no data
+    assert (delta.version, ours.version) == (1, 1)
+    assert (delta.files[m.NUM_TARGET_FILES_REMOVED], ours.files[m.NUM_TARGET_FILES_REMOVED]) == (1, 0)
+    assert [o.commit["isolationLevel"] for o in (delta, ours)] == ["Serializable", "SnapshotIsolation"]
+    assert explained_by(delta, ours) is ONLY_ACTED_ON
 
 
 def test_delta_adds_a_table_feature_by_schema_evolution_and_the_engine_asks_for_it(spark, tmp_path):
@@ -94,9 +123,34 @@ def test_delta_adds_a_table_feature_by_schema_evolution_and_the_engine_asks_for_
     assert ours.error_class == "DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT"
     assert "'delta.feature.variantType'" in (ours.message or "")
     assert explained_by(delta, ours) is NO_PROTOCOL_CHANGE
+    assert "variantType" in delta.table["protocol"]["writerFeatures"]
+    assert "variantType" not in ours.table["protocol"].get("writerFeatures", [])
+    # And: the refusal is not explained where Delta committed without changing the protocol
+    assert explained_by(dataclasses.replace(delta, table=ours.table), ours) is None
     # And: another refusal is not explained by it
     ours.error_class = "DELTA_MERGE_UNRESOLVED_EXPRESSION"
     assert explained_by(delta, ours) is None
+
+
+def test_every_commit_of_ours_records_more_metrics_and_predicates_as_written(spark, tmp_path):
+    # Given: an upsert both runners commit
+    case = Case(
+        ("id", "v"), ("id", "v"), ({"id": 1, "v": 1},), ({"id": 1, "v": 2},), SYNC.split("\nWHEN NOT")[0]
+    )
+    # When
+    delta, ours = run_case(spark, case, tmp_path)
+    # Then: the same outcome, and each difference every commit shows is there, exactly as listed
+    assert delta.observed() == ours.observed()
+    assert [d.name for d in IN_EVERY_COMMIT if d.differs_so(delta, ours)] == [d.name for d in IN_EVERY_COMMIT]
+    # And: a commit of ours with Delta's metric names, or Delta's predicate text, or a metric of no list, is
+    # not as listed
+    metrics, predicates = (EVERY_METRIC, AS_WRITTEN_IN_THE_COMMIT)
+    assert not metrics.differs_so(delta, dataclasses.replace(ours, commit_info=delta.commit_info))
+    unknown = {**ours.commit_info["operationMetrics"], "numTargetRowsGuessed": "1"}
+    assert not metrics.differs_so(
+        delta, dataclasses.replace(ours, commit_info={**ours.commit_info, "operationMetrics": unknown})
+    )
+    assert not predicates.differs_so(delta, dataclasses.replace(ours, commit_info=delta.commit_info))
 
 
 def test_a_difference_in_rows_is_no_deliberate_difference(spark, tmp_path):
@@ -131,9 +185,37 @@ def test_an_error_quotes_the_expression_as_written_where_delta_normalizes_it(spa
     assert 'Cannot up cast t.amount * 2 from "DECIMAL(12,2)" to "DECIMAL(10,2)".' in (ours.message or "")
     assert not message_agrees(delta, ours)
     assert message_explained_by(delta, ours) is AS_WRITTEN
-    # And: a message with another type is not explained by it
-    ours.message = (ours.message or "").replace("DECIMAL(12,2)", "DECIMAL(11,2)")
-    assert message_explained_by(delta, ours) is None
+    # And: a message with another type, or with an expression the statement does not hold, is not explained
+    # by it
+    other_type = (ours.message or "").replace("DECIMAL(12,2)", "DECIMAL(11,2)")
+    assert message_explained_by(delta, dataclasses.replace(ours, message=other_type)) is None
+    other_expression = (ours.message or "").replace("t.amount * 2", "t.amount * 3")
+    assert message_explained_by(delta, dataclasses.replace(ours, message=other_expression)) is None
+
+
+def test_one_alias_for_target_and_source_is_refused_where_delta_resolves_each_column(spark, tmp_path):
+    # Given: a statement giving the target and the source one alias, whose ON condition names a column only
+    # the target has and one only the source has
+    case = Case(
+        target_columns=("id", "v"),
+        source_columns=("extra",),
+        target_rows=({"id": 1, "v": 1},),
+        source_rows=({"extra": "e"},),
+        statement=(
+            "MERGE INTO delta.`{target}` AS a USING parquet.`{source}` AS a\n"
+            "ON a.v IS NULL AND a.extra = 'e'\n"
+            "WHEN NOT MATCHED THEN INSERT (id, v) VALUES (7, 7)"
+        ),
+    )
+    # When
+    delta, ours = run_case(spark, case, tmp_path)
+    # Then: Delta resolved each column on its side and inserted; we refused and left the table
+    assert delta.error_class is None and delta.version == 1 and len(delta.rows) == 2
+    assert ours.error_class == "AMBIGUOUS_REFERENCE" and ours.version == 0
+    assert explained_by(delta, ours) is DISTINCT_ALIASES
+    # And: with two aliases the same refusal is not explained by it
+    two_aliases = case.statement.replace("AS a\nON", "AS b\nON")
+    assert explained_by(delta, dataclasses.replace(ours, statement=two_aliases)) is None
 
 
 def test_where_delta_fails_internally_only_a_classed_error_of_ours_has_a_verdict():
@@ -148,3 +230,12 @@ def test_where_delta_fails_internally_only_a_classed_error_of_ours_has_a_verdict
     internal = Outcome(error_class="INTERNAL_ERROR", message="[INTERNAL_ERROR] Found the unresolved Cast")
     stack = Outcome(error_class="MERGE_EXECUTION", message="boom\n\tat org.apache.spark.sql.Dataset.collect")
     assert [internal_failure_explained_by(delta, ours) for ours in (merged, internal, stack)] == [None] * 3
+
+
+def test_the_users_list_of_deliberate_differences_is_the_suites():
+    # docs/semantics.md names each deliberate difference it describes; the suite's lists hold the same
+    text = (Path(__file__).parents[2] / "docs" / "semantics.md").read_text()
+    named = re.findall(r"\*\*Deliberate difference\*\* \(`([a-z-]+)`\)", text)
+    listed = [d.name for d in (*DIFFERENCES, *MESSAGE_DIFFERENCES, *IN_EVERY_COMMIT)]
+    assert sorted(named) == sorted(listed)
+    assert "**Deliberate difference:**" not in text  # every one is named

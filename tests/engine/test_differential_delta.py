@@ -13,7 +13,12 @@ from collections.abc import Callable
 from hypothesis import event, example, given, seed
 
 from tests.engine.conftest import DIFFERENTIAL_SETTINGS
-from tests.engine.delta_differences import explained_by, internal_failure_explained_by, message_explained_by
+from tests.engine.delta_differences import (
+    IN_EVERY_COMMIT,
+    explained_by,
+    internal_failure_explained_by,
+    message_explained_by,
+)
 from tests.engine.delta_differential import (
     Case,
     Outcome,
@@ -67,4 +72,7 @@ def test_delta_and_the_engine_agree_on_generated_statements(spark, tmp_path_fact
         return
     event("judged against Delta's outcome")
     assert delta.observed() == ours.observed() or explained_by(delta, ours), report(case, delta, ours)
+    if delta.commit_info and ours.commit_info:
+        broken = [d.name for d in IN_EVERY_COMMIT if not d.differs_so(delta, ours)]
+        assert not broken, f"{broken} not as listed:" + report(case, delta, ours)
     assert message_agrees(delta, ours) or message_explained_by(delta, ours), report(case, delta, ours)

@@ -23,6 +23,7 @@ from airflow_provider_deltamerge.delta.format.column_mapping import (
 )
 from airflow_provider_deltamerge.delta.format.provenance import COMMIT_INFO_KEY
 from airflow_provider_deltamerge.delta.format.type_changes import with_type_change_version
+from airflow_provider_deltamerge.delta.log.row_tracking import DOMAIN as ROW_TRACKING_DOMAIN
 from airflow_provider_deltamerge.delta.log.row_tracking import domain_metadata
 from airflow_provider_deltamerge.delta.log.snapshot import DataFile, Snapshot
 
@@ -74,7 +75,7 @@ class MergeCommitActions:
                 gets the row ids above it (``baseRowId``) and ``version`` as its ``defaultRowCommitVersion``,
                 and the new mark is committed as the ``delta.rowTracking`` domain's metadata.
         """
-        actions = [{"commitInfo": self._commit_info(timestamp, in_commit_timestamp)}]
+        actions: list[dict[str, Any]] = []
         if self.schema is not None:
             actions.append({"metaData": self._metadata(version)})
         txn = _txn(self.info, timestamp)
@@ -95,9 +96,13 @@ class MergeCommitActions:
         actions += [{"cdc": _cdc(f, stored)} for f in self.change_files]
         if mark is not None and adds:
             actions.append({"domainMetadata": domain_metadata(mark)})
-        return "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode()
+        info = self._commit_info(timestamp, in_commit_timestamp, _isolation_level(actions))
+        lines = [{"commitInfo": info}, *actions]
+        return "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in lines).encode()
 
-    def _commit_info(self, timestamp: int, in_commit_timestamp: int | None) -> dict[str, Any]:
+    def _commit_info(
+        self, timestamp: int, in_commit_timestamp: int | None, isolation_level: str
+    ) -> dict[str, Any]:
         # With in-commit timestamps on, commitInfo must come first and carry the commit's time (PROTOCOL.md
         # "In-Commit Timestamps"); readers then take that instead of the file's modification time, and so do
         # those that read commitInfo's timestamp (deltalake's history).
@@ -107,7 +112,7 @@ class MergeCommitActions:
             "operation": "MERGE",
             "operationParameters": dict(self.operation_parameters),
             "readVersion": self.snapshot.version,
-            "isolationLevel": "Serializable",
+            "isolationLevel": isolation_level,
             # A merge reads the target (even an insert-only one, to leave out the rows that match).
             "isBlindAppend": False,
             # Delta keeps every operation metric as a string.
@@ -143,6 +148,21 @@ class MergeCommitActions:
         if self.schema is not None and maps_columns(configuration):
             configuration[MAX_COLUMN_ID_KEY] = str(max_column_id(configuration, self.schema))
         return configuration
+
+
+def _isolation_level(actions: Sequence[Mapping[str, Any]]) -> str:
+    """The isolation level Delta records for a commit of ``actions`` (commitInfo aside) on a Serializable
+    table, the only level Delta Lake's tables take: SnapshotIsolation when no file action changes data and
+    no other action but row tracking's domain is there (an empty commit, recorded when
+    skipRecordingEmptyCommits is off), as OptimisticTransaction.canDowngradeToSnapshotIsolation decides."""
+    for action in actions:
+        [(kind, body)] = action.items()
+        if kind in ("add", "remove", "cdc") and not body.get("dataChange"):
+            continue
+        if kind == "domainMetadata" and body.get("domain") == ROW_TRACKING_DOMAIN:
+            continue
+        return "Serializable"
+    return "SnapshotIsolation"
 
 
 def _stored_names(snapshot: Snapshot) -> dict[str, str]:

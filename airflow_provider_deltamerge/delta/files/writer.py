@@ -39,7 +39,11 @@ from airflow_provider_deltamerge.delta.files.change_data_feed import CHANGE_DATA
 from airflow_provider_deltamerge.delta.files.physical_schema import physical_field
 from airflow_provider_deltamerge.delta.files.store_files import StoreFiles
 from airflow_provider_deltamerge.delta.format.column_mapping import maps_columns, stored_schema
-from airflow_provider_deltamerge.delta.format.stats import footer_stats
+from airflow_provider_deltamerge.delta.format.stats import (
+    FOOTER_BOUND_BYTES_CONF,
+    footer_bound_bytes,
+    footer_stats,
+)
 from airflow_provider_deltamerge.delta.format.stats_columns import (
     STRING_PREFIX_LENGTH_CONF,
     Field,
@@ -216,6 +220,8 @@ def write_files(
         # Spark 4.1+ shreds VARIANT columns by default; the protocol allows it only where the table enables
         # shredding. Delta's TransactionalWrite passes this same write option.
         .option(INFER_SHREDDING_CONF, str(shreds_variants(snapshot)).lower())
+        # String bounds cut as Delta's stats need them, so a long value leaves the footer its statistics.
+        .option(FOOTER_BOUND_BYTES_CONF, str(footer_bound_bytes(settings.string_prefix_length)))
     )
     max_rows = max_records_per_file(snapshot)
     if max_rows is not None:

@@ -231,6 +231,23 @@ def _bound(value: Any, data_type: str, prefix: int, *, upper: bool) -> Any:
     return None
 
 
+# The Parquet writer's setting that cuts the string bounds its footer keeps (parquet-mr's
+# ParquetMetadataConverter.toParquetStatistics; a writer option reaches it through the Hadoop conf).
+FOOTER_BOUND_BYTES_CONF = "parquet.statistics.truncate.length"
+
+
+def footer_bound_bytes(prefix: int) -> int:
+    """The bytes a footer's string bounds are cut to (``FOOTER_BOUND_BYTES_CONF``) for Delta's ``prefix``.
+
+    Uncut, a column chunk whose min or max exceeds 4 KiB gets no statistics at all, not even its null count,
+    where Delta keeps the prefix bounds and the count. Cut, the min is the value's first bytes and the max
+    its first bytes with the last character raised (an upper bound still). The cut keeps every character
+    ``truncate_min`` and ``truncate_max`` read (2 x prefix + 2 UTF-16 units, at most 3 bytes each) in front of
+    the raised one, so Delta's bounds come out of the footer unchanged.
+    """
+    return max(256, 6 * prefix + 16)
+
+
 def truncate_min(value: str, prefix: int) -> str:
     """Delta's string min: its first ``prefix`` characters (``substring(min(c), 0, prefix)``, code points)."""
     return value[:prefix]
