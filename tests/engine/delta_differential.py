@@ -1,22 +1,26 @@
 """Generated MERGE INTO statements, each run by Delta Lake's own runtime and by our engine on identical copies
 of one table, in the tests' session, and every observable outcome compared.
 
-A case is a table (columns drawn from scalar, decimal, date, timestamp, struct, array and map types, with
-NULLs; partitioned or not; with or without deletion vectors and the change data feed; some created by Delta
-itself with column mapping, a generated column, a column default, row tracking, liquid clustering, type
-widening (columns widened after the first rows were written) or a VARIANT column), a parquet source (the
-target's key, some of its columns, perhaps a column the target lacks) and a statement of one to five WHEN
-clauses of every kind, with conditions, ``*`` and explicit assignments, nested ones included, run under
-session confs Delta honours (schema evolution, store assignment, ANSI off, case sensitivity with columns
-named in upper case, empty commits recorded). Delta runs the statement text; our engine runs it as a user's
-task does: the text parsed into a spec, the pre-flight checks against the log, then the merge.
+A case is a table (columns drawn from integer, decimal, float, double, boolean, string, binary, date,
+timestamp, TIMESTAMP_NTZ, struct (nested two deep), array and map types, with NULLs; partitioned or not;
+with or without deletion vectors and the change data feed; some created by Delta itself with column
+mapping, a generated column, a column default, row tracking, liquid clustering, type widening (columns
+widened after the first rows were written) or a VARIANT column), a parquet source (the target's key,
+unique in four draws of five, NULL in one row of eight; some of the target's columns, perhaps a column the
+target lacks) and a statement of one to seven WHEN clauses of every kind, with conditions, ``*`` and
+explicit assignments, nested ones included, matching keys by an equi-join, a null-safe equality, an OR, an
+expression or a range, run under session confs Delta honours (schema evolution by the conf or by ``WITH
+SCHEMA EVOLUTION``, store assignment, ANSI off, case sensitivity with columns named in upper case, empty
+commits recorded). Delta runs the statement text; our engine runs it as a user's task does: the text parsed
+into a spec, the pre-flight checks against the log, then the merge. ``dimensions`` labels what each case
+draws, and the test counts the labels as Hypothesis events (the run's coverage table).
 
 What is compared (``Outcome``): the error's class and the version the failed merge left, or else whether a
 version was committed, the rows (under row tracking with their row ids and commit versions), the schema,
 the table as its log states it (protocol, properties, partition columns, domain metadata: ``log_state``),
 the commit's operation, the shape of its parameters, its flags and the names of its metrics, every row
 count and every file metric the table's layout decides (files, bytes and deletion vectors removed or
-added to), whether files and change files were written, and the change data feed's rows of the merge as
+added to), whether files were written, and the change data feed's rows of the merge as
 Delta's reader reads them. ``DIFFERENCES`` (tests/engine/delta_differences.py) lists what may differ, each
 with its reason; tests/engine/test_differential_comparisons.py shows each comparison catch a planted
 difference.
@@ -29,6 +33,7 @@ import datetime
 import json
 import re
 import shutil
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -223,6 +228,68 @@ COLUMNS: dict[str, Column] = {
         ("s.{c}", "map('k', 1)"),
         ("{a}.{c}['k'] = 1",),
     ),
+    "f": Column(
+        "FLOAT",
+        pa.float32(),
+        st.sampled_from([None, -1.5, 0.0, 2.25, 1e10]),
+        ("t.{c} * 2",),
+        ("s.{c}", "s.{c} + 0.5"),
+        ("{a}.{c} > 0",),
+    ),
+    "dbl": Column(
+        "DOUBLE",
+        pa.float64(),
+        st.sampled_from([None, -0.5, 0.0, 3.75, 1e300]),
+        ("t.{c} / 2",),
+        ("s.{c}", "s.{c} * 3"),
+        ("{a}.{c} < 1.0",),
+    ),
+    "flag": Column(
+        "BOOLEAN",
+        pa.bool_(),
+        st.sampled_from([None, True, False]),
+        ("NOT t.{c}",),
+        ("s.{c}", "s.{c} AND t.{c}"),
+        ("{a}.{c}", "{a}.{c} IS NULL"),
+        partitionable=True,
+    ),
+    "ntz": Column(
+        "TIMESTAMP_NTZ",
+        pa.timestamp("us"),
+        st.one_of(st.none(), st.datetimes(datetime.datetime(2026, 1, 1), datetime.datetime(2026, 1, 3))),
+        ("t.{c} + INTERVAL 1 DAY",),
+        ("s.{c}",),
+        ("{a}.{c} > TIMESTAMP_NTZ'2026-01-02 00:00:00'",),
+    ),
+    "bin": Column(
+        "BINARY",
+        pa.binary(),
+        st.sampled_from([None, b"", b"ab", b"\x00\xff"]),
+        ("concat(t.{c}, X'01')",),
+        ("s.{c}", "unhex('0A')"),
+        ("length({a}.{c}) > 1",),
+    ),
+    "nest": Column(
+        "STRUCT<a: STRUCT<b: INT, c: STRING>, d: INT>",
+        pa.struct([("a", pa.struct([("b", pa.int32()), ("c", pa.string())])), ("d", pa.int32())]),
+        st.one_of(
+            st.none(),
+            st.fixed_dictionaries(
+                {
+                    "a": st.one_of(
+                        st.none(),
+                        st.fixed_dictionaries(
+                            {"b": st.one_of(st.none(), st.integers(0, 2)), "c": st.sampled_from(["p", None])}
+                        ),
+                    ),
+                    "d": st.one_of(st.none(), st.integers(0, 2)),
+                }
+            ),
+        ),
+        ("named_struct('a', t.{c}.a, 'd', t.{c}.d + 1)",),
+        ("s.{c}",),
+        ("{a}.{c}.a.b > 0", "{a}.{c}.a IS NULL"),
+    ),
 }
 # A source column the target lacks: schema evolution adds it, or INSERT * / UPDATE SET * leave it out.
 # Source columns of other types a column may be set from: store assignment casts them (and may overflow).
@@ -232,10 +299,15 @@ CASTS = {
     "amount": ("s.v", "s.big"),
     "name": ("s.v", "s.day"),
     "day": ("s.ts", "s.name"),
-    "ts": ("s.day",),
+    "ts": ("s.day", "s.ntz"),
+    "ntz": ("s.ts",),
+    "f": ("s.dbl", "s.v"),
+    "dbl": ("s.f", "s.amount"),
+    "flag": ("s.name",),
 }
 EXTRA = Column("STRING", pa.string(), st.sampled_from(["e", None]), (), ("s.{c}",), ("{a}.{c} IS NULL",))
-KEY = Column("BIGINT", pa.int64(), st.one_of(st.none(), st.integers(0, 5)), (), (), ())
+# Keys from a few values, NULL in one draw of eight (a NULL key matches nothing): most statements match rows.
+KEY = Column("BIGINT", pa.int64(), st.integers(0, 47).map(lambda n: None if n >= 42 else n % 6), (), (), ())
 
 
 @dataclass(frozen=True)
@@ -269,22 +341,36 @@ def cases(draw: st.DrawFn) -> Case:
     others = draw(st.lists(st.sampled_from(sorted(COLUMNS)), min_size=1, max_size=4, unique=True))
     target_columns = ("id", *others)
     # Mostly every target column: a source that lacks one makes most statements with * fail alike
-    complete = draw(st.integers(0, 3)) > 0
+    complete = draw(st.integers(0, 7)) > 0
     kept = others if complete else draw(st.lists(st.sampled_from(others), max_size=len(others), unique=True))
     extra = draw(st.booleans())
     source_columns = ("id", *kept, *(("extra",) if extra else ()))
     partitionable = [c for c in others if COLUMNS[c].partitionable]
     partition_by = draw(st.sampled_from([None, *partitionable]))
 
-    def rows(columns: Sequence[str], size: int) -> tuple[Mapping[str, Any], ...]:
+    def rows(columns: Sequence[str], size: int, *, unique: bool = False) -> tuple[Mapping[str, Any], ...]:
         row = st.fixed_dictionaries({name: column(name).values for name in columns})
-        return tuple(draw(st.lists(row, max_size=size)))
+        keys = (lambda r: r["id"]) if unique else None
+        empty_too = draw(st.integers(0, 7)) == 0  # an empty table or source in one draw of eight
+        return tuple(draw(st.lists(row, min_size=0 if empty_too else 1, max_size=size, unique_by=keys)))
 
-    target_rows, source_rows = rows(target_columns, 6), rows(source_columns, 5)
-    statement = draw(statements(target_columns, source_columns))
+    # Source keys repeat in one draw of five (a target row matched twice fails the merge), else are unique.
+    repeated_keys = draw(st.integers(0, 4)) == 0
+    target_rows, source_rows = rows(target_columns, 6), rows(source_columns, 5, unique=not repeated_keys)
+    features: tuple[str, ...] = ()
+    if draw(st.integers(0, 3)) == 0:
+        features = tuple(draw(st.lists(st.sampled_from(sorted(FEATURES)), min_size=1, unique=True)))
+    # `*` takes every target column from the source: drawn rarely where the source lacks some (a column a
+    # feature adds is never in it)
+    lacking = not set(target_columns) <= set(source_columns) or any(FEATURES[f].column for f in features)
+    statement = draw(statements(target_columns, source_columns, star_fails=lacking))
     confs = {}
     if extra and draw(st.booleans()):
-        confs[AUTO_MERGE] = "true"
+        # schema evolution by the session's conf, or by the statement's own clause
+        if draw(st.booleans()):
+            confs[AUTO_MERGE] = "true"
+        else:
+            statement = statement.replace("MERGE INTO", "MERGE WITH SCHEMA EVOLUTION INTO", 1)
     if draw(st.integers(0, 4)) == 0:
         confs[STORE_ASSIGNMENT] = draw(st.sampled_from(["LEGACY", "STRICT"]))
     if draw(st.integers(0, 5)) == 0:
@@ -300,9 +386,6 @@ def cases(draw: st.DrawFn) -> Case:
         properties["delta.enableDeletionVectors"] = "true"
     if draw(st.integers(0, 3)) == 0:
         properties["delta.enableChangeDataFeed"] = "true"
-    features = ()
-    if draw(st.integers(0, 3)) == 0:
-        features = tuple(draw(st.lists(st.sampled_from(sorted(FEATURES)), min_size=1, unique=True)))
     return Case(
         target_columns,
         source_columns,
@@ -316,20 +399,60 @@ def cases(draw: st.DrawFn) -> Case:
     )
 
 
+def dimensions(case: Case) -> list[str]:
+    """What the case draws, one label per dimension value: Hypothesis counts them as events, so a run's
+    statistics show each dimension's share (the coverage table)."""
+    written = case.statement.lower()  # a case may name the key in upper case
+    key = max((k for k in KEY_MATCHES if k in written), key=len, default="?")
+    evolution = (
+        "clause"
+        if "WITH SCHEMA EVOLUTION" in case.statement
+        else "conf"
+        if AUTO_MERGE in case.confs
+        else "off"
+    )
+    kinds = re.findall(r"^WHEN (NOT MATCHED BY SOURCE|NOT MATCHED|MATCHED)", case.statement, re.MULTILINE)
+    return [
+        f"ON: {key}",
+        f"schema evolution: {evolution}",
+        *(f"clauses: {count} x WHEN {kind}" for kind, count in sorted(Counter(kinds).items())),
+        f"partitioned: {case.partition_by is not None}",
+        *(f"column: {column(name).sql}" for name in case.target_columns if name != "id"),
+        *(f"feature: {name}" for name in case.features),
+        *(f"property: {name}" for name in sorted(case.properties)),
+        *(f"conf: {name}={value}" for name, value in sorted(case.confs.items())),
+    ]
+
+
 def in_upper_case(statement: str, name: str) -> str:
     """``statement`` with every reference to ``name`` through an alias written in upper case."""
     return re.sub(rf"\b([ts])\.{name}\b", lambda ref: f"{ref[1]}.{name.upper()}", statement)
 
 
+# How ON matches the keys: an equi-join most often; a null-safe one (NULL keys match); an OR of two
+# equalities, an expression of the key and a range (no equi-join key: no pruning by the source's keys).
+KEY_MATCHES = (
+    "t.id = s.id",
+    "t.id = s.id",
+    "t.id = s.id",
+    "t.id <=> s.id",
+    "(t.id = s.id OR t.id = s.id + 10)",
+    "t.id = s.id + 1",
+    "t.id BETWEEN s.id AND s.id + 1",
+)
+
+
 @st.composite
-def statements(draw: st.DrawFn, target: Sequence[str], source: Sequence[str]) -> str:
+def statements(
+    draw: st.DrawFn, target: Sequence[str], source: Sequence[str], *, star_fails: bool = False
+) -> str:
     """A MERGE INTO statement over ``target`` t and ``source`` s, in Spark's grammar (clause kinds in order,
     only each kind's last clause without a condition)."""
     shared = [c for c in target if c in source and c != "id"]
-    on = draw(
-        st.sampled_from(
-            ["t.id = s.id", *(f"t.id = s.id AND {cond}" for cond in conditions(target, source, "ts"))]
-        )
+    key = draw(st.sampled_from(KEY_MATCHES))
+    # the keys alone in one ON of two, else with a further condition
+    on = (
+        key if draw(st.booleans()) else f"{key} AND {draw(st.sampled_from(conditions(target, source, 'ts')))}"
     )
 
     def clause_conditions(kinds: int, aliases: str) -> list[str | None]:
@@ -341,15 +464,15 @@ def statements(draw: st.DrawFn, target: Sequence[str], source: Sequence[str]) ->
         return picks
 
     matched = [
-        (cond, draw(matched_actions(target, source, shared)))
+        (cond, draw(matched_actions(target, source, shared, star_fails)))
         for cond in clause_conditions(draw(st.integers(0, 2)), "ts")
     ]
     not_matched = [
-        (cond, draw(insert_actions(target, source)))
+        (cond, draw(insert_actions(target, source, star_fails)))
         for cond in clause_conditions(draw(st.integers(0, 2)), "s")
     ]
     by_source = [
-        (cond, draw(by_source_actions(target))) for cond in clause_conditions(draw(st.integers(0, 1)), "t")
+        (cond, draw(by_source_actions(target))) for cond in clause_conditions(draw(st.integers(0, 2)), "t")
     ]
     if not (matched or not_matched or by_source):
         not_matched = [(None, "INSERT *")]
@@ -378,8 +501,11 @@ def conditions(target: Sequence[str], source: Sequence[str], aliases: str) -> li
 
 
 @st.composite
-def matched_actions(draw: st.DrawFn, target: Sequence[str], source: Sequence[str], shared: list[str]) -> str:
-    kind = draw(st.sampled_from(["star", "set", "set", "delete"]))
+def matched_actions(
+    draw: st.DrawFn, target: Sequence[str], source: Sequence[str], shared: list[str], star_fails: bool
+) -> str:
+    star = draw(st.integers(0, 7)) == 0 if star_fails else draw(st.integers(0, 3)) == 0
+    kind = "star" if star else draw(st.sampled_from(["set", "set", "delete"]))
     if kind == "delete":
         return "DELETE"
     if kind == "star":
@@ -390,11 +516,18 @@ def matched_actions(draw: st.DrawFn, target: Sequence[str], source: Sequence[str
     for name in names:
         col = column(name)
         options = [*col.target_exprs, *(e for e in col.source_exprs if name in source), *casts(name, source)]
-        if name == "st" and "st" in source:
-            sets.append(draw(st.sampled_from(["t.st.a = s.st.a", "t.st.b = 'q'"])))
+        if name in NESTED_SETS and name in source:
+            sets.append(draw(st.sampled_from(NESTED_SETS[name])))
             continue
         sets.append(f"t.{name} = {draw(st.sampled_from(options)).format(c=name)}")
     return "UPDATE SET " + ", ".join(sets)
+
+
+# Assignments to fields of a struct column, nested ones too.
+NESTED_SETS = {
+    "st": ("t.st.a = s.st.a", "t.st.b = 'q'"),
+    "nest": ("t.nest.a.b = s.nest.a.b", "t.nest.d = s.nest.d + 1", "t.nest.a = s.nest.a"),
+}
 
 
 def casts(name: str, source: Sequence[str]) -> list[str]:
@@ -403,8 +536,8 @@ def casts(name: str, source: Sequence[str]) -> list[str]:
 
 
 @st.composite
-def insert_actions(draw: st.DrawFn, target: Sequence[str], source: Sequence[str]) -> str:
-    if draw(st.booleans()):
+def insert_actions(draw: st.DrawFn, target: Sequence[str], source: Sequence[str], star_fails: bool) -> str:
+    if draw(st.integers(0, 7)) == 0 if star_fails else draw(st.booleans()):
         return "INSERT *"
     names = [
         "id",
@@ -494,9 +627,13 @@ def create_with_delta(spark: SparkSession, case: Case, rows: pa.Table, target: P
         columns += [feature.column] if feature.column else []
     listed = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
     table = f"delta.`{target}`"
-    # A clustered table has no partitions: it is clustered by the column the case would partition by.
+    # A clustered table has no partitions: it is clustered by the column the case would partition by, if
+    # Delta keeps its stats (not a boolean's), else by the key.
+    clustered_by = (
+        case.partition_by if case.partition_by and column(case.partition_by).sql != "BOOLEAN" else "id"
+    )
     layout = (
-        f" CLUSTER BY (`{case.partition_by or 'id'}`)"
+        f" CLUSTER BY (`{clustered_by}`)"
         if "clustering" in case.features
         else f" PARTITIONED BY (`{case.partition_by}`)"
         if case.partition_by
@@ -639,7 +776,9 @@ LAYOUT_METRICS = (
     m.NUM_TARGET_DELETION_VECTORS_UPDATED,
 )
 # File metrics that the writer's tasks and parquet settings decide: compared by whether any was written.
-WRITER_METRICS = (m.NUM_TARGET_FILES_ADDED, m.NUM_TARGET_BYTES_ADDED, m.NUM_TARGET_CHANGE_FILES_ADDED)
+# Change files are not: a commit whose changes are all inserts may leave them to its added files (Delta's
+# classic executor writes them, the engine's append path does not), and the feed's rows are compared.
+WRITER_METRICS = (m.NUM_TARGET_FILES_ADDED, m.NUM_TARGET_BYTES_ADDED)
 
 
 def table_facts(state: LogState) -> dict[str, Any]:

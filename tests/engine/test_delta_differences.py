@@ -25,6 +25,7 @@ ONLY_ACTED_ON = next(d for d in DIFFERENCES if d.name == "only-files-a-clause-ac
 AS_WRITTEN = next(d for d in MESSAGE_DIFFERENCES if d.name == "expressions-as-written")
 NO_PROTOCOL_CHANGE = next(d for d in DIFFERENCES if d.name == "no-protocol-change")
 DISTINCT_ALIASES = next(d for d in DIFFERENCES if d.name == "distinct-aliases")
+COUNTED_ONCE = next(d for d in DIFFERENCES if d.name == "source-rows-counted-once")
 EVERY_METRIC, AS_WRITTEN_IN_THE_COMMIT = IN_EVERY_COMMIT
 DAY = datetime.date(2026, 1, 2)
 NEXT_DAY = datetime.date(2026, 1, 3)
@@ -191,6 +192,32 @@ def test_an_error_quotes_the_expression_as_written_where_delta_normalizes_it(spa
     assert message_explained_by(delta, dataclasses.replace(ours, message=other_type)) is None
     other_expression = (ours.message or "").replace("t.amount * 2", "t.amount * 3")
     assert message_explained_by(delta, dataclasses.replace(ours, message=other_expression)) is None
+
+
+def test_delta_counts_the_source_twice_in_a_full_outer_nested_loop_join_and_the_engine_once(spark, tmp_path):
+    # Given: an ON condition with no equality to hash on (an OR) and a NOT MATCHED BY SOURCE clause
+    case = Case(
+        ("id", "v"),
+        ("id", "v"),
+        tuple({"id": k, "v": k} for k in (2, 3, 4)),
+        tuple({"id": k, "v": 9} for k in (1, 2, 3, 5, 7)),
+        "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s\n"
+        "ON (t.id = s.id OR t.id = s.id + 10)\n"
+        "WHEN MATCHED THEN UPDATE SET *\n"
+        "WHEN NOT MATCHED BY SOURCE THEN DELETE",
+    )
+    # When
+    delta, ours = run_case(spark, case, tmp_path)
+    # Then: the same table, rows and every other count; Delta counted the five source rows twice
+    assert (delta.counts[m.NUM_SOURCE_ROWS], ours.counts[m.NUM_SOURCE_ROWS]) == (10, 5)
+    assert delta.rows == ours.rows and delta.table == ours.table
+    assert explained_by(delta, ours) is COUNTED_ONCE
+    # And: with an equality to hash on, or without the clause, the same counts are not explained by it
+    for statement in (
+        case.statement.replace("(t.id = s.id OR t.id = s.id + 10)", "t.id = s.id"),
+        case.statement.replace("NOT MATCHED BY SOURCE", "NOT MATCHED"),
+    ):
+        assert explained_by(delta, dataclasses.replace(ours, statement=statement)) is None
 
 
 def test_one_alias_for_target_and_source_is_refused_where_delta_resolves_each_column(spark, tmp_path):

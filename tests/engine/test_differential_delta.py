@@ -1,7 +1,7 @@
 """Generated MERGE INTO statements run by Delta Lake's own runtime and by our engine (tests/engine/
 delta_differential.py): outcomes equal, or different exactly as one deliberate difference says
 (tests/engine/delta_differences.py); where Delta's runtime fails internally, ours as one category of
-``WHEN_DELTA_FAILS_INTERNALLY`` says. ``HYPOTHESIS_PROFILE=dev`` runs 2,000 statements, CI 50, drawn from the
+``WHEN_DELTA_FAILS_INTERNALLY`` says. ``HYPOTHESIS_PROFILE=dev`` runs 2,000 statements, CI 25, drawn from the
 run's seed (tests/run_profile.py).
 """
 
@@ -14,6 +14,9 @@ from hypothesis import event, example, given, seed
 
 from tests.engine.conftest import DIFFERENTIAL_SETTINGS
 from tests.engine.delta_differences import (
+    CHANGES as CHANGE_COUNTS,
+)
+from tests.engine.delta_differences import (
     IN_EVERY_COMMIT,
     explained_by,
     internal_failure_explained_by,
@@ -24,6 +27,7 @@ from tests.engine.delta_differential import (
     Outcome,
     cases,
     delta_failed_internally,
+    dimensions,
     message_agrees,
     run_case,
 )
@@ -63,6 +67,12 @@ def test_delta_and_the_engine_agree_on_generated_statements(spark, tmp_path_fact
         delta, ours = run_case(spark, case, folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    for label in dimensions(case):
+        event(label)
+    changed = sum(delta.counts.get(k, 0) for k in CHANGE_COUNTS)
+    event(
+        f"Delta's outcome: {'an error' if delta.error_class else 'rows changed' if changed else 'no change'}"
+    )
     if delta_failed_internally(delta):
         # Delta's own internal errors (an analyzer bug such as "Found the unresolved Cast") leave nothing of
         # Delta's to compare with: our outcome still gets a verdict, counted by its category in every run
