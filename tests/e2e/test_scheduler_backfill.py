@@ -10,7 +10,9 @@ PostgreSQL), and the merges run through the session's Spark Connect server:
 * the backfill of January 1-8 with ``max_active_runs`` 4;
 * on January 3 and 6 each merge's first try is killed right after its commit; the automatic retry returns it;
 * as soon as January 1 succeeded, its extract is fixed and both its merges cleared, while later days run;
-* as soon as January 3 succeeded, its extract is fixed and its partitioned merge cleared.
+* as soon as January 3 succeeded, its extract is fixed and its partitioned merge cleared;
+* January 8's merges wait until both Clears are made, so that the Clears come while the backfill runs however
+  fast the machine is.
 
 Then every row is right (a merge that committed over a concurrent one without its changes, a lost update,
 leaves some day's rows as they were), and each table has one commit per day plus one per Clear of its merge,
@@ -43,6 +45,7 @@ DAYS = [dt.date(2024, 1, day) for day in range(1, 9)]
 SHARDS = 4
 IDS_PER_SHARD_BLOCK, CHANGED_PER_DAY = 100, 50
 CRASH_DAYS = (DAYS[2], DAYS[5])
+GATED_DAY = DAYS[-1]
 # What is cleared, in order, each as soon as its day's run has succeeded: the day, the tasks, the extract's
 # new factor.
 CLEARS = ((DAYS[0], (ONE_TABLE, PARTITIONS), 2.0), (DAYS[2], (PARTITIONS,), 3.0))
@@ -53,7 +56,7 @@ BACKFILL_TIMEOUT = 900
 def test_a_backfill_of_eight_days_four_at_a_time_with_clears_and_retries_loses_no_update(
     airflow_env, postgres, spark_connect_server, tmp_path
 ):
-    lake = tmp_path / "lake"
+    lake, gate = tmp_path / "lake", tmp_path / "clears-made"
     for table in TABLES.values():
         write_deltalake(
             str(lake / table),
@@ -71,6 +74,8 @@ def test_a_backfill_of_eight_days_four_at_a_time_with_clears_and_retries_loses_n
         "AIRFLOW__CORE__PARALLELISM": "4",
         "AIRFLOW_CONN_SPARK_CONNECT": json.dumps({**connection, "password": server.token}),
         "DELTAMERGE_TEST_CRASH_DAYS": ",".join(map(str, CRASH_DAYS)),
+        "DELTAMERGE_TEST_GATED_DAY": str(GATED_DAY),
+        "DELTAMERGE_TEST_GATE": str(gate),
     }
     with airflow_services(airflow_env, tmp_path / "airflow", env, postgres) as airflow:
         airflow.wait_for(
@@ -97,16 +102,18 @@ def test_a_backfill_of_eight_days_four_at_a_time_with_clears_and_retries_loses_n
             for task in tasks:
                 factors[task][day] = factor
             clear(airflow, run_ids[day], tasks)
+        gate.touch()
         states = airflow.wait_for(
             "every run of the backfill to finish",
             lambda: (found := run_states(airflow)) and all(s in FINISHED for s in found.values()) and found,
             timeout=BACKFILL_TIMEOUT,
         )
         tries = task_tries(airflow)
-        merges_at_once = most_merges_at_once(airflow)
+        merges_at_once = most_merges_at_once(airflow, besides=run_ids[GATED_DAY])
 
     assert states == dict.fromkeys(run_ids.values(), "success"), states
-    # The Clears came while the backfill was going on, and merges overlapped (else nothing was concurrent).
+    # The Clears came while the backfill was going on, and merges overlapped (else nothing was concurrent),
+    # the gated day's waiting ones aside.
     assert all(unfinished > 0 for unfinished in unfinished_at_clears), unfinished_at_clears
     assert merges_at_once >= 2, merges_at_once
     cleared = Counter((day, task) for day, tasks, _ in CLEARS for task in tasks)
@@ -217,13 +224,15 @@ def task_tries(airflow: Airflow) -> dict[tuple[str, str], int]:
     return {(run_id, task_id): int(number) for run_id, task_id, number in found}
 
 
-def most_merges_at_once(airflow: Airflow) -> int:
-    """The most tries of the merges that ran at the same time, from every try's start and end."""
+def most_merges_at_once(airflow: Airflow, *, besides: str) -> int:
+    """The most tries of the merges that ran at the same time, from every try's start and end, the run
+    ``besides`` left out."""
     spans = airflow.query(
-        "SELECT start_date, end_date FROM task_instance WHERE dag_id = :d AND start_date IS NOT NULL "
-        "UNION ALL SELECT start_date, end_date FROM task_instance_history "
-        "WHERE dag_id = :d AND start_date IS NOT NULL",
+        "SELECT start_date, end_date FROM task_instance WHERE dag_id = :d AND run_id != :r "
+        "AND start_date IS NOT NULL UNION ALL SELECT start_date, end_date FROM task_instance_history "
+        "WHERE dag_id = :d AND run_id != :r AND start_date IS NOT NULL",
         d=DAG_ID,
+        r=besides,
     )
     edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans if end is not None])
     running = most = 0

@@ -45,7 +45,8 @@ from deltalake import DeltaTable, write_deltalake
 from hypothesis import strategies as st
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
-from pyspark.sql import SparkSession
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import VariantType
 
@@ -575,12 +576,16 @@ class Outcome:
     schema: str = ""
     counts: dict[str, int] = field(default_factory=dict)  # the commit's row counts
     table: dict[str, Any] = field(default_factory=dict)  # table_facts
-    commit: dict[str, Any] = field(default_factory=dict)  # commit_facts
     files: dict[str, Any] = field(default_factory=dict)  # file_facts
     changes: list[dict[str, Any]] | str | None = None  # the change data feed's rows of the commit
     commit_info: dict[str, Any] = field(default_factory=dict)  # the merge commit's, as written (not compared)
     confs: Mapping[str, str] = field(default_factory=dict)  # the session's, as the case set them
     statement: str = ""  # the case's statement
+
+    @property
+    def commit(self) -> dict[str, Any]:
+        """The merge commit's ``commit_facts``; empty when the merge made no commit."""
+        return commit_facts(self.commit_info) if self.commit_info else {}
 
     def observed(self) -> dict[str, Any]:
         if self.error_class is not None:
@@ -722,7 +727,6 @@ def table_outcome(spark: SparkSession, target: str) -> Outcome:
         schema=schema,
         counts={k: int(metrics[k]) for k in ROW_COUNTS if k in metrics},
         table=table_facts(state),
-        commit=commit_facts(state.commit) if merged else {},
         files=file_facts(metrics),
         changes=_changes(spark, target, state) if merged else None,
         commit_info=state.commit if merged else {},
@@ -735,16 +739,21 @@ def _rows_by_delta(
     """The rows as Delta's reader reads them: VARIANT values as their JSON, and under row tracking each
     row's ``_metadata.row_id`` and ``row_commit_version`` (see ``row_lineage``); the schema as logged."""
     frame = spark.read.format("delta").load(target)
-    texts = [
-        F.to_json(c).alias(c) if isinstance(frame.schema[c].dataType, VariantType) else c
-        for c in frame.columns
-    ]
     tracked = "rowTracking" in state.protocol.get("writerFeatures", ())
     lineage = ["_metadata.row_id", "_metadata.row_commit_version"] if tracked else []
-    rows = [row.asDict(recursive=True) for row in frame.select(*texts, *lineage).collect()]
+    rows = [row.asDict(recursive=True) for row in frame.select(*_as_text(frame), *lineage).collect()]
     if tracked:
         rows = row_lineage(rows, high_water_mark(target, state.version - 1 if merged else state.version))
     return sorted(rows, key=_row_order), comparable_schema(target, logged=True)
+
+
+def _as_text(frame: DataFrame) -> list[SparkColumn | str]:
+    """``frame``'s columns with each VARIANT as its JSON: a collected variant is an object that compares by
+    identity, not value."""
+    return [
+        F.to_json(c).alias(c) if isinstance(frame.schema[c].dataType, VariantType) else c
+        for c in frame.columns
+    ]
 
 
 def _row_order(row: Mapping[str, Any]) -> list[tuple[bool, str]]:
@@ -839,11 +848,7 @@ def _changes(spark: SparkSession, target: str, state: LogState) -> list[dict[str
             .load(target)
             .drop("_commit_timestamp")
         )
-        texts = [
-            F.to_json(c).alias(c) if isinstance(frame.schema[c].dataType, VariantType) else c
-            for c in frame.columns
-        ]
-        rows = [row.asDict(recursive=True) for row in frame.select(*texts).collect()]
+        rows = [row.asDict(recursive=True) for row in frame.select(*_as_text(frame)).collect()]
     except (PySparkException, Py4JJavaError) as err:
         return next(iter(delta_error_classes(jvm_errors(err))), type(err).__name__)
     return sorted(rows, key=_row_order)

@@ -7,12 +7,16 @@ own. The merges run on the test session's Spark Connect server (connection ``spa
 
 Faults: on the days listed in ``DELTAMERGE_TEST_CRASH_DAYS`` the first try of each merge is killed right after
 its commit (a worker lost at the worst moment, tests/faults.py); its automatic retry must return that commit.
+On the day ``DELTAMERGE_TEST_GATED_DAY`` names, each merge waits until the file ``DELTAMERGE_TEST_GATE`` names
+exists: a test that makes Clears during the backfill holds that run open until it has made them.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG
@@ -23,13 +27,23 @@ from airflow_provider_deltamerge.spec import insert_all, update_all
 LAKE = os.environ["DELTAMERGE_LAKE"]
 CRASH_DAYS_ENV = "DELTAMERGE_TEST_CRASH_DAYS"
 CRASH_ENV = "DELTAMERGE_TEST_CRASH_AT"  # tests/faults.py: the merge's process dies at this stage
+GATED_DAY_ENV, GATE_ENV = "DELTAMERGE_TEST_GATED_DAY", "DELTAMERGE_TEST_GATE"
+GATE_TIMEOUT_S = 900
 
 
-def crash_first_try_on_listed_days(context: Any) -> None:
+def before_the_merge(context: Any) -> None:
     """Switch the commit-then-die fault on for this task's process and its merge job, on try 1 of the days
-    listed (the task's process is its own: the switch goes nowhere else)."""
+    listed (the task's process is its own: the switch goes nowhere else); on the gated day, wait for the
+    gate."""
     if context["ds"] in os.environ.get(CRASH_DAYS_ENV, "").split(",") and context["ti"].try_number == 1:
         os.environ[CRASH_ENV] = "after_commit"
+    if context["ds"] == os.environ.get(GATED_DAY_ENV):
+        gate, waited = Path(os.environ[GATE_ENV]), 0.0
+        while not gate.exists():
+            if waited > GATE_TIMEOUT_S:
+                raise TimeoutError(f"the test never opened {gate}")
+            time.sleep(0.5)
+            waited += 0.5
 
 
 with DAG(
@@ -55,5 +69,5 @@ with DAG(
             # task is tried again, as in production; two retries leave room for that besides the crash.
             retries=2,
             retry_delay=timedelta(seconds=1),
-            pre_execute=crash_first_try_on_listed_days,
+            pre_execute=before_the_merge,
         )
