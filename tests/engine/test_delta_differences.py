@@ -10,6 +10,8 @@ import decimal
 import re
 from pathlib import Path
 
+import pytest
+
 from airflow_provider_deltamerge import metrics as m
 from tests.engine.delta_differences import (
     DIFFERENCES,
@@ -194,15 +196,20 @@ def test_an_error_quotes_the_expression_as_written_where_delta_normalizes_it(spa
     assert message_explained_by(delta, dataclasses.replace(ours, message=other_expression)) is None
 
 
-def test_delta_counts_the_source_twice_in_a_full_outer_nested_loop_join_and_the_engine_once(spark, tmp_path):
-    # Given: an ON condition with no equality to hash on (an OR) and a NOT MATCHED BY SOURCE clause
+@pytest.mark.parametrize(
+    "on", ["(t.id = s.id OR t.id = s.id + 10)", "t.id BETWEEN s.id AND s.id"], ids=["or", "between"]
+)
+def test_delta_counts_the_source_twice_in_a_full_outer_nested_loop_join_and_the_engine_once(
+    spark, tmp_path, on
+):
+    # Given: an ON condition with no equality to hash on (an OR, a range) and a NOT MATCHED BY SOURCE clause
     case = Case(
         ("id", "v"),
         ("id", "v"),
         tuple({"id": k, "v": k} for k in (2, 3, 4)),
         tuple({"id": k, "v": 9} for k in (1, 2, 3, 5, 7)),
         "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s\n"
-        "ON (t.id = s.id OR t.id = s.id + 10)\n"
+        f"ON {on}\n"
         "WHEN MATCHED THEN UPDATE SET *\n"
         "WHEN NOT MATCHED BY SOURCE THEN DELETE",
     )
@@ -214,7 +221,7 @@ def test_delta_counts_the_source_twice_in_a_full_outer_nested_loop_join_and_the_
     assert explained_by(delta, ours) is COUNTED_ONCE
     # And: with an equality to hash on, or without the clause, the same counts are not explained by it
     for statement in (
-        case.statement.replace("(t.id = s.id OR t.id = s.id + 10)", "t.id = s.id"),
+        case.statement.replace(on, "t.id = s.id"),
         case.statement.replace("NOT MATCHED BY SOURCE", "NOT MATCHED"),
     ):
         assert explained_by(delta, dataclasses.replace(ours, statement=statement)) is None
