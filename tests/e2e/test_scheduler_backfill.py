@@ -8,7 +8,8 @@ scheduler (LocalExecutor, 4 task slots) and DAG processor of a production-like A
 PostgreSQL), and the merges run through the session's Spark Connect server:
 
 * the backfill of January 1-8 with ``max_active_runs`` 4;
-* on January 3 and 6 each merge's first try is killed right after its commit; the automatic retry returns it;
+* on January 3 and 6 the try of each merge that commits is killed right after its commit; the automatic retry
+  returns it;
 * as soon as January 1 succeeded, its extract is fixed and both its merges cleared, while later days run;
 * as soon as January 3 succeeded, its extract is fixed and its partitioned merge cleared;
 * January 8's merges wait until both Clears are made, so that the Clears come while the backfill runs however
@@ -130,11 +131,11 @@ def test_a_backfill_of_eight_days_four_at_a_time_with_clears_and_retries_loses_n
         )
         assert sorted((p["runId"], p["clearNumber"]) for p in made) == expected, table
         assert dt_table.version() == len(expected), table
-        # A crashed first try made its day's first commit; its retry returned it instead of merging again.
+        # The try that made the day's first commit was killed; a later try returned it instead of merging
+        # again (the first try, unless it met concurrent commits until it gave up).
         for day in CRASH_DAYS:
             [first] = [p for p in made if p["runId"] == run_ids[day] and p["clearNumber"] == 0]
-            assert first["tryNumber"] == 1, (table, day)
-            assert tries[(run_ids[day], task)] >= 2, (table, day)
+            assert first["tryNumber"] < tries[(run_ids[day], task)], (table, day, first)
     # Each partitioned merge read only its own day's shard.
     for day in DAYS:
         metrics = xcom(airflow, run_ids[day], PARTITIONS)
