@@ -115,6 +115,9 @@ def merge_job(
         )
     except DeltaMergeError as err:
         results.put((name, {"error": str(err)}))
+    except Exception as err:  # not a product error: the test shows it rather than waiting for a result
+        results.put((name, {"crash": f"{type(err).__name__}: {err}"}))
+        raise
     finally:
         spark.stop()
 

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -105,6 +106,9 @@ def standalone_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
         for process in reversed(processes):
             process.terminate()
             process.wait(timeout=30)
+        # Each executor copied the jobs' jars (the S3 connector's 700 MB) into its worker's work folder.
+        for n in (1, 2):
+            shutil.rmtree(logs / f"work-{n}", ignore_errors=True)
 
 
 def test_merge_runs_on_a_standalone_cluster_in_client_mode(tmp_path, monkeypatch, standalone_master):
@@ -235,7 +239,8 @@ def test_a_cluster_with_the_connector_merges_into_s3_with_the_keys_on_no_command
         standalone_master,
         s3_server_of_session,
         s3_lake,
-        conf=event_log_conf(events),
+        # Both workers share this machine's disk: each executor copies the jars once, not twice.
+        conf={**event_log_conf(events), "spark.files.useFetchCache": "false"},
         spark_submit_kwargs={"jars": ",".join(jars)},
     )
     # When: the merge runs, its executors in the two workers' processes
