@@ -28,6 +28,7 @@ from airflow_provider_deltamerge.delta.commit.deletion_vector_writes import (
 from airflow_provider_deltamerge.delta.commit.log_store import check_conditional_puts
 from airflow_provider_deltamerge.delta.commit.transaction import Committed, commit_merge
 from airflow_provider_deltamerge.delta.files.writer import discard
+from airflow_provider_deltamerge.delta.log.auto_compaction import AUTO_COMPACT_CONF, check_no_auto_compaction
 from airflow_provider_deltamerge.delta.log.commit_match import MetricBounds
 from airflow_provider_deltamerge.delta.log.idempotency import find_committed_run, same_run
 from airflow_provider_deltamerge.delta.log.merge_commits import SUBMISSION_ID, MergeCommit
@@ -214,6 +215,7 @@ def _attempt(
         snapshot = read_snapshot(table)
         log.info("Snapshot: %s at version %d, %d files", table, snapshot.version, len(snapshot.files))
         check_writable(snapshot, modifies_rows=any(c.kind != "not_matched_insert" for c in spec.clauses))
+        check_no_auto_compaction(table, dict(snapshot.configuration), spark.conf.get(AUTO_COMPACT_CONF, None))
         earlier = find_committed_run(table, info) if checks.rerun == "skip" and not checks.dry_run else None
         if earlier is not None:
             return _already_committed(earlier)

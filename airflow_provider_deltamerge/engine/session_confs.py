@@ -11,6 +11,7 @@ import logging
 
 from pyspark.sql import SparkSession
 
+from airflow_provider_deltamerge.delta.log.auto_compaction import AUTO_COMPACT_CONF
 from airflow_provider_deltamerge.session_kind import conf_keys
 from airflow_provider_deltamerge.spec.preflight import AUTO_MERGE_CONF
 
@@ -39,6 +40,7 @@ HONOURED_DELTA_CONFS = frozenset(
         MATERIALIZE_STORAGE_LEVEL,
         MATERIALIZE_UNREADABLE,
         USER_METADATA,
+        AUTO_COMPACT_CONF,  # false lets the engine merge into a table that asks for auto compaction
     }
 )
 

@@ -106,8 +106,8 @@ def _run(spark: SparkSession, request: JobRequest) -> MergeResult:
             raise MergeSpecError(
                 "Metric bounds and dry runs need this provider's engine, which holds a merge's metrics "
                 "before its commit; this merge runs on Delta's own runtime (backend='delta-spark', or "
-                "'auto' on a table with features only that runtime writes). Drop bounds/dry_run, or check "
-                "the metrics after the merge with DeltaMergeCheckOperator.",
+                "'auto' on a table with features only that runtime writes, or with auto compaction on). Drop "
+                "bounds/dry_run, or check the metrics after the merge with DeltaMergeCheckOperator.",
                 error_class="DELTAMERGE_GUARDS_NEED_ENGINE",
             )
         return run_with_delta_spark(spark, request.spec, provenance=request.provenance, rerun=request.rerun)

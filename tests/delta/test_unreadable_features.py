@@ -135,7 +135,7 @@ def test_the_protocol_comes_from_the_log_and_auto_sends_the_table_to_delta_s_run
     target = table(spark, tmp_path, kind)
     protocol = read_protocol(target)
     assert kind in protocol.reader_features and kind in protocol.writer_features
-    assert backend.features_needing_delta_runtime(target) == REFUSED[kind]
+    assert backend.needing_delta_runtime(target) == REFUSED[kind]
     spec = MergeSpec(target, PathSource(source(tmp_path), "parquet"), "t.id = s.id", (insert_all(),))
     assert backend.choose_backend(spark, spec, "auto") == "delta-spark"
     # Without Delta's runtime in the session, auto leaves the merge to the engine, which refuses it (above).

@@ -490,7 +490,7 @@ def write_table(path: Path, feature: str) -> str:
     ],
 )
 def test_features_needing_delta_runtime_read_from_the_log(tmp_path, feature, expected):
-    assert backend.features_needing_delta_runtime(write_table(tmp_path / feature, feature)) == expected
+    assert backend.needing_delta_runtime(write_table(tmp_path / feature, feature)) == expected
 
 
 @pytest.mark.parametrize(

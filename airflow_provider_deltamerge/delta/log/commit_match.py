@@ -159,12 +159,21 @@ class MetricBounds:
         return [reason for bound in self.bounds if (reason := bound.broken(metrics)) is not None]
 
 
+def operation_of(entry: Mapping[str, Any]) -> str:
+    """The operation of one entry of ``DeltaTable.history()``: ``MERGE`` for a commit carrying this provider's
+    provenance record, also where delta-rs recorded it as a ``WRITE`` (older commits; stores without a
+    conditional put); otherwise the log's."""
+    operation = str(entry.get("operation", ""))
+    if isinstance(entry.get(COMMIT_INFO_KEY), dict) and operation == _DELTA_RS_WRITE:
+        return MERGE
+    return operation
+
+
 @dataclass(frozen=True)
 class Commit:
     """One commit of a Delta table as a sensor reports it (``to_xcom()`` is its XCom value).
 
-    ``operation`` is ``MERGE`` for a commit carrying this provider's provenance record, also where delta-rs
-    recorded it as a ``WRITE`` (older commits; stores without a conditional put); otherwise the log's.
+    ``operation`` as ``operation_of`` reads it.
     """
 
     version: int
@@ -176,11 +185,8 @@ class Commit:
     @classmethod
     def from_history(cls, entry: Mapping[str, Any]) -> Commit:
         """The commit described by one entry of ``DeltaTable.history()``."""
-        own = entry.get(COMMIT_INFO_KEY)
         provenance = provenance_of(entry)
-        operation = str(entry.get("operation", ""))
-        if isinstance(own, dict) and operation == _DELTA_RS_WRITE:
-            operation = MERGE
+        operation = operation_of(entry)
         raw_metrics = entry.get("operationMetrics") or {}
         metrics = {k: n for k, v in raw_metrics.items() if (n := metric_number(v)) is not None}
         return cls(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_deltamerge.delta.format.provenance import DEFAULT_HISTORY_DEPTH, provenance_of
-from airflow_provider_deltamerge.delta.log.commit_match import Commit, CommitCriteria
+from airflow_provider_deltamerge.delta.log.commit_match import MERGE, Commit, CommitCriteria, operation_of
 from airflow_provider_deltamerge.delta.log.log_reader import LogReader
 from airflow_provider_deltamerge.delta.log.operation_metrics import DELTA_SPARK_EXECUTOR, delta_merge_metrics
 from airflow_provider_deltamerge.exceptions import TargetTableError
@@ -31,10 +31,14 @@ def find_merge_commit_where(
     depth: int = DEFAULT_HISTORY_DEPTH,
     storage_options: dict[str, str] | None = None,
 ) -> MergeCommit | None:
-    """The newest of the last ``depth`` commits whose provenance record ``matches``, if any."""
+    """The newest of the last ``depth`` merge commits whose provenance record ``matches``, if any.
+
+    Merge commits only: Delta's auto compaction commits an OPTIMIZE right after a merge on Delta's runtime,
+    in the merge's session, so its commit carries the merge's provenance record too.
+    """
     for entry in LogReader(table_uri, storage_options).recent_commits(depth):
         info = provenance_of(entry)
-        if info and matches(info):
+        if info and operation_of(entry) == MERGE and matches(info):
             version = int(entry["version"])
             metrics: Mapping[str, int | None]
             if info.get("executor") == DELTA_SPARK_EXECUTOR:

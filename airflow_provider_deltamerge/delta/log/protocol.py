@@ -69,7 +69,7 @@ def refused_features(snapshot: Snapshot) -> list[str]:
     tracked = ROW_TRACKING in protocol.writer_features
     implied = {
         ROW_TRACKING: (tracked and materialized_columns(dict(snapshot.configuration)) is None)
-        or (not tracked and _is_true(snapshot.setting("delta.enableRowTracking"))),
+        or (not tracked and is_true(snapshot.setting("delta.enableRowTracking"))),
     }
     found += [name for name, used in implied.items() if used and name not in found]
     return found
@@ -79,7 +79,7 @@ def shreds_variants(snapshot: Snapshot) -> bool:
     """Writers may shred VARIANT columns: the table supports a variantShredding feature and enables it
     (PROTOCOL.md "Variant Shredding"); otherwise files must hold them unshredded."""
     features = snapshot.protocol.writer_features
-    return any(f in features for f in VARIANT_SHREDDING_FEATURES) and _is_true(
+    return any(f in features for f in VARIANT_SHREDDING_FEATURES) and is_true(
         snapshot.setting(VARIANT_SHREDDING_KEY)
     )
 
@@ -98,7 +98,7 @@ def check_writable(snapshot: Snapshot, *, modifies_rows: bool) -> None:
     refused = refused_features(snapshot)
     if refused:
         raise unsupported_features_error(snapshot.table_uri, refused)
-    if modifies_rows and _is_true(snapshot.setting(APPEND_ONLY_KEY)):
+    if modifies_rows and is_true(snapshot.setting(APPEND_ONLY_KEY)):
         raise TargetTableError(
             MESSAGES["DELTA_CANNOT_MODIFY_APPEND_ONLY"].format(
                 table=f"delta.`{snapshot.table_uri}`", config=APPEND_ONLY_KEY
@@ -167,5 +167,5 @@ def _fields(schema: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{**f, "metadata": f.get("metadata") or {}} for f in schema["fields"]]
 
 
-def _is_true(value: str | None) -> bool:
+def is_true(value: str | None) -> bool:
     return (value or "").strip().lower() == "true"

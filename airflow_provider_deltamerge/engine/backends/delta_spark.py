@@ -27,6 +27,12 @@ from pyspark.sql import Row, SparkSession
 
 from airflow_provider_deltamerge import PACKAGE_NAME, __version__
 from airflow_provider_deltamerge import metrics as m
+from airflow_provider_deltamerge.delta.log.auto_compaction import (
+    AUTO_COMPACT_CONF,
+    AUTO_COMPACTION,
+    compacts_after_writes,
+)
+from airflow_provider_deltamerge.delta.log.commit_match import MERGE
 from airflow_provider_deltamerge.delta.log.idempotency import IDEMPOTENCY_DEPTH, run_identity, same_run
 from airflow_provider_deltamerge.delta.log.merge_commits import SUBMISSION_ID, provenance_of
 from airflow_provider_deltamerge.delta.log.operation_metrics import (
@@ -202,9 +208,9 @@ def choose_backend(spark: SparkSession, spec: MergeSpec, requested: str) -> Back
 
     * ``engine``: always our engine; nothing is checked.
     * ``delta-spark``: Delta's merge; the session must have Delta's runtime.
-    * ``auto``: Delta's merge only when the target uses a feature our engine refuses (row tracking, type
-      widening, ...) and the session has Delta's runtime; otherwise our engine (which then refuses such a
-      table itself).
+    * ``auto``: Delta's merge only when the target uses a feature our engine refuses (row tracking without
+      its columns, UniForm, ...) or asks for auto compaction, and the session has Delta's runtime; otherwise
+      our engine (which then refuses such a table itself).
 
     Raises:
         MergeSpecError: ``requested`` is not one of ``auto``, ``engine``, ``delta-spark``.
@@ -221,7 +227,9 @@ def choose_backend(spark: SparkSession, spec: MergeSpec, requested: str) -> Back
             f"Unknown backend {requested!r}; choose one of {', '.join(BACKEND_REQUESTS)}.",
             error_class="DELTAMERGE_INVALID_BACKEND",
         )
-    features = features_needing_delta_runtime(table_location(spark, spec.target))
+    features = needing_delta_runtime(
+        table_location(spark, spec.target), auto_compact_conf=spark.conf.get(AUTO_COMPACT_CONF, None)
+    )
     if not features:
         return "engine"
     missing = missing_delta_runtime(spark)
@@ -237,17 +245,22 @@ def choose_backend(spark: SparkSession, spec: MergeSpec, requested: str) -> Back
     return "engine"
 
 
-def features_needing_delta_runtime(table_uri: str) -> tuple[str, ...]:
-    """The table features of ``table_uri`` that only Delta's runtime handles, by Delta's feature names: the
-    ones our engine refuses (``delta/log/table_features.py``: row tracking, type widening, UniForm's Iceberg
-    compatibility, unknown features), and the reader features ``deltalake`` cannot open the table with (the
-    log's protocol names them: catalogManaged, geospatial, ...). None when one of them is a feature Delta
-    4.4's runtime cannot write either (collations, icebergWriterCompat): then the engine refuses the table
-    itself, naming it."""
+def needing_delta_runtime(table_uri: str, *, auto_compact_conf: str | None = None) -> tuple[str, ...]:
+    """What of ``table_uri`` only Delta's runtime does, by Delta's names: the table features our engine
+    refuses (``delta/log/table_features.py``: row tracking without its columns, UniForm's Iceberg
+    compatibility, unknown features), the reader features ``deltalake`` cannot open the table with (the log's
+    protocol names them: catalogManaged, geospatial, ...), and auto compaction where Delta would compact
+    after the merge (``delta/log/auto_compaction.py``; ``auto_compact_conf`` is the session's
+    ``spark.databricks.delta.autoCompact.enabled``). None when a feature is one Delta 4.4's runtime cannot
+    write either (collations, icebergWriterCompat): then the engine refuses the table itself, naming it."""
     try:
-        refused = tuple(refused_features(read_snapshot(table_uri)))
+        snapshot = read_snapshot(table_uri)
     except UnsupportedFeaturesError as unreadable:
         refused = unreadable.features
+    else:
+        refused = tuple(refused_features(snapshot))
+        if compacts_after_writes(dict(snapshot.configuration), auto_compact_conf):
+            refused += (AUTO_COMPACTION,)
     return () if NOT_WRITABLE_BY_DELTA_SPARK.intersection(refused) else refused
 
 
@@ -430,27 +443,28 @@ def _latest_commit(table: Any) -> Row:
 
 
 def _committed_run(table: Any, info: Mapping[str, Any]) -> Row | None:
-    """The newest commit in Delta's history made by the same run and spec as ``info``, if any."""
+    """The newest merge commit in Delta's history made by the same run and spec as ``info``, if any (not the
+    auto compaction after it, which carries the same provenance)."""
     if run_identity(info) is None:
         return None
     matches = same_run(info)
     for row in table.history(IDEMPOTENCY_DEPTH).collect():
-        if matches(provenance_of({"userMetadata": row["userMetadata"]})):
+        if row["operation"] == MERGE and matches(provenance_of({"userMetadata": row["userMetadata"]})):
             return row
     return None
 
 
 def _find_commit(table: Any, version_before: int, latest: Row, submission_id: str) -> Row | None:
     """Our MERGE commit among those made after ``version_before`` up to ``latest`` (others may have
-    committed after ours)."""
+    committed after ours: another writer, or Delta's auto compaction of the table, whose OPTIMIZE commit
+    carries our provenance record too)."""
     new_commits = latest["version"] - version_before
     if new_commits <= 0:
         return None
     rows = [latest] if new_commits == 1 else table.history(new_commits).collect()
     for row in rows:
-        if row["version"] > version_before and provenance_of({"userMetadata": row["userMetadata"]}).get(
-            SUBMISSION_ID
-        ) == (submission_id):
+        ours = provenance_of({"userMetadata": row["userMetadata"]}).get(SUBMISSION_ID) == submission_id
+        if row["version"] > version_before and row["operation"] == MERGE and ours:
             return row
     return None
 
