@@ -17,13 +17,13 @@ draws, and the test counts the labels as Hypothesis events (the run's coverage t
 
 What is compared (``Outcome``): the error's class and the version the failed merge left, or else whether a
 version was committed, the rows (under row tracking with their row ids and commit versions), the schema,
-the table as its log states it (protocol, properties, partition columns, domain metadata: ``log_state``),
-the commit's operation, the shape of its parameters, its flags and the names of its metrics, every row
-count and every file metric the table's layout decides (files, bytes and deletion vectors removed or
-added to), whether files were written, and the change data feed's rows of the merge as
-Delta's reader reads them. ``DIFFERENCES`` (tests/engine/delta_differences.py) lists what may differ, each
-with its reason; tests/engine/test_differential_comparisons.py shows each comparison catch a planted
-difference.
+the table as its log states it (protocol, properties, partition columns, domain metadata, newest
+checkpoint: ``log_state``), the commit's operation, the shape of its parameters, its flags and the names
+of its metrics, every row count and every file metric the table's layout decides (files, bytes and
+deletion vectors removed or added to), whether files were written, and the change data feed's rows of the
+merge as Delta's reader reads them. ``DIFFERENCES`` (tests/engine/delta_differences.py) lists what may
+differ, each with its reason; tests/engine/test_differential_comparisons.py shows each comparison catch a
+planted difference.
 """
 
 from __future__ import annotations
@@ -387,6 +387,10 @@ def cases(draw: st.DrawFn) -> Case:
         properties["delta.enableDeletionVectors"] = "true"
     if draw(st.integers(0, 3)) == 0:
         properties["delta.enableChangeDataFeed"] = "true"
+    # A checkpoint after the merge (at every interval, as both write one), on tables the engine checkpoints:
+    # not those with row tracking or V2 checkpoints (docs/table-features.md), which only feature tables have.
+    if not features and draw(st.integers(0, 4)) == 0:
+        properties["delta.checkpointInterval"] = str(draw(st.integers(1, 3)))
     return Case(
         target_columns,
         source_columns,
@@ -791,12 +795,13 @@ WRITER_METRICS = (m.NUM_TARGET_FILES_ADDED, m.NUM_TARGET_BYTES_ADDED)
 
 
 def table_facts(state: LogState) -> dict[str, Any]:
-    """The table's protocol, properties, partition columns and domain metadata."""
+    """The table's protocol, properties, partition columns, domain metadata and newest checkpoint."""
     return {
         "protocol": state.comparable_protocol(),
         "properties": state.properties,
         "partition_columns": state.partition_columns,
         "domains": state.domains,
+        "checkpoint": state.checkpoint,
     }
 
 

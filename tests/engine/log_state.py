@@ -26,6 +26,7 @@ class LogState:
     partition_columns: tuple[str, ...]
     domains: dict[str, Any] = field(default_factory=dict)  # domain: its configuration, parsed
     commit: dict[str, Any] = field(default_factory=dict)  # the newest version's commitInfo
+    checkpoint: int | None = None  # the newest checkpoint's version, as _last_checkpoint names it
 
     def comparable_protocol(self) -> dict[str, Any]:
         """The protocol with its feature lists as sets (their order is no part of it)."""
@@ -69,6 +70,7 @@ def log_state(table: str) -> LogState:
         partition_columns=tuple(metadata.get("partitionColumns") or ()),
         domains=domains,
         commit=commit,
+        checkpoint=checkpoint,
     )
 
 

@@ -1,8 +1,9 @@
 """What the differential suite compares (tests/engine/delta_differential.py), each shown to catch a planted
 difference: one real statement run by Delta's runtime and by our engine, whose outcomes agree; then our
 table with one fact of its merge commit changed (a property dropped, a metric or a change-feed row wrong, a
-feature or domain added, a clause's action changed) reads as a different outcome, which no deliberate
-difference explains; and a failed merge of ours that leaves a commit behind differs from Delta's failure.
+feature or domain added, a clause's action changed, a checkpoint written) reads as a different outcome,
+which no deliberate difference explains; and a failed merge of ours that leaves a commit behind differs
+from Delta's failure.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable
 
 from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
@@ -107,6 +109,11 @@ def _moves_a_high_water_mark(actions: Actions, table: Path) -> None:
     domain["configuration"] = json.dumps({**mark, "rowIdHighWaterMark": mark["rowIdHighWaterMark"] + 1})
 
 
+def _checkpoints_it(actions: Actions, table: Path) -> None:
+    # a checkpoint of the merge's version that Delta did not write (its interval is the default 10)
+    DeltaTable(str(table)).create_checkpoint()
+
+
 # What each plant changes in our table, and the part of the outcome that must show it.
 PLANTS: dict[str, tuple[Plant, str]] = {
     "a-commit-drops-a-property": (_drops_a_property, "table"),
@@ -115,6 +122,7 @@ PLANTS: dict[str, tuple[Plant, str]] = {
     "a-clause-has-another-action": (_another_action, "commit"),
     "a-feature-is-added": (_adds_a_feature, "table"),
     "a-domain-is-changed": (_moves_a_high_water_mark, "table"),
+    "a-checkpoint-is-written": (_checkpoints_it, "table"),
 }
 
 
