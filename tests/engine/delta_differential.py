@@ -75,6 +75,10 @@ STORE_ASSIGNMENT = "spark.sql.storeAssignmentPolicy"
 CASE_SENSITIVE = "spark.sql.caseSensitive"
 ANSI = "spark.sql.ansi.enabled"
 SKIP_EMPTY_COMMITS = "spark.databricks.delta.skipRecordingEmptyCommits"
+OPTIMIZE_INSERT_ONLY = "spark.databricks.delta.merge.optimizeInsertOnlyMerge.enabled"
+CASTING_FOLLOWS_ANSI = "spark.databricks.delta.updateAndMergeCastingFollowsAnsiEnabledFlag"
+MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
+TIME_ZONE = "spark.sql.session.timeZone"
 
 
 @dataclass(frozen=True)
@@ -387,10 +391,18 @@ def cases(draw: st.DrawFn) -> Case:
         properties["delta.enableDeletionVectors"] = "true"
     if draw(st.integers(0, 3)) == 0:
         properties["delta.enableChangeDataFeed"] = "true"
-    # A checkpoint after the merge (at every interval, as both write one), on tables the engine checkpoints:
-    # not those with row tracking or V2 checkpoints (docs/table-features.md), which only feature tables have.
-    if not features and draw(st.integers(0, 4)) == 0:
+    # A checkpoint after the merge where the interval makes it due (both write one then)
+    if draw(st.integers(0, 4)) == 0:
         properties["delta.checkpointInterval"] = str(draw(st.integers(1, 3)))
+    # The other confs the engine honours, each off its default in one draw of six
+    if draw(st.integers(0, 5)) == 0:
+        confs[OPTIMIZE_INSERT_ONLY] = "false"
+    if draw(st.integers(0, 5)) == 0:
+        confs[CASTING_FOLLOWS_ANSI] = "true"
+    if draw(st.integers(0, 5)) == 0:
+        confs[MATERIALIZE_SOURCE] = draw(st.sampled_from(["none", "all"]))
+    if draw(st.integers(0, 5)) == 0:
+        confs[TIME_ZONE] = draw(st.sampled_from(["America/Los_Angeles", "Asia/Kolkata", "Pacific/Chatham"]))
     return Case(
         target_columns,
         source_columns,

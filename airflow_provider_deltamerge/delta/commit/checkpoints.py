@@ -29,16 +29,11 @@ PROTECTED_BEFORE_KEY = "delta.requireCheckpointProtectionBeforeVersion"
 def checkpoint_due(snapshot: Snapshot, version: int) -> bool:
     """Whether Delta checkpoints after committing ``version`` to the table ``snapshot`` read.
 
-    Never on a table with v2 checkpoints, whose checkpoints need a checkpointMetadata action deltalake does
-    not write, nor on one with row tracking: without a new checkpoint the table stays valid, its readers
-    replay a few more commit files.
+    On every table, as Delta does: ``deltalake``'s checkpoint keeps the files' row ids and commit versions
+    and the ``delta.rowTracking`` domain of a table with row tracking, and on a table with v2 checkpoints it
+    writes a classic-named V2 checkpoint, with its checkpointMetadata action (Delta writes UUID-named ones;
+    the protocol allows both).
     """
-    if "v2Checkpoint" in snapshot.protocol.writer_features:
-        return False
-    # Nor with row tracking: deltalake's checkpoint is not known to keep the files' row ids and the
-    # delta.rowTracking domain, which Delta's readers need. Delta checkpoints such tables itself.
-    if "rowTracking" in snapshot.protocol.writer_features:
-        return False
     # Under checkpoint protection only versions from the protected one on (a merge commits past it).
     if protects_checkpoints(snapshot) and version < int(snapshot.setting(PROTECTED_BEFORE_KEY) or 0):
         return False

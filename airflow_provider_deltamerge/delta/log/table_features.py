@@ -36,7 +36,7 @@ WRITER_NAME = f"airflow-provider-deltamerge {__version__}"
 
 # Writer features the engine honours: it writes plain parquet files with stats, keeps appendOnly, checks
 # invariants and CHECK constraints, writes in-commit timestamps (delta/commit/commit_actions.py), leaves
-# domain metadata alone, checkpoints classic tables only (delta/commit/checkpoints.py) and reads deletion
+# domain metadata alone, checkpoints as Delta does (delta/commit/checkpoints.py) and reads deletion
 # vectors.
 HONOURED_FEATURES = frozenset(
     {
