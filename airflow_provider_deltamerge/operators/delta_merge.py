@@ -105,10 +105,11 @@ class DeltaMergeOperator(BaseOperator):
         (``spark.databricks.delta.merge.materializeSource``).
     :param deduplicate_source_by: Source key columns; keep only the latest source row per key.
     :param deduplicate_order_by: Source columns whose greatest values mark the latest row.
-    :param backend: ``auto`` (default) runs this provider's engine unless the table needs a feature only
-        Delta Lake's own runtime writes (deletion vectors, column mapping, change data feed, identity
-        columns) and the Spark session has that runtime; ``engine`` always runs ours; ``delta-spark``
-        always runs Delta's MERGE (needs the ``delta-spark`` extra and Delta's jars and confs).
+    :param backend: ``auto`` (default) runs this provider's engine unless the table needs what only Delta
+        Lake's own runtime does (a table feature the engine refuses, such as UniForm's Iceberg compatibility,
+        or an auto compaction after the merge: docs/table-features.md) and the Spark session has that
+        runtime; ``engine`` always runs ours; ``delta-spark`` always runs Delta's MERGE (needs the
+        ``delta-spark`` extra and Delta's jars and confs).
     :param rerun: What a task does when its run's merge (same dag, task, run, map index and spec) is already
         in the log. ``auto`` (default): an automatic retry returns that commit's metrics instead of merging
         twice, and a Clear of the task or its run (from the UI, or a backfill that reprocesses runs) merges
