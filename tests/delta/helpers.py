@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.delta.commit.log_store import object_store
+from airflow_provider_deltamerge.delta.log.log_reader import LogReader
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine.merge import MergeResult
 from airflow_provider_deltamerge.spec import parse_merge_sql
@@ -30,6 +31,11 @@ UPSERT = (
     "WHEN MATCHED AND s.qty < 0 THEN DELETE "
     "WHEN MATCHED THEN UPDATE SET * "
     "WHEN NOT MATCHED THEN INSERT *"
+)
+# An upsert of every source row by key, nothing else.
+PLAIN_UPSERT = (
+    "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id "
+    "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
 )
 # One statement per executor, each with the executor that must run it.
 STATEMENTS = {
@@ -110,6 +116,11 @@ def files_on_disk_match_log(table: str) -> bool:
     }
     in_log = pa.table(DeltaTable(table).get_add_actions(flatten=True))["path"].to_pylist()
     return on_disk == {unquote(p) for p in in_log}
+
+
+def version_and_files(table: str) -> tuple[int, list[str]]:
+    """The table's newest version and every file under it: what a refused merge must leave as it was."""
+    return LogReader(table).latest_version(), sorted(str(p) for p in Path(table).rglob("*") if p.is_file())
 
 
 def copy_of(table: str, name: str) -> str:

@@ -25,12 +25,8 @@ from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine.backends import delta_spark as backend
 from airflow_provider_deltamerge.exceptions import TargetTableError
 from airflow_provider_deltamerge.spec import parse_merge_sql
-from tests.delta.helpers import CHANGES, copy_of, delta_merge, delta_rows
+from tests.delta.helpers import CHANGES, PLAIN_UPSERT, copy_of, delta_merge, delta_rows, version_and_files
 
-UPSERT = (
-    "MERGE INTO delta.`{target}` t USING parquet.`{source}` s ON t.id = s.id "
-    "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
-)
 RUN = {"dagId": "orders", "taskId": "merge", "runId": "manual__1", "mapIndex": -1}
 
 
@@ -76,10 +72,6 @@ def operations(spark: SparkSession, table: str, count: int) -> list[tuple[str, s
     return [(row["operation"], row["operationParameters"].get("auto")) for row in rows]
 
 
-def files_and_version(table: str) -> tuple[int, list[str]]:
-    return LogReader(table).latest_version(), sorted(str(p) for p in Path(table).rglob("*") if p.is_file())
-
-
 ASKED = {
     "the table property": ({"delta.autoOptimize.autoCompact": "true"}, None),
     "the deprecated table property": ({"delta.autoOptimize": "true"}, None),
@@ -96,19 +88,19 @@ def test_delta_compacts_after_the_merge_so_the_engine_refuses_it_before_any_work
     if conf is not None:
         session_auto_compact(conf)
     theirs = copy_of(target, "theirs")
-    before = files_and_version(target)
+    before = version_and_files(target)
     # Delta's MERGE commits, then its auto compaction commits an OPTIMIZE of its own
-    delta_merge(spark, UPSERT, theirs, source)
+    delta_merge(spark, PLAIN_UPSERT, theirs, source)
     assert operations(spark, theirs, 2) == [("OPTIMIZE", "true"), ("MERGE", None)]
     # The engine writes no such commit: it refuses, with the way out, and the table is as it was
     with pytest.raises(TargetTableError) as refused:
-        run_merge(spark, parse_merge_sql(UPSERT.format(target=target, source=source)))
+        run_merge(spark, parse_merge_sql(PLAIN_UPSERT.format(target=target, source=source)))
     assert refused.value.error_class == ERROR_CLASS
     message = str(refused.value)
     assert message.startswith(f"[{ERROR_CLASS}] The merge into {target} was refused before reading any data")
     assert f"({next(iter(properties.items()), (AUTO_COMPACT_CONF, 'true'))[0]}=true)" in message
     assert 'backend="delta-spark"' in message and f"{AUTO_COMPACT_CONF}=false" in message
-    assert files_and_version(target) == before
+    assert version_and_files(target) == before
 
 
 def test_with_the_session_conf_false_neither_compacts_and_the_engine_merges_as_delta_does(
@@ -117,21 +109,21 @@ def test_with_the_session_conf_false_neither_compacts_and_the_engine_merges_as_d
     target, source = small_files_table(spark, tmp_path, {"delta.autoOptimize.autoCompact": "true"})
     session_auto_compact("false")
     theirs = copy_of(target, "theirs")
-    delta_merge(spark, UPSERT, theirs, source)
-    result = run_merge(spark, parse_merge_sql(UPSERT.format(target=target, source=source)))
+    delta_merge(spark, PLAIN_UPSERT, theirs, source)
+    result = run_merge(spark, parse_merge_sql(PLAIN_UPSERT.format(target=target, source=source)))
     assert operations(spark, theirs, 1) == [("MERGE", None)]
     assert operations(spark, target, 1) == [("MERGE", None)]
     assert result.version == LogReader(theirs).latest_version()
     assert delta_rows(spark, target) == delta_rows(spark, theirs)
     assert backend.choose_backend(
-        spark, parse_merge_sql(UPSERT.format(target=target, source=source)), "auto"
+        spark, parse_merge_sql(PLAIN_UPSERT.format(target=target, source=source)), "auto"
     ) == ("engine")
 
 
 def test_auto_runs_it_on_delta_s_runtime_and_reports_the_merge_not_the_compaction(spark, tmp_path):
     target, source = small_files_table(spark, tmp_path, {"delta.autoOptimize.autoCompact": "true"})
     theirs = copy_of(target, "theirs")
-    spec = parse_merge_sql(UPSERT.format(target=target, source=source))
+    spec = parse_merge_sql(PLAIN_UPSERT.format(target=target, source=source))
     assert backend.needing_delta_runtime(target) == ("auto compaction",)
     assert backend.choose_backend(spark, spec, "auto") == "delta-spark"
     version_before = LogReader(target).latest_version()
@@ -139,7 +131,7 @@ def test_auto_runs_it_on_delta_s_runtime_and_reports_the_merge_not_the_compactio
     first = backend.run_with_delta_spark(
         spark, spec, provenance={**RUN, "tryNumber": 1, "submissionId": "sub-1"}
     )
-    delta_merge(spark, UPSERT, theirs, source)
+    delta_merge(spark, PLAIN_UPSERT, theirs, source)
 
     # The merge, then Delta's compaction; the result is the merge's commit, with its metrics. (Delta's own run
     # on the copy compacts nothing: Delta remembers in the session that the table, by its id, was just
@@ -177,8 +169,8 @@ def test_the_engine_writes_as_many_files_as_delta_s_merge_with_or_without_optimi
         6
     ).write.parquet(source)
     theirs = copy_of(target, "theirs")
-    delta_merge(spark, UPSERT, theirs, source)
-    result = run_merge(spark, parse_merge_sql(UPSERT.format(target=target, source=source)))
+    delta_merge(spark, PLAIN_UPSERT, theirs, source)
+    result = run_merge(spark, parse_merge_sql(PLAIN_UPSERT.format(target=target, source=source)))
     theirs_metrics = spark.sql(f"DESCRIBE HISTORY delta.`{theirs}` LIMIT 1").collect()[0]["operationMetrics"]
     files = (m.NUM_TARGET_FILES_ADDED, m.NUM_TARGET_FILES_REMOVED)
     assert {k: result.metrics[k] for k in files} == {k: int(theirs_metrics[k]) for k in files}

@@ -4,7 +4,6 @@ before (row ids and commit versions included), then writes to it."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +12,11 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
+from airflow_provider_deltamerge.delta.log.log_reader import LogReader
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.spec import parse_merge_sql
-from tests.delta.helpers import copy_of, delta_merge
+from tests.delta.helpers import PLAIN_UPSERT, copy_of, delta_merge
 
-UPSERT = (
-    "MERGE INTO delta.`{target}` t USING parquet.`{source}` s ON t.id = s.id "
-    "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
-)
 FEATURES = {
     "rowTracking": "'delta.enableRowTracking' = 'true'",
     "v2Checkpoint": "'delta.feature.v2Checkpoint' = 'supported', 'delta.checkpointPolicy' = 'v2'",
@@ -40,8 +36,8 @@ def delta_table(spark: SparkSession, folder: Path, feature: str) -> str:
 
 
 def last_checkpoint(table: str) -> int | None:
-    pointer = Path(table) / "_delta_log" / "_last_checkpoint"
-    return int(json.loads(pointer.read_text())["version"]) if pointer.exists() else None
+    found = LogReader(table).last_checkpoint()
+    return None if found is None else int(found["version"])
 
 
 def rows_by_delta(spark: SparkSession, table: str, feature: str) -> list[tuple[Any, ...]]:
@@ -59,8 +55,8 @@ def test_the_merge_checkpoints_where_delta_does_and_delta_reads_the_table_from_i
     pq.write_table(extract, source)
     theirs = copy_of(target, "theirs")
 
-    delta_merge(spark, UPSERT, theirs, source)
-    result = run_merge(spark, parse_merge_sql(UPSERT.format(target=target, source=source)))
+    delta_merge(spark, PLAIN_UPSERT, theirs, source)
+    result = run_merge(spark, parse_merge_sql(PLAIN_UPSERT.format(target=target, source=source)))
 
     # Both checkpoint the merge's version, 3
     assert result.version == 3

@@ -33,15 +33,21 @@ from airflow_provider_deltamerge.exceptions import (
 )
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, insert_all, parse_merge_sql, update_all
 from airflow_provider_deltamerge.spec.preflight import run_preflight
-from tests.delta.helpers import CHANGES, FIELDS, copy_of, craft_table, delta_merge, delta_rows, last_history
+from tests.delta.helpers import (
+    CHANGES,
+    FIELDS,
+    PLAIN_UPSERT,
+    copy_of,
+    craft_table,
+    delta_merge,
+    delta_rows,
+    last_history,
+    version_and_files,
+)
 from tests.delta.test_delta_reads_our_merges import delta_table, source
 from tests.engine.test_delta_spark_backend import DeltaConfiguredSession
 
 GEOSPATIAL = ("geospatial", "geospatial-dev")
-UPSERT = (
-    "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id "
-    "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
-)
 FIRST_SENTENCE = (
     'Unsupported Delta write feature: table "{table}" requires writer table feature(s) that are unsupported '
     'by Delta Lake "airflow-provider-deltamerge '
@@ -96,11 +102,6 @@ def table(spark: Any, tmp_path: Path, kind: str) -> str:
     return delta_made(spark, tmp_path / "t", kind, rows=kind in GEOSPATIAL)
 
 
-def log_state(path: str) -> tuple[int, list[str]]:
-    """The table's newest version and every file under it: what a refused merge must leave as it was."""
-    return LogReader(path).latest_version(), sorted(str(p) for p in Path(path).rglob("*") if p.is_file())
-
-
 # What the log's protocol makes the engine refuse (and auto send to Delta's runtime), per table.
 REFUSED = {
     "geospatial": ("geospatial",),
@@ -115,9 +116,9 @@ REFUSED = {
 @pytest.mark.parametrize("kind", sorted(REFUSED))
 def test_the_engine_refuses_in_delta_s_words_naming_the_feature_and_the_way_out(spark, tmp_path, kind):
     target = table(spark, tmp_path, kind)
-    before = log_state(target)
+    before = version_and_files(target)
     with pytest.raises(UnsupportedFeaturesError) as raised:
-        run_merge(spark, parse_merge_sql(UPSERT.format(target=target, source=source(tmp_path))))
+        run_merge(spark, parse_merge_sql(PLAIN_UPSERT.format(target=target, source=source(tmp_path))))
     error = raised.value
     assert error.error_class == "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"
     assert str(error).startswith(
@@ -127,7 +128,7 @@ def test_the_engine_refuses_in_delta_s_words_naming_the_feature_and_the_way_out(
     for n, feature in enumerate(REFUSED[kind], start=1):
         assert f"  {n}. {feature}: " in str(error)
     assert 'backend="delta-spark"' in str(error)
-    assert log_state(target) == before
+    assert version_and_files(target) == before
 
 
 @pytest.mark.parametrize("kind", sorted(REFUSED))
@@ -161,9 +162,9 @@ def test_the_protocol_is_read_from_a_checkpoint_too(spark, tmp_path):
 def test_auto_merges_on_delta_s_runtime_as_delta_s_own_merge(spark, tmp_path, feature, statement):
     target = delta_made(spark, tmp_path / "t", feature)
     text = (
-        UPSERT
+        PLAIN_UPSERT
         if statement == "classic"
-        else UPSERT.split(" WHEN MATCHED")[0] + " WHEN NOT MATCHED THEN INSERT *"
+        else PLAIN_UPSERT.split(" WHEN MATCHED")[0] + " WHEN NOT MATCHED THEN INSERT *"
     )
     src = source(tmp_path)
     theirs = copy_of(target, "theirs")
@@ -185,21 +186,21 @@ def test_auto_merges_on_delta_s_runtime_as_delta_s_own_merge(spark, tmp_path, fe
 
 def test_delta_s_runtime_refuses_a_catalog_managed_table_by_path_in_its_own_words(spark, tmp_path):
     target = delta_made(spark, tmp_path / "t", "adaptiveMetadata-preview", rows=False)
-    before = log_state(target)
-    spec = parse_merge_sql(UPSERT.format(target=target, source=source(tmp_path)))
+    before = version_and_files(target)
+    spec = parse_merge_sql(PLAIN_UPSERT.format(target=target, source=source(tmp_path)))
     with pytest.raises(DeltaMergeError) as raised:
         backend.run_with_delta_spark(spark, spec)
     assert raised.value.error_class == "DELTA_PATH_BASED_ACCESS_TO_CATALOG_MANAGED_TABLE_BLOCKED"
     # Delta refuses at its commit: the log is as it was, but the data files its merge wrote are left behind
     # (unreferenced), which the engine's refusal, made before any work, never leaves.
-    version, files = log_state(target)
+    version, files = version_and_files(target)
     assert (version, [f for f in files if "/_delta_log/" in f]) == (before[0], before[1])
 
 
 @pytest.mark.parametrize("kind", ["geospatial", "catalogManaged"])
 def test_pre_flight_refuses_for_the_engine_and_checks_columns_from_the_log_otherwise(spark, tmp_path, kind):
     target = table(spark, tmp_path, kind)
-    spec = parse_merge_sql(UPSERT.format(target=target, source=source(tmp_path)))
+    spec = parse_merge_sql(PLAIN_UPSERT.format(target=target, source=source(tmp_path)))
     with pytest.raises(UnsupportedFeaturesError, match=kind):
         run_preflight(spec, read_target_schema=lambda path: read_table_schema(path, refuse_unsupported=True))
     # auto and delta-spark: the log's schema, so a wrong column is still caught before any Spark job

@@ -35,7 +35,7 @@ def _only_files_a_clause_acts_on(delta: Outcome, ours: Outcome) -> bool:
     of the files Delta rewrote and we left alone), remove fewer files and bytes, and write the same rows
     besides; where nothing changed, Delta commits a rewrite of its candidate files and we commit no version.
     Either way the table is the same but for row tracking's high-water mark, which Delta's rewritten files
-    raise further."""
+    raise further, and for a checkpoint Delta's extra version may be due."""
     if delta.error_class or ours.error_class or (delta.rows, delta.schema) != (ours.rows, ours.schema):
         return False
     if not _same_table_but_fewer_row_ids(delta, ours):
@@ -170,7 +170,8 @@ DIFFERENCES = (
         "pruning keeps when a NOT MATCHED BY SOURCE clause is there), copying rows no clause acts on; the "
         "engine rewrites only the files holding a row some clause acts on. The rows are the same; "
         "numTargetRowsCopied and numOutputRows are smaller and true for what was written, and a merge that "
-        "changes no row commits no version, where Delta commits a rewrite.",
+        "changes no row commits no version, where Delta commits a rewrite (and checkpoints it where the "
+        "interval makes that version due).",
         _only_files_a_clause_acts_on,
     ),
     Difference(
