@@ -7,6 +7,7 @@
 #   make bench-store  a small merge's requests (counted on an S3 server, or Azure's or a GCS emulator
 #                     with STORE=azure or STORE=gcs) and time, against deltalake's; CASES=delta runs
 #                     Delta's 16 benchmark cases at S on the store instead
+#   make bench-one-query  a small merge's one query against its two phases, by table size (RUNS=5)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
@@ -21,7 +22,7 @@ AT_ONCE ?= 4
 STORE ?= s3
 CASES ?= upsert
 
-.PHONY: demo test bench bench-overhead bench-first-dag bench-backfill bench-store venv java docker-compose chromium postgresql maven npm go clean
+.PHONY: demo test bench bench-overhead bench-first-dag bench-backfill bench-store bench-one-query venv java docker-compose chromium postgresql maven npm go clean
 
 demo: $(STAMP) java
 	$(BIN)/python scripts/demo.py
@@ -46,6 +47,9 @@ bench-backfill: $(STAMP) java postgresql
 
 bench-store: $(STAMP) java maven npm go
 	$(BIN)/python -m bench store --repetitions $(RUNS) --store $(STORE) --cases $(CASES)
+
+bench-one-query: $(STAMP) java
+	$(BIN)/python -m bench one-query --runs $(RUNS)
 
 venv: $(STAMP)
 

@@ -3,7 +3,8 @@
 ``python -m bench dag-parse``: what the provider adds to a DAG file's parse (bench/dag_parse.py);
 ``python -m bench first-dag``: the README's first DAG, the task's real time (bench/first_dag.py);
 ``python -m bench backfill``: a backfill of 30 small dates through a scheduler (bench/backfill.py);
-``python -m bench store``: a small merge's requests and time on an S3 server (bench/object_store.py)."""
+``python -m bench store``: a small merge's requests and time on an S3 server (bench/object_store.py);
+``python -m bench one-query``: a small merge's one query against its two phases (bench/one_query.py)."""
 
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark (or, as ``overhead``, bench/overhead.py; as ``dag-parse``, bench/dag_parse.py; as
     ``first-dag``, bench/first_dag.py; as ``backfill``, bench/backfill.py; as ``store``,
-    bench/object_store.py); exit status 1 when any run
+    bench/object_store.py; as ``one-query``, bench/one_query.py); exit status 1 when any run
     disagreed or failed."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["overhead"]:
@@ -100,6 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return store_main(
             argv[1:], work=HERE / "work" / "store", data_dir=HERE / "work", results_dir=HERE / "results"
         )
+    if argv[:1] == ["one-query"]:
+        from bench.one_query import one_query_main
+
+        return one_query_main(argv[1:], work=HERE / "work" / "one-query", results_dir=HERE / "results")
     if argv[:1] == ["dag-parse"]:
         from bench.dag_parse import dag_parse_main
 

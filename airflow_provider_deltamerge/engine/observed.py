@@ -40,6 +40,22 @@ def observed(observation: Observation) -> dict[str, Any] | None:
     return observation.get if not handle.getAsJava().isEmpty() else None
 
 
+def observed_by_command(df: DataFrame, observation: Observation) -> dict[str, Any] | None:
+    """The values ``observation`` took while a command ran over ``df`` (``localCheckpoint``), or None.
+
+    Connect fills an observation from an action's response only: a command's response carries the values
+    too, but pyspark's client keeps them in the DataFrame's ``executionInfo`` alone. A classic session fills
+    the observation itself (``observed``).
+    """
+    if hasattr(observation, "_jo"):
+        return None
+    info = df.executionInfo
+    if info is None:
+        return None
+    name = observation._name
+    return next((dict(values) for flow, values in info.flows if flow == name), None)
+
+
 def observed_count(observation: Observation, name: str, *, fallback: DataFrame) -> int:
     """An observed count; when Spark pruned the observed branch (e.g. no target rows), count directly."""
     values = observed(observation)

@@ -125,10 +125,11 @@ def test_the_overhead_bench_times_each_query_of_a_merge_by_its_call_site(
     with timing_connect_calls() as timed:
         run_merge(remote, _spec(target, source, update_all(), insert_all()))
     remote.range(1).collect()  # after the block: not recorded
-    # Then: the rewrite's write and phase 1's collection are queries of their own, each timed
+    # Then: the write is a query of its own, timed; it is the merge's one query over the table's rows (the
+    # source's rows were counted while Connect materialized it, so the small merge needs no phase 1)
     queries = {site: seconds for (kind, site), seconds in timed.calls.items() if kind == "query"}
     assert len(queries["delta/files/writer.py:write_files"]) == 1
-    assert len(queries["engine/execute/touched_files.py:_collected_files"]) == 1
+    assert "engine/execute/touched_files.py:_collected_files" not in queries, queries
     assert all(s > 0 for seconds in queries.values() for s in seconds)
     assert any(kind == "analysis" for kind, _ in timed.calls)
     assert "(outside the package)" not in {site for _, site in timed.calls}

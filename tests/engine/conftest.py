@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
@@ -66,3 +67,10 @@ def python_udf_plans(spark: SparkSession, *, since: int) -> list[str]:
 settings.register_profile("differential-ci", max_examples=40, **_SLOW_EXAMPLES)
 settings.register_profile("differential-dev", max_examples=2000, **_SLOW_EXAMPLES)
 DIFFERENTIAL_SETTINGS = settings.get_profile("differential-" + os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture
+def two_phases(monkeypatch) -> None:
+    """The engine runs the two phases of a merge as two queries, as it does for a merge too large for one
+    (engine/execute/one_query.py): for tests of the plans of either phase."""
+    monkeypatch.setattr("airflow_provider_deltamerge.engine.execute.one_query.MAX_BYTES", 0)

@@ -35,9 +35,11 @@ import re
 import shutil
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -56,6 +58,7 @@ from airflow_provider_deltamerge.delta.log.log_schema import read_path_schema, r
 from airflow_provider_deltamerge.delta.log.newest_actions import newest_action
 from airflow_provider_deltamerge.delta.log.row_tracking import high_water_mark
 from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.engine.execute import one_query
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.session_kind import session_confs_set
 from airflow_provider_deltamerge.spec import parse_merge_sql
@@ -329,6 +332,9 @@ class Case:
     confs: Mapping[str, str] = field(default_factory=dict)
     properties: Mapping[str, str] = field(default_factory=dict)
     features: tuple[str, ...] = ()
+    # The engine runs a small merge's two phases in one query where it can (engine/execute/one_query.py);
+    # drawn off, it runs them as two, as it does for a larger merge.
+    two_phases: bool = False
 
 
 def column(name: str) -> Column:
@@ -413,6 +419,7 @@ def cases(draw: st.DrawFn) -> Case:
         confs,
         properties,
         features,
+        two_phases=draw(st.booleans()),
     )
 
 
@@ -438,6 +445,7 @@ def dimensions(case: Case) -> list[str]:
         *(f"feature: {name}" for name in case.features),
         *(f"property: {name}" for name in sorted(case.properties)),
         *(f"conf: {name}={value}" for name, value in sorted(case.confs.items())),
+        f"engine: {'two phases' if case.two_phases else 'one query where it fits'}",
     ]
 
 
@@ -682,7 +690,8 @@ def run_case(spark: SparkSession, case: Case, folder: Path) -> tuple[Outcome, Ou
     with session_confs_set(spark, dict(case.confs)):
         delta = _delta_outcome(spark, case.statement.format(target=delta_target, source=source), delta_target)
         statement = case.statement.format(target=engine_target, source=source)
-        ours = _engine_outcome(spark, statement, engine_target, case.confs)
+        with mock.patch.object(one_query, "MAX_BYTES", 0) if case.two_phases else nullcontext():
+            ours = _engine_outcome(spark, statement, engine_target, case.confs)
     ran = {"confs": case.confs, "statement": case.statement}
     return dataclasses.replace(delta, **ran), dataclasses.replace(ours, **ran)
 

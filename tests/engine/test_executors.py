@@ -204,6 +204,7 @@ def test_unconditional_delete_with_insert_tolerates_multiple_matches(spark, tmp_
     [([2, 3, 4], False), ([2, 3, 4, 4], True), ([2, 3, None, None], True)],
     ids=["unique-keys", "repeated-unmatched-key", "repeated-null-key"],
 )
+@pytest.mark.usefixtures("two_phases")
 def test_phase_one_counts_matches_per_target_row_only_where_source_keys_repeat(
     spark, tmp_path, source_ids, counted_per_row
 ):
@@ -384,6 +385,7 @@ def shuffles(plan: str) -> list[str]:
     return [line for line in plan.splitlines() if "Exchange" in line and "BroadcastExchange" not in line]
 
 
+@pytest.mark.usefixtures("two_phases")
 def test_a_rewrite_without_inserts_streams_the_touched_files_past_a_broadcast_source(
     spark, tmp_path, broadcast_budget
 ):
@@ -426,6 +428,7 @@ def test_the_broadcast_budget_is_a_share_of_the_heap(spark, tmp_path, monkeypatc
     assert join in plan, plan
 
 
+@pytest.mark.usefixtures("two_phases")
 def test_an_upsert_streams_the_touched_files_and_finds_inserts_without_shuffling_them(
     spark, tmp_path, broadcast_budget
 ):
@@ -474,6 +477,7 @@ def test_an_upsert_streams_the_touched_files_and_finds_inserts_without_shuffling
         assert "ShuffledHashJoin FullOuter" in plan and "SortMergeJoin" not in plan, plan
 
 
+@pytest.mark.usefixtures("two_phases")
 def test_a_full_sync_rewrites_only_the_files_a_clause_acts_on(spark, tmp_path, broadcast_budget):
     # Given: three files; the export has file 1's rows with id 2 changed, file 2's rows unchanged, file 3's
     # rows without id 8, and a new id 10
@@ -574,6 +578,7 @@ def test_unmatched_source_rows_are_all_inserted(spark, tmp_path, condition, broa
     assert result.metrics[m.NUM_TARGET_ROWS_UPDATED] == (1 if rejected else 2)
 
 
+@pytest.mark.usefixtures("two_phases")
 def test_two_integer_keys_are_not_packed_into_one_badly_hashed_long(spark, tmp_path):
     # Given: a target and a source keyed by two INT columns (Spark would pack them into one long, whose
     # hash folds the halves together: (ticket, item) keys then crowd a few slots)

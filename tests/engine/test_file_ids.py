@@ -72,6 +72,7 @@ def exchanged_columns(plans: list[str]) -> list[str]:
     return [column for plan in plans for inputs in shuffles.findall(plan) for column in inputs.split(", ")]
 
 
+@pytest.mark.usefixtures("two_phases")
 def test_a_full_sync_shuffles_file_ids_not_file_names(spark, tmp_path):
     # Given: a full sync (a NOT MATCHED BY SOURCE clause: every file's rows are counted per row)
     target = table_in_files(tmp_path / "t", rows([1, 2]), rows([3, 4]), rows([5, 6]))

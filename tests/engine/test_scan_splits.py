@@ -154,6 +154,7 @@ def test_the_block_restores_the_session_confs(spark):
         spark.conf.unset(MAX_PARTITION_BYTES)
 
 
+@pytest.mark.usefixtures("two_phases")
 def test_a_rewrite_of_twelve_files_runs_in_four_even_tasks_and_its_inserts_in_one(spark, tmp_path):
     # Given: 12 one-row files of one size, split by Spark into tasks of 5, 5 and 2 files on 2 cores
     target = str(tmp_path / "t")

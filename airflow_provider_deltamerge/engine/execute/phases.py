@@ -6,8 +6,10 @@
 * phase 2, ``rewrite.rewrite_touched_files``: rewrite the acting files with the clauses applied and write
   the source rows no target row matches through the NOT MATCHED clauses, in one write.
 
-The executors differ only in which matches make a file touched. The insert-only executor needs neither
-phase: it writes ``rewrite.write_inserts`` of an anti join.
+A small merge (``one_query.fits_one_query``) runs both in one query, ``one_query.merge_in_one_query``, and
+falls back to the two where that query cannot settle it. The executors differ only in which matches make a
+file touched. The insert-only executor needs neither phase: it writes ``rewrite.write_inserts`` of an anti
+join.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from airflow_provider_deltamerge.engine.execute.joins import (
     fits_in_memory,
     source_key_columns,
 )
+from airflow_provider_deltamerge.engine.execute.one_query import fits_one_query, merge_in_one_query
 from airflow_provider_deltamerge.engine.execute.rewrite import rewrite_touched_files
 from airflow_provider_deltamerge.engine.execute.touched_files import find_touched_files, some_clause_acts
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_inserts, has_not_matched_by_source
@@ -69,6 +72,16 @@ def run_two_phases(
         # Only rows some clause acts on are modified; the rest stay where they are (Delta's
         # generateFilterForModifiedRows), so only files holding such rows are touched.
         touches = some_clause_acts(plan, "matched")
+    if fits_one_query(spark, plan, source):
+        with recorder.timed(m.REWRITE_TIME_MS):
+            enter_phase(
+                "one query: the touched files rewritten, the inserts written", files=len(plan.candidate_files)
+            )
+            one_query = merge_in_one_query(spark, plan, source, recorder, touches=touches)
+        if one_query is not None:
+            touched, written = one_query
+            _record_removed(recorder, touched)
+            return FileChanges(touched, written.files, change_files=written.change_files)
     unmatched_by, matched_keys_by = _insert_keys(spark, plan, source)
     with recorder.timed(m.SCAN_TIME_MS):
         enter_phase("scan: finding the touched files among the candidates", files=len(plan.candidate_files))
@@ -95,16 +108,19 @@ def run_two_phases(
         for name, value in _vector_metrics(vectors).items():
             recorder.set(name, value)
         return FileChanges(found.touched, written.files, vectors, written.change_files)
-    recorder.set(m.NUM_TARGET_FILES_REMOVED, len(found.touched))
-    recorder.set(m.NUM_TARGET_BYTES_REMOVED, sum(f.size for f in found.touched))
+    _record_removed(recorder, found.touched)
+    return FileChanges(found.touched, written.files, change_files=written.change_files)
+
+
+def _record_removed(recorder: MetricsRecorder, touched: Sequence[DataFile]) -> None:
+    """The file metrics of the ``touched`` files a merge without deletion vectors removes whole."""
+    recorder.set(m.NUM_TARGET_FILES_REMOVED, len(touched))
+    recorder.set(m.NUM_TARGET_BYTES_REMOVED, sum(f.size for f in touched))
     recorder.set(
-        m.NUM_TARGET_PARTITIONS_REMOVED_FROM, m.count_partitions(f.partition_values for f in found.touched)
+        m.NUM_TARGET_PARTITIONS_REMOVED_FROM, m.count_partitions(f.partition_values for f in touched)
     )
     # A rewritten file's deletion vector goes with it (its rows were left out when the file was read).
-    recorder.set(
-        m.NUM_TARGET_DELETION_VECTORS_REMOVED, sum(f.deletion_vector is not None for f in found.touched)
-    )
-    return FileChanges(found.touched, written.files, change_files=written.change_files)
+    recorder.set(m.NUM_TARGET_DELETION_VECTORS_REMOVED, sum(f.deletion_vector is not None for f in touched))
 
 
 def _insert_keys(

@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 
 # Joined rows paired with the kinds of rows they can hold (see ``clause_output``).
 Branch = tuple[DataFrame, frozenset[RowKind]]
-_TOUCHED_ROWS: frozenset[RowKind] = frozenset({"matched", "target_only"})
+TOUCHED_ROWS: frozenset[RowKind] = frozenset({"matched", "target_only"})
 _UNMATCHED_SOURCE: frozenset[RowKind] = frozenset({"source_only"})
 # How many times the touched rows the source must hold for narrowing it to the rows matching them to pay.
 _NARROWING_FACTOR = 4
@@ -119,7 +119,7 @@ def rewrite_touched_files(
             if streamed is None:
                 streamed = source_rows(plan, touched_source)
                 streamed = F.broadcast(streamed) if broadcast else _hashed(streamed)
-            branches.append((streamed.join(touched, condition, "right_outer"), _TOUCHED_ROWS))
+            branches.append((streamed.join(touched, condition, "right_outer"), TOUCHED_ROWS))
         if inserting:
             joined, kinds = _insert_candidates(
                 spark, plan, source, insert_source, found, condition, broadcast, budget
@@ -135,7 +135,7 @@ def rewrite_touched_files(
         else None
     )
     split = scan_split(spark, found.touched)
-    written = _write_with_actions(
+    written = write_with_actions(
         spark,
         plan,
         branches,
@@ -225,7 +225,7 @@ def write_inserts(
         rows_as: record the count of ``unmatched`` rows as this metric too (counted as they are written).
     """
     branch = _with_target_columns(spark, plan, unmatched)
-    return _write_with_actions(spark, plan, [branch], recorder, presized=presized, rows_as=rows_as)
+    return write_with_actions(spark, plan, [branch], recorder, presized=presized, rows_as=rows_as)
 
 
 def _with_target_columns(spark: SparkSession, plan: MergePlan, unmatched: DataFrame) -> Branch:
@@ -303,7 +303,7 @@ def _rows_with_keys(
     return source.alias(plan.spec.source_alias).join(values, condition, how)
 
 
-def _write_with_actions(
+def write_with_actions(
     spark: SparkSession,
     plan: MergePlan,
     branches: list[Branch],

@@ -117,6 +117,17 @@ def some_clause_acts(plan: MergePlan, group: str) -> Column:
     return F.coalesce(acts, F.lit(False))
 
 
+def acting_column(plan: MergePlan, touches: Column) -> Column:
+    """Over a row of a join of the source with the candidate files' rows: whether it makes its file touched,
+    a match by ``touches``, an unmatched target row by the NOT MATCHED BY SOURCE clauses (an unmatched
+    source row never does)."""
+    return (
+        F.when(F.col(TARGET_PRESENT).isNull(), F.lit(False))
+        .when(F.col(SOURCE_PRESENT).isNotNull(), F.coalesce(touches, F.lit(False)))
+        .otherwise(some_clause_acts(plan, "not_matched_by_source"))
+    )
+
+
 JoinKind = Literal["inner", "right_outer", "full_outer"]
 
 
@@ -255,13 +266,8 @@ def _joined_pairs(
     counted_source, source_count = observe(source_rows(plan, source), F.count(F.lit(1)).alias("rows"))
     condition = join_condition(plan, source.schema)
     joined = counted_source.join(target, condition, how)
-    matched = F.col(SOURCE_PRESENT).isNotNull()
     on_target = F.col(TARGET_PRESENT).isNotNull()
-    acting = (
-        F.when(~on_target, F.lit(False))
-        .when(matched, F.coalesce(touches, F.lit(False)))
-        .otherwise(some_clause_acts(plan, "not_matched_by_source"))
-    )
+    acting = acting_column(plan, touches)
     # An unmatched source row has no file: its key values group it instead (one group per distinct values).
     unmatched_key = (
         [F.when(~on_target, F.struct(*[F.expr(c).alias(f"k{n}") for n, c in enumerate(unmatched_by)]))]

@@ -31,7 +31,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge import metrics as m
-from airflow_provider_deltamerge.engine.observed import observe, observed
+from airflow_provider_deltamerge.engine.observed import observe, observed, observed_by_command
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan
 from airflow_provider_deltamerge.engine.plan.pruning import reads_source
 from airflow_provider_deltamerge.engine.session_confs import (
@@ -203,7 +203,7 @@ def prepare_source(spark: SparkSession, rows: DataFrame, *, materialize: bool) -
     # by the source's size before they read it).
     counted, count = observe(rows, F.count(F.lit(1)).alias("rows"))
     checkpointed = counted.localCheckpoint(eager=True, storageLevel=_storage_level(spark))
-    values = observed(count)
+    values = observed(count) or observed_by_command(counted, count)
     return PreparedSource(
         checkpointed,
         # Connect frees a checkpoint with its session (the job's own) or when the client drops the frame.
