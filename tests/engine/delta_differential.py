@@ -31,11 +31,12 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import logging
 import re
 import shutil
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from contextlib import nullcontext
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from unittest import mock
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
+from hypothesis import currently_in_test_context, event
 from hypothesis import strategies as st
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
@@ -690,10 +692,44 @@ def run_case(spark: SparkSession, case: Case, folder: Path) -> tuple[Outcome, Ou
     with session_confs_set(spark, dict(case.confs)):
         delta = _delta_outcome(spark, case.statement.format(target=delta_target, source=source), delta_target)
         statement = case.statement.format(target=engine_target, source=source)
-        with mock.patch.object(one_query, "MAX_BYTES", 0) if case.two_phases else nullcontext():
+        with (
+            mock.patch.object(one_query, "MAX_BYTES", 0) if case.two_phases else nullcontext(),
+            _one_query_seen() as seen,
+        ):
             ours = _engine_outcome(spark, statement, engine_target, case.confs)
+        if currently_in_test_context():
+            event(f"engine ran: {'one query' if seen else 'no one query'}")
     ran = {"confs": case.confs, "statement": case.statement}
     return dataclasses.replace(delta, **ran), dataclasses.replace(ours, **ran)
+
+
+class _Lines(logging.Handler):
+    """Keeps the messages of the records it is handed."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@contextmanager
+def _one_query_seen() -> Iterator[list[str]]:
+    """The lines the engine's one query (engine/execute/one_query.py) logs when it settles a merge, as the
+    block runs: none when the merge ran otherwise."""
+    handler = _Lines()
+    logger = logging.getLogger(one_query.__name__)
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    settled: list[str] = []
+    try:
+        yield settled
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        settled += [line for line in handler.lines if line.startswith("One query:")]
 
 
 def _delta_outcome(spark: SparkSession, statement: str, target: str) -> Outcome:

@@ -147,6 +147,7 @@ def merge_in_one_query(
     attempt.set(m.NUM_SOURCE_ROWS, rows)
     attempt.set(m.NUM_SOURCE_ROWS_IN_SECOND_SCAN, rows)  # one read of the source serves both of Delta's
     recorder.absorb(attempt)
+    log.info("One query: %d of %d candidate files rewritten", len(touched), len(by_uri))
     return touched, written
 
 
