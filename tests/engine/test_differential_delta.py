@@ -1,7 +1,7 @@
 """Generated MERGE INTO statements run by Delta Lake's own runtime and by our engine (tests/engine/
 delta_differential.py): outcomes equal, or different exactly as one deliberate difference says
 (tests/engine/delta_differences.py); where Delta's runtime fails internally, ours as one category of
-``WHEN_DELTA_FAILS_INTERNALLY`` says. ``HYPOTHESIS_PROFILE=dev`` runs 2,000 statements, CI 40, drawn from the
+``WHEN_DELTA_FAILS_INTERNALLY`` says. ``HYPOTHESIS_PROFILE=dev`` runs 2,000 statements, CI 60, drawn from the
 run's seed (tests/run_profile.py).
 """
 

@@ -211,3 +211,20 @@ def test_candidate_files_past_the_limit_run_as_two_phases(spark, tmp_path, monke
     # Then: phase 1 and the rewrite each read the table's files
     assert result.metrics[m.NUM_TARGET_FILES_REMOVED] == 2
     assert _table_file_scans(spark, since, table) == 2
+
+
+def test_a_source_with_nested_columns_runs_in_one_query_too(spark, tmp_path):
+    # Given: a table and a source with a struct column (no size guess: the source is not broadcast) and an
+    # update-only merge (the right outer join, which could build on a broadcast source)
+    point = pa.struct([("x", pa.int64()), ("y", pa.string())])
+    data = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "p": pa.array([{"x": 1, "y": "a"}] * 3, point)})
+    table = _table(tmp_path / "t", data)
+    source = source_file(tmp_path, data.slice(1, 1).set_column(1, "p", pa.array([{"x": 9, "y": "b"}], point)))
+    since = last_execution_id(spark)
+    # When
+    result = run_merge(spark, MergeSpec(table, source, "t.id = s.id", (update_all(),)))
+    # Then: one query read the table's files, the source hashed into the join
+    assert result.metrics[m.NUM_TARGET_ROWS_UPDATED] == 1
+    assert [r["p"]["x"] for r in sorted_rows(table)] == [1, 9, 1]
+    assert _table_file_scans(spark, since, table) == 1
+    assert any("ShuffledHashJoin RightOuter" in plan for plan in executed_plans(spark, since))

@@ -65,6 +65,8 @@ MAX_FILES = 62
 # size the second query costs less than reading and shuffling every column of files that stay as they are
 # (bench/results: see docs/performance.md, "One query for a small merge").
 MAX_BYTES = 2 * 1024 * 1024
+# The most source rows: the window over each file holds the unmatched ones in one group, sorted by one task.
+MAX_SOURCE_ROWS = 100_000
 
 _FILE = hidden_name("file_ordinal")
 _FILE_ACTED_ON = hidden_name("file_acted_on")
@@ -73,9 +75,9 @@ _TOUCHED_BITS = "touched_bits"
 _MULTIPLY_MATCHED = "multiply_matched"
 
 
-def fits_one_query(spark: SparkSession, plan: MergePlan, source: DataFrame) -> bool:
+def fits_one_query(plan: MergePlan) -> bool:
     """Whether the merge's two phases go in one query: the candidate files few and small, the source's rows
-    counted and few enough to broadcast, and no deletion vectors to write (their rows are collected per
+    counted and few (``MAX_SOURCE_ROWS``), and no deletion vectors to write (their rows are collected per
     file, which only phase 1 does)."""
     files = plan.candidate_files
     return (
@@ -83,7 +85,7 @@ def fits_one_query(spark: SparkSession, plan: MergePlan, source: DataFrame) -> b
         and 0 < len(files) <= MAX_FILES
         and sum(f.size for f in files) <= MAX_BYTES
         and plan.source_rows is not None
-        and fits_in_memory(source.schema, plan.source_rows, broadcast_budget(spark))
+        and plan.source_rows <= MAX_SOURCE_ROWS
     )
 
 
@@ -106,12 +108,14 @@ def merge_in_one_query(
     counted, source_count = observe(source_rows(plan, source), F.count(F.lit(1)).alias("rows"))
     target = target_rows(spark, plan, plan.candidate_files)
     condition = join_condition(plan, source.schema)
-    # A full outer join cannot build on a broadcast side; the rows are few either way.
-    joined = (
-        counted.hint("shuffle_hash").join(target, condition, "full_outer")  # hashed: neither side sorted
-        if inserting
-        else F.broadcast(counted).join(target, condition, "right_outer")
+    # The source is broadcast where it fits (nested columns have no size guess) and the join can build on
+    # it, which a full outer join cannot; else it is the hashed side, so neither side is sorted.
+    counted_at_materialization = plan.source_rows or 0
+    broadcast = not inserting and fits_in_memory(
+        source.schema, counted_at_materialization, broadcast_budget(spark)
     )
+    built = F.broadcast(counted) if broadcast else counted.hint("shuffle_hash")
+    joined = built.join(target, condition, "full_outer" if inserting else "right_outer")
     flagged, checks = observe(*_flagged(plan, joined, ordinals, touches=touches))
     # Unmatched source rows go to the NOT MATCHED clauses; target rows only where their file is rewritten.
     kept = flagged.filter(F.col(TARGET_PRESENT).isNull() | F.col(_FILE_ACTED_ON))

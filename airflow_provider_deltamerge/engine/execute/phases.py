@@ -72,7 +72,7 @@ def run_two_phases(
         # Only rows some clause acts on are modified; the rest stay where they are (Delta's
         # generateFilterForModifiedRows), so only files holding such rows are touched.
         touches = some_clause_acts(plan, "matched")
-    if fits_one_query(spark, plan, source):
+    if fits_one_query(plan):
         with recorder.timed(m.REWRITE_TIME_MS):
             enter_phase(
                 "one query: the touched files rewritten, the inserts written", files=len(plan.candidate_files)
