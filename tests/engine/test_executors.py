@@ -517,6 +517,7 @@ def test_a_full_sync_rewrites_only_the_files_a_clause_acts_on(spark, tmp_path, b
     assert join in plan, plan
 
 
+@pytest.mark.usefixtures("two_phases")
 def test_a_full_sync_too_big_to_broadcast_joins_only_the_source_rows_of_touched_files(
     spark, tmp_path, monkeypatch
 ):
