@@ -52,10 +52,11 @@ def source_file(tmp_path: Path, data: pa.Table, name: str = "source.parquet") ->
     return PathSource(str(path))
 
 
-def table_in_files(path: Path, *files: pa.Table) -> str:
-    """A Delta table with one data file per given table (each written by its own append)."""
-    for data in files:
-        write_deltalake(str(path), data, mode="append")
+def table_in_files(path: Path, *files: pa.Table, properties: dict[str, str] | None = None) -> str:
+    """A Delta table with one data file per given table (each written by its own append), created with the
+    given table properties."""
+    for n, data in enumerate(files):
+        write_deltalake(str(path), data, mode="append", configuration=properties if n == 0 else None)
     return str(path)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable, write_deltalake
+from deltalake import DeltaTable
 
 from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.delta.log.snapshot import read_snapshot
@@ -28,7 +28,7 @@ from airflow_provider_deltamerge.spec import (
 )
 from bench.spark_work import last_execution_id
 from tests.engine.conftest import executed_plans
-from tests.engine.test_executors import rows, source_file
+from tests.engine.test_executors import rows, source_file, table_in_files
 from tests.oracle import sorted_rows
 
 # What the two runs need not share: times, and how the writer cuts the rows into files (one query's rows come
@@ -41,17 +41,10 @@ _LAYOUT = (
 )
 
 
-def _table(path: Path, *files: pa.Table, properties: dict[str, str] | None = None) -> str:
-    """A Delta table with one data file per given table."""
-    for n, data in enumerate(files):
-        write_deltalake(str(path), data, mode="append", configuration=properties if n == 0 else None)
-    return str(path)
-
-
 def _copies(tmp_path: Path, *files: pa.Table, properties: dict[str, str] | None = None) -> tuple[str, str]:
     return (
-        _table(tmp_path / "one", *files, properties=properties),
-        _table(tmp_path / "two", *files, properties=properties),
+        table_in_files(tmp_path / "one", *files, properties=properties),
+        table_in_files(tmp_path / "two", *files, properties=properties),
     )
 
 
@@ -75,8 +68,9 @@ def _committed_files(table: str) -> set[str]:
     }
 
 
-def _without_times(metrics) -> dict:
-    """The metrics but times and the writer's layout; whether files were added stays."""
+def _comparable_metrics(metrics) -> dict:
+    """The metrics the two ways must agree on: all but times and the writer's layout (its file and byte
+    counts), of which whether files were added stays."""
     kept = {k: v for k, v in metrics.items() if not k.endswith("TimeMs") and k not in _LAYOUT}
     return {**kept, **{name: bool(metrics[name]) for name in _LAYOUT}}
 
@@ -118,7 +112,7 @@ def test_one_query_gives_the_tables_and_metrics_of_the_two_phases(
     # Then: the same rows, metrics and change rows; one query read the table's files where the two phases
     # took two (a merge that touches no file reads them once either way)
     assert sorted_rows(one) == sorted_rows(two)
-    assert _without_times(in_one.metrics) == _without_times(in_two.metrics)
+    assert _comparable_metrics(in_one.metrics) == _comparable_metrics(in_two.metrics)
     assert (in_one.version, in_one.committed) == (in_two.version, in_two.committed)
     if change_data_feed and in_one.committed:
         assert _change_rows(one) == _change_rows(two)
@@ -130,7 +124,7 @@ def test_one_query_gives_the_tables_and_metrics_of_the_two_phases(
 def test_an_insert_only_effect_writes_no_change_data(spark, tmp_path):
     # Given: a table with the change data feed on, and an upsert whose source matches no row of the file
     # pruning keeps (its keys lie within the file's bounds)
-    table = _table(tmp_path / "t", rows([1, 3, 5]), properties={"delta.enableChangeDataFeed": "true"})
+    table = table_in_files(tmp_path / "t", rows([1, 3, 5]), properties={"delta.enableChangeDataFeed": "true"})
     source = source_file(tmp_path, rows([2, 4], [20, 40]))
     # When
     result = run_merge(spark, MergeSpec(table, source, "t.id = s.id", (update_all(), insert_all())))
@@ -169,7 +163,7 @@ def test_target_rows_matched_twice_get_the_two_phases_answer(spark, tmp_path, mo
         assert in_one == in_two
         assert in_two[0] == "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
     else:
-        assert _without_times(in_one.metrics) == _without_times(in_two.metrics)
+        assert _comparable_metrics(in_one.metrics) == _comparable_metrics(in_two.metrics)
         assert in_one.metrics[m.NUM_TARGET_ROWS_DELETED] == 1
     assert "A target row may match several source rows: running the merge's two phases" in caplog.text
     assert sorted_rows(one) == sorted_rows(two)
@@ -202,7 +196,7 @@ def test_an_error_in_the_one_query_is_the_two_phases_error(spark, tmp_path, monk
 
 def test_candidate_files_past_the_limit_run_as_two_phases(spark, tmp_path, monkeypatch):
     # Given: a table of two files, and a limit below their size
-    table = _table(tmp_path / "t", rows([1, 2, 3]), rows([4, 5, 6]))
+    table = table_in_files(tmp_path / "t", rows([1, 2, 3]), rows([4, 5, 6]))
     monkeypatch.setattr(one_query, "MAX_BYTES", sum(f.size for f in read_snapshot(table).files) - 1)
     source = source_file(tmp_path, rows([2, 5, 10], [20, 50, 100]))
     since = last_execution_id(spark)
@@ -218,7 +212,7 @@ def test_a_source_with_nested_columns_runs_in_one_query_too(spark, tmp_path):
     # update-only merge (the right outer join, which could build on a broadcast source)
     point = pa.struct([("x", pa.int64()), ("y", pa.string())])
     data = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "p": pa.array([{"x": 1, "y": "a"}] * 3, point)})
-    table = _table(tmp_path / "t", data)
+    table = table_in_files(tmp_path / "t", data)
     source = source_file(tmp_path, data.slice(1, 1).set_column(1, "p", pa.array([{"x": 9, "y": "b"}], point)))
     since = last_execution_id(spark)
     # When

@@ -2,9 +2,10 @@
 
 Phase 1 (``touched_files``) and the rewrite (``rewrite``) are two queries, each planned and scheduled
 whatever its size: on a warm server a 60-row upsert spends most of its time in them, not in its rows. When
-the candidate files are few and small and the source fits in memory (``fits_one_query``), one query does
-both: the source joined with every row of the candidate files (a right outer join, a full outer one when
-unmatched source rows may be inserted), each target row flagged with whether some row of its file is acted
+the candidate files are few and small and the source's rows were counted and are few (``fits_one_query``),
+one query does both: the source joined with every row of the candidate files (a right outer join, a full
+outer one when unmatched source rows may be inserted; the source broadcast where it fits the budget, the
+hashed side otherwise), each target row flagged with whether some row of its file is acted
 on (a window over the file), the rows of files no clause acts on dropped, and the rest written through the
 clauses. What phase 1 returns to the driver comes back as observed values of the same query: the files
 touched (a bit per file) and the target rows matched more than once.
@@ -18,6 +19,8 @@ That is
   count an unconditional DELETE's surplus matches once;
 * any error while the query runs (a cast, a constraint): Delta's phase 1 fails before its rewrite, so which
   error a merge reports depends on the order of the phases, which the two phases keep;
+* a file Spark names otherwise than the log does (its ordinal is a ``raise_error``): the two phases raise
+  ``DELTAMERGE_FILE_NOT_IN_LOG`` where this query would have dropped its rows;
 * Spark dropping the observed values (never seen: the observed node sits on the written rows' path).
 """
 
