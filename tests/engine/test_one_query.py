@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from functools import partial
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,11 +17,14 @@ from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.delta.log.snapshot import read_snapshot
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine.execute import one_query
+from airflow_provider_deltamerge.engine.session_confs import OPTIMIZE_INSERT_ONLY
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
+from airflow_provider_deltamerge.session_kind import session_confs_set
 from airflow_provider_deltamerge.spec import (
     MergeSpec,
     delete,
     delete_by_source,
+    insert,
     insert_all,
     update,
     update_all,
@@ -119,6 +123,27 @@ def test_one_query_gives_the_tables_and_metrics_of_the_two_phases(
     assert one_query_scans == 1
     assert two_phase_scans == (2 if in_two.metrics[m.NUM_TARGET_FILES_REMOVED] else 1)
     assert _files_on_disk(one) == _committed_files(one)
+
+
+def test_an_on_without_an_equality_counts_each_source_row_once(spark, tmp_path, monkeypatch, caplog):
+    # Given: inserts by the classic executor (Delta's insert-only one off) into a one-file table, matched by
+    # a range: Spark joins by a full outer nested loop, which reads the source twice (the differential suite
+    # found the one query counting each source row twice)
+    one, two = _copies(tmp_path, rows([1, 2, 3]))
+    source = source_file(tmp_path, rows([2, 5, 10], [20, 500, 100]))
+    spec = partial(MergeSpec, source=source, condition="t.id BETWEEN s.id AND s.id + 1")
+    clauses = (insert(values={"id": "s.id"}, condition="s.value > 30"),)
+    # When: as one query, and as two phases
+    with session_confs_set(spark, {OPTIMIZE_INSERT_ONLY: "false"}):
+        with caplog.at_level(logging.INFO, logger=one_query.__name__):
+            in_one = run_merge(spark, spec(one, clauses=clauses))
+        monkeypatch.setattr(one_query, "MAX_BYTES", 0)
+        in_two = run_merge(spark, spec(two, clauses=clauses))
+    # Then: the one query settled it, counting three source rows, as the two phases do
+    assert "One query: 1 of 1 candidate files rewritten" in caplog.text
+    assert in_one.metrics[m.NUM_SOURCE_ROWS] == in_one.metrics[m.NUM_SOURCE_ROWS_IN_SECOND_SCAN] == 3
+    assert _comparable_metrics(in_one.metrics) == _comparable_metrics(in_two.metrics)
+    assert sorted_rows(one) == sorted_rows(two)
 
 
 def test_an_insert_only_effect_writes_no_change_data(spark, tmp_path):

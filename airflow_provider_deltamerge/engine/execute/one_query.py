@@ -8,7 +8,8 @@ outer one when unmatched source rows may be inserted; the source broadcast where
 hashed side otherwise), each target row flagged with whether some row of its file is acted
 on (a window over the file), the rows of files no clause acts on dropped, and the rest written through the
 clauses. What phase 1 returns to the driver comes back as observed values of the same query: the files
-touched (a bit per file) and the target rows matched more than once.
+touched (a bit per file) and the target rows matched more than once. The source's rows are those counted at
+its materialization, not counted again here: the join may read the source twice.
 
 Reading the candidate files whole costs little only while they are small (``MAX_BYTES``); phase 1 reads
 their ON-condition columns alone. Anything this query cannot settle, it leaves to the two phases, which
@@ -54,7 +55,7 @@ from airflow_provider_deltamerge.engine.execute.joins import (
 from airflow_provider_deltamerge.engine.execute.rewrite import TOUCHED_ROWS, write_with_actions
 from airflow_provider_deltamerge.engine.execute.scan_splits import scan_split
 from airflow_provider_deltamerge.engine.execute.touched_files import acting_column
-from airflow_provider_deltamerge.engine.observed import observe, observed, observed_count
+from airflow_provider_deltamerge.engine.observed import observe, observed
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_inserts
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.metrics import MetricsRecorder
@@ -108,16 +109,17 @@ def merge_in_one_query(
     by_uri = files_by_uri(plan.snapshot, plan.candidate_files)
     ordinals = {uri: n for n, uri in enumerate(by_uri)}
     inserting = has_inserts(plan.clauses)
-    counted, source_count = observe(source_rows(plan, source), F.count(F.lit(1)).alias("rows"))
+    # The source's rows were counted where it was materialized (fits_one_query): not counted again in this
+    # query, whose join may read the source twice (a full outer nested-loop join, for an ON without an
+    # equality) where Delta's phase 1 reads it once.
+    counted = plan.source_rows or 0
     target = target_rows(spark, plan, plan.candidate_files)
     condition = join_condition(plan, source.schema)
     # The source is broadcast where it fits (nested columns have no size guess) and the join can build on
     # it, which a full outer join cannot; else it is the hashed side, so neither side is sorted.
-    counted_at_materialization = plan.source_rows or 0
-    broadcast = not inserting and fits_in_memory(
-        source.schema, counted_at_materialization, broadcast_budget(spark)
-    )
-    built = F.broadcast(counted) if broadcast else counted.hint("shuffle_hash")
+    broadcast = not inserting and fits_in_memory(source.schema, counted, broadcast_budget(spark))
+    rows = source_rows(plan, source)
+    built = F.broadcast(rows) if broadcast else rows.hint("shuffle_hash")
     joined = built.join(target, condition, "full_outer" if inserting else "right_outer")
     flagged, checks = observe(*_flagged(plan, joined, ordinals, touches=touches))
     # Unmatched source rows go to the NOT MATCHED clauses; target rows only where their file is rewritten.
@@ -150,9 +152,8 @@ def merge_in_one_query(
         written = Written(files=written.files)
         attempt.set(m.NUM_TARGET_CHANGE_FILES_ADDED, 0)
         attempt.set(m.NUM_TARGET_CHANGE_FILE_BYTES, 0)
-    rows = observed_count(source_count, "rows", fallback=source)
-    attempt.set(m.NUM_SOURCE_ROWS, rows)
-    attempt.set(m.NUM_SOURCE_ROWS_IN_SECOND_SCAN, rows)  # one read of the source serves both of Delta's
+    attempt.set(m.NUM_SOURCE_ROWS, counted)
+    attempt.set(m.NUM_SOURCE_ROWS_IN_SECOND_SCAN, counted)  # one read of the source serves both of Delta's
     recorder.absorb(attempt)
     log.info("One query: %d of %d candidate files rewritten", len(touched), len(by_uri))
     return touched, written
