@@ -5,15 +5,18 @@ A case is a table (columns drawn from integer, decimal, float, double, boolean, 
 timestamp, TIMESTAMP_NTZ, struct (nested two deep), array and map types, with NULLs; partitioned or not;
 with or without deletion vectors and the change data feed; some created by Delta itself with column
 mapping, a generated column, a column default, row tracking, liquid clustering, type widening (columns
-widened after the first rows were written) or a VARIANT column), a parquet source (the target's key,
-unique in four draws of five, NULL in one row of eight; some of the target's columns, perhaps a column the
-target lacks) and a statement of one to seven WHEN clauses of every kind, with conditions, ``*`` and
-explicit assignments, nested ones included, matching keys by an equi-join, a null-safe equality, an OR, an
-expression or a range, run under session confs Delta honours (schema evolution by the conf or by ``WITH
-SCHEMA EVOLUTION``, store assignment, ANSI off, case sensitivity with columns named in upper case, empty
-commits recorded). Delta runs the statement text; our engine runs it as a user's task does: the text parsed
-into a spec, the pre-flight checks against the log, then the merge. ``dimensions`` labels what each case
-draws, and the test counts the labels as Hypothesis events (the run's coverage table).
+widened after the first rows were written), a VARIANT column, a CHECK constraint or NOT NULL columns), a
+parquet source (the target's key, unique in four draws of five, NULL in one row of eight; some of the
+target's columns, perhaps a column the target lacks), named by its file or by a query over it (filtered,
+aggregated per key, non-deterministic), and a statement of one to seven WHEN clauses of every kind, with
+conditions, ``*`` (our ``* EXCEPT`` too, where Delta runs its equivalent) and explicit assignments, nested
+ones included, non-deterministic expressions now and then, into the target's path or a catalog table over
+it, matching keys by an equi-join, a null-safe equality, an OR, an expression or a range, run under
+session confs Delta honours (schema evolution by the conf or by ``WITH SCHEMA EVOLUTION``, store
+assignment, ANSI off, case sensitivity with columns named in upper case, empty commits recorded). Delta
+runs the statement text; our engine runs it as a user's task does: the text parsed into a spec, the
+pre-flight checks against the log, then the merge. ``dimensions`` labels what each case draws, and the
+test counts the labels as Hypothesis events (the run's coverage table).
 
 What is compared (``Outcome``): the error's class and the version the failed merge left, or else whether a
 version was committed, the rows (under row tracking with their row ids and commit versions), the schema,
@@ -34,6 +37,7 @@ import json
 import logging
 import re
 import shutil
+import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
@@ -65,6 +69,7 @@ from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.session_kind import session_confs_set
 from airflow_provider_deltamerge.spec import parse_merge_sql
 from airflow_provider_deltamerge.spec.preflight import run_preflight
+from airflow_provider_deltamerge.spec.sql_parse import is_path_like
 from tests.engine.delta_outcomes import (
     ROW_COUNTS,
     catalogued_sentence,
@@ -91,12 +96,15 @@ class Feature:
     """A table feature Delta itself creates the table with (CREATE TABLE, then INSERT of the drawn rows):
     its table properties, a column the statements never name (Delta and the engine fill it themselves), the
     columns Delta widens after the insert (name: new type; those the case lacks or partitions by are left),
-    and the statements Delta runs on the table after the insert (``{table}`` the table)."""
+    the statements Delta runs on the table after the insert (``{table}`` the table, ``{bounded}`` a check
+    that the drawn rows meet and a merge may break), and whether the columns the drawn rows hold no NULL
+    in are declared NOT NULL."""
 
     properties: Mapping[str, str] = field(default_factory=dict)
     column: str | None = None
     widened: Mapping[str, str] = field(default_factory=dict)
     after_insert: tuple[str, ...] = ()
+    not_null: bool = False
 
 
 # Type widening: Delta widens the drawn INT and DECIMAL columns after the insert, so the old files hold the
@@ -116,7 +124,16 @@ FEATURES: dict[str, Feature] = {
             "UPDATE {table} SET doc = parse_json(to_json(named_struct('id', id, 'tags', array('x', 'y'))))",
         ),
     ),
+    "checkConstraint": Feature(
+        after_insert=("ALTER TABLE {table} ADD CONSTRAINT bounded CHECK ({bounded})",),
+    ),
+    "notNull": Feature(not_null=True),
+    # Values of an identity column are Delta's to choose within the protocol's rules: see fresh_identities
+    "identity": Feature(column="ident BIGINT GENERATED ALWAYS AS IDENTITY (START WITH 10 INCREMENT BY 3)"),
 }
+# The CHECK constraint: on the INT column, which the drawn rows never set to 4 and updates such as
+# `t.v + 1` may; on the key alone where the table lacks it (inserts keep it, updates never set it).
+BOUNDED = {"v": "v IS NULL OR v <> 4", "id": "id IS NULL OR id < 6"}
 # Tables with these writer features are read back with Delta's reader in the session (_spark_outcome):
 # deltalake cannot read type widening's or VARIANT's, and only Delta's reader gives row ids.
 READ_BY_DELTA = frozenset(
@@ -147,12 +164,16 @@ class Column:
 
 
 INT_MAX = 2_147_483_647
+# Non-deterministic expressions where Delta refuses them (any condition, ON's too) and where it takes them
+# (an assigned value): each keeps the outcome deterministic, so the rows still compare.
+NON_DETERMINISTIC_CONDITION = "rand() < 2"
+NON_DETERMINISTIC_VALUE = "CAST(floor(rand()) AS INT)"  # always 0
 COLUMNS: dict[str, Column] = {
     "v": Column(
         "INT",
         pa.int32(),
         st.one_of(st.none(), st.integers(-3, 3), st.just(INT_MAX)),
-        ("t.{c} + 1", "t.{c} * 2", "NULL"),
+        ("t.{c} + 1", "t.{c} * 2", "NULL", NON_DETERMINISTIC_VALUE),
         ("s.{c}", "s.{c} + t.{c}", "s.{c} - 1", "coalesce(s.{c}, 0)"),
         ("{a}.{c} > 0", "{a}.{c} IS NULL", "{a}.{c} < 2"),
         partitionable=True,
@@ -337,6 +358,16 @@ class Case:
     # The engine runs a small merge's two phases in one query where it can (engine/execute/one_query.py);
     # drawn off, it runs them as two, as it does for a larger merge.
     two_phases: bool = False
+    # The statement names the target by a name in the session's catalog, each copy registered as an
+    # external Delta table at its folder, rather than by ``delta.`path```.
+    catalog: bool = False
+    # A column every ``*`` clause of the engine's spec leaves out, ``* EXCEPT (column)``: an extension of our
+    # Python clauses that Spark's grammar lacks, so Delta runs its equivalent (``delta_statement``).
+    excepted: str | None = None
+
+    @property
+    def evolving(self) -> bool:
+        return AUTO_MERGE in self.confs or "WITH SCHEMA EVOLUTION" in self.statement
 
 
 def column(name: str) -> Column:
@@ -391,9 +422,10 @@ def cases(draw: st.DrawFn) -> Case:
     if draw(st.integers(0, 5)) == 0:
         confs[SKIP_EMPTY_COMMITS] = "false"
     if draw(st.integers(0, 4)) == 0:
-        # a column named in another case than the table's: resolved unless the session is case-sensitive
+        # a column named in another case than the table's: resolved unless the session is case-sensitive (in
+        # one draw of four: then every such statement fails alike)
         statement = in_upper_case(statement, draw(st.sampled_from(target_columns)))
-        confs[CASE_SENSITIVE] = draw(st.sampled_from(["true", "false"]))
+        confs[CASE_SENSITIVE] = "true" if draw(st.integers(0, 3)) == 3 else "false"
     properties = {}
     if draw(st.integers(0, 3)) == 0:
         properties["delta.enableDeletionVectors"] = "true"
@@ -411,7 +443,7 @@ def cases(draw: st.DrawFn) -> Case:
         confs[MATERIALIZE_SOURCE] = draw(st.sampled_from(["none", "all"]))
     if draw(st.integers(0, 5)) == 0:
         confs[TIME_ZONE] = draw(st.sampled_from(["America/Los_Angeles", "Asia/Kolkata", "Pacific/Chatham"]))
-    return Case(
+    case = Case(
         target_columns,
         source_columns,
         target_rows,
@@ -422,7 +454,44 @@ def cases(draw: st.DrawFn) -> Case:
         properties,
         features,
         two_phases=draw(st.booleans()),
+        catalog=draw(st.integers(0, 5)) == 0,
     )
+    # ``* EXCEPT`` in one draw of four where a ``*`` clause takes every column from the source; under schema
+    # evolution only of a column no other part of the statement reads from the source (see delta_statement)
+    if not lacking and STAR.search(statement) and draw(st.integers(0, 3)) == 0:
+        exceptable = [
+            name
+            for name in others
+            if name in source_columns
+            and not (case.evolving and re.search(rf"\bs\.{name}\b", statement, re.I))
+        ]
+        if exceptable:
+            case = dataclasses.replace(case, excepted=draw(st.sampled_from(exceptable)))
+    return case
+
+
+STAR = re.compile(r"THEN (UPDATE SET|INSERT) \*$", re.MULTILINE)
+
+
+def delta_statement(case: Case) -> str:
+    """The statement Delta runs for ``case``: its own, or where the engine's ``*`` clauses leave a column
+    out, the equivalent in Spark's grammar. Without schema evolution that is every ``*`` written out
+    without the column (``UPDATE SET *`` sets each target column from the source's namesake, ``INSERT *``
+    inserts each). Under evolution an explicit assignment cannot add the source's new columns, so the
+    ``*`` clauses stay and the source is read without the column: Delta's evolution then keeps a matched
+    row's value and inserts NULL (or the column's default), as ``* EXCEPT`` does."""
+    if case.excepted is None:
+        return case.statement
+    kept = [name for name in case.target_columns if name != case.excepted]
+    if case.evolving:
+        using = case.statement.split(" USING ", 1)[1].split(" AS s ON ", 1)[0]
+        narrowed = f"(SELECT * EXCEPT ({case.excepted}) FROM {using} AS s)"
+        return case.statement.replace(f" USING {using} AS s ON ", f" USING {narrowed} AS s ON ", 1)
+    written = {
+        "UPDATE SET": "UPDATE SET " + ", ".join(f"t.{name} = s.{name}" for name in kept),
+        "INSERT": f"INSERT ({', '.join(kept)}) VALUES ({', '.join(f's.{name}' for name in kept)})",
+    }
+    return STAR.sub(lambda star: f"THEN {written[star[1]]}", case.statement)
 
 
 def dimensions(case: Case) -> list[str]:
@@ -440,6 +509,8 @@ def dimensions(case: Case) -> list[str]:
     kinds = re.findall(r"^WHEN (NOT MATCHED BY SOURCE|NOT MATCHED|MATCHED)", case.statement, re.MULTILINE)
     return [
         f"ON: {key}",
+        f"source: {source_form(case.statement)}",
+        *(["non-deterministic expression"] if "rand()" in case.statement.split(" ON ", 1)[1] else []),
         f"schema evolution: {evolution}",
         *(f"clauses: {count} x WHEN {kind}" for kind, count in sorted(Counter(kinds).items())),
         f"partitioned: {case.partition_by is not None}",
@@ -448,6 +519,8 @@ def dimensions(case: Case) -> list[str]:
         *(f"property: {name}" for name in sorted(case.properties)),
         *(f"conf: {name}={value}" for name, value in sorted(case.confs.items())),
         f"engine: {'two phases' if case.two_phases else 'one query where it fits'}",
+        f"target: {'a catalog table' if case.catalog else 'a path'}",
+        *([f"* EXCEPT, schema evolution {'on' if case.evolving else 'off'}"] if case.excepted else []),
     ]
 
 
@@ -477,15 +550,18 @@ def statements(
     only each kind's last clause without a condition)."""
     shared = [c for c in target if c in source and c != "id"]
     key = draw(st.sampled_from(KEY_MATCHES))
+
+    def condition(aliases: str) -> str:
+        # a non-deterministic one in one draw of 64 (a statement has up to seven), which Delta refuses
+        if draw(st.integers(0, 63)) == 0:
+            return NON_DETERMINISTIC_CONDITION
+        return draw(st.sampled_from(conditions(target, source, aliases)))
+
     # the keys alone in one ON of two, else with a further condition
-    on = (
-        key if draw(st.booleans()) else f"{key} AND {draw(st.sampled_from(conditions(target, source, 'ts')))}"
-    )
+    on = key if draw(st.booleans()) else f"{key} AND {condition('ts')}"
 
     def clause_conditions(kinds: int, aliases: str) -> list[str | None]:
-        picks: list[str | None] = [
-            draw(st.sampled_from(conditions(target, source, aliases))) for _ in range(kinds)
-        ]
+        picks: list[str | None] = [condition(aliases) for _ in range(kinds)]
         if picks and draw(st.booleans()):
             picks[-1] = None
         return picks
@@ -503,7 +579,8 @@ def statements(
     ]
     if not (matched or not_matched or by_source):
         not_matched = [(None, "INSERT *")]
-    parts = [f"MERGE INTO delta.`{{target}}` AS t USING parquet.`{{source}}` AS s ON {on}"]
+    using = source_query(draw(st.sampled_from(SOURCE_FORMS)), source, draw)
+    parts = [f"MERGE INTO delta.`{{target}}` AS t USING {using} AS s ON {on}"]
     for kind, clauses in (
         ("MATCHED", matched),
         ("NOT MATCHED", not_matched),
@@ -512,6 +589,40 @@ def statements(
         for cond, action in clauses:
             parts.append(f"WHEN {kind}{f' AND {cond}' if cond else ''} THEN {action}")
     return "\n".join(parts)
+
+
+# How the statement names its source: the parquet file itself most often, else a query over it that users
+# write: filtered, aggregated to one row per key (a subquery with aggregates), or filtered by a
+# non-deterministic function that keeps every row (Delta materializes such a source before its two scans).
+SOURCE_FORMS = ("file", "file", "file", "filtered", "aggregated", "non-deterministic")
+
+
+def source_query(form: str, source: Sequence[str], draw: st.DrawFn) -> str:
+    """The USING part of a statement over the source file's columns ``source``, by ``form``."""
+    read = "parquet.`{source}`"
+    if form == "filtered":
+        return f"(SELECT * FROM {read} AS s WHERE {draw(st.sampled_from(conditions((), source, 's')))})"
+    if form == "aggregated":
+        # max of every orderable column per key; a map is not orderable: the greatest by its JSON text
+        values = [
+            f"min_by({name}, to_json({name})) AS {name}" if name == "m" else f"max({name}) AS {name}"
+            for name in source
+            if name != "id"
+        ]
+        return f"(SELECT {', '.join(['id', *values])} FROM {read} GROUP BY id)"
+    if form == "non-deterministic":
+        return f"(SELECT * FROM {read} WHERE rand() < 2)"
+    return read
+
+
+def source_form(statement: str) -> str:
+    """The ``SOURCE_FORMS`` entry a statement's source was drawn as."""
+    using = statement.split(" USING ", 1)[1].split(" ON ", 1)[0]
+    marks = {"aggregated": "GROUP BY", "non-deterministic": "rand()"}
+    return next(
+        (form for form, mark in marks.items() if mark in using),
+        "file" if using.startswith("parquet.") else "filtered",
+    )
 
 
 def conditions(target: Sequence[str], source: Sequence[str], aliases: str) -> list[str]:
@@ -651,8 +762,13 @@ def create_with_delta(spark: SparkSession, case: Case, rows: pa.Table, target: P
     """The case's target as Delta's runtime creates it with the case's features, then its rows inserted by
     Delta (which computes the generated column and fills the default), then what each feature does after."""
     properties = dict(case.properties)
-    columns = [f"`{name}` {column(name).sql}" for name in case.target_columns]
     features = [FEATURES[name] for name in case.features]
+    not_null = {
+        name
+        for name in case.target_columns
+        if any(f.not_null for f in features) and all(row[name] is not None for row in case.target_rows)
+    }
+    columns = [f"`{n}` {column(n).sql}{' NOT NULL' * (n in not_null)}" for n in case.target_columns]
     for feature in features:
         properties.update(feature.properties)
         columns += [feature.column] if feature.column else []
@@ -682,25 +798,48 @@ def create_with_delta(spark: SparkSession, case: Case, rows: pa.Table, target: P
         for narrow, wider in feature.widened.items():
             if narrow in case.target_columns and narrow != case.partition_by:
                 spark.sql(f"ALTER TABLE {table} CHANGE COLUMN {narrow} TYPE {wider}")
+        bounded = BOUNDED["v" if "v" in case.target_columns else "id"]
         for statement in feature.after_insert:
-            spark.sql(statement.format(table=table))
+            spark.sql(statement.format(table=table, bounded=bounded))
 
 
 def run_case(spark: SparkSession, case: Case, folder: Path) -> tuple[Outcome, Outcome]:
     """Delta's and our engine's outcome of ``case``, each on its own copy of the target."""
     delta_target, engine_target, source = write_case(spark, case, folder)
-    with session_confs_set(spark, dict(case.confs)):
-        delta = _delta_outcome(spark, case.statement.format(target=delta_target, source=source), delta_target)
-        statement = case.statement.format(target=engine_target, source=source)
+    targets = (delta_target, engine_target)
+    named = catalog_names(spark, *targets) if case.catalog else nullcontext(targets)
+
+    def written(statement: str, target: str) -> str:
+        named = statement.replace("delta.`{target}`", "{target}") if case.catalog else statement
+        return named.format(target=target, source=source)
+
+    with named as (delta_name, engine_name), session_confs_set(spark, dict(case.confs)):
+        delta = _delta_outcome(spark, written(delta_statement(case), delta_name), delta_target)
+        statement = written(case.statement, engine_name)
         with (
             mock.patch.object(one_query, "MAX_BYTES", 0) if case.two_phases else nullcontext(),
             _one_query_seen() as seen,
         ):
-            ours = _engine_outcome(spark, statement, engine_target, case.confs)
+            ours = _engine_outcome(spark, statement, engine_target, case.confs, case.excepted)
         if currently_in_test_context():
             event(f"engine ran: {'one query' if seen else 'no one query'}")
     ran = {"confs": case.confs, "statement": case.statement}
     return dataclasses.replace(delta, **ran), dataclasses.replace(ours, **ran)
+
+
+@contextmanager
+def catalog_names(spark: SparkSession, *folders: str) -> Iterator[tuple[str, ...]]:
+    """A name in the session's catalog for each Delta table folder (external tables of a database of their
+    own, dropped afterwards: the folders stay)."""
+    database = f"differential_{uuid.uuid4().hex[:12]}"
+    spark.sql(f"CREATE DATABASE {database}")
+    try:
+        names = tuple(f"{database}.target_{n}" for n in range(len(folders)))
+        for name, folder in zip(names, folders, strict=True):
+            spark.sql(f"CREATE TABLE {name} USING delta LOCATION '{folder}'")
+        yield names
+    finally:
+        spark.sql(f"DROP DATABASE {database} CASCADE")
 
 
 class _Lines(logging.Handler):
@@ -749,12 +888,23 @@ def _delta_outcome(spark: SparkSession, statement: str, target: str) -> Outcome:
     return table_outcome(spark, target)
 
 
-def _engine_outcome(spark: SparkSession, statement: str, target: str, conf: Mapping[str, str]) -> Outcome:
+def _engine_outcome(
+    spark: SparkSession, statement: str, target: str, conf: Mapping[str, str], excepted: str | None = None
+) -> Outcome:
     try:
         spec = parse_merge_sql(statement)
-        run_preflight(
-            spec, read_target_schema=read_table_schema, read_source_schema=read_path_schema, conf=conf
-        )
+        if excepted is not None:
+            spec = dataclasses.replace(
+                spec,
+                clauses=tuple(
+                    dataclasses.replace(c, except_columns=(excepted,)) if getattr(c, "star", False) else c
+                    for c in spec.clauses
+                ),
+            )
+        if is_path_like(spec.target):  # as the operator does: only the job can find a catalog table
+            run_preflight(
+                spec, read_target_schema=read_table_schema, read_source_schema=read_path_schema, conf=conf
+            )
         run_merge(spark, spec)
     except DeltaMergeError as err:
         return Outcome(
@@ -766,9 +916,14 @@ def _engine_outcome(spark: SparkSession, statement: str, target: str, conf: Mapp
 
 
 def _left_behind(target: str) -> dict[str, Any]:
-    """The version and table facts a failed merge left: those it found, or a failure to compare."""
+    """The version, table facts and schema (as logged) a failed merge left: those it found, or a failure to
+    compare. A failure's outcome compares by its version; the schema says what its message may name."""
     state = log_state(target)
-    return {"version": state.version, "table": table_facts(state)}
+    return {
+        "version": state.version,
+        "table": table_facts(state),
+        "schema": comparable_schema(target, logged=True),
+    }
 
 
 def table_outcome(spark: SparkSession, target: str) -> Outcome:
@@ -782,6 +937,13 @@ def table_outcome(spark: SparkSession, target: str) -> Outcome:
     else:
         rows, schema = sorted_rows(target), comparable_schema(target)
     metrics = (state.commit.get("operationMetrics") or {}) if merged else {}
+    changes = _changes(spark, target, state) if merged else None
+    identity = _identity_before(target, state.version - 1) if merged else None
+    if identity is not None:
+        schema = fresh_high_water_mark(schema, identity, rows)
+        rows = sorted(fresh_identities(rows, identity), key=_row_order)
+        if isinstance(changes, list):
+            changes = sorted(fresh_identities(changes, identity), key=_row_order)
     return Outcome(
         version=state.version,
         rows=rows,
@@ -789,7 +951,7 @@ def table_outcome(spark: SparkSession, target: str) -> Outcome:
         counts={k: int(metrics[k]) for k in ROW_COUNTS if k in metrics},
         table=table_facts(state),
         files=file_facts(metrics),
-        changes=_changes(spark, target, state) if merged else None,
+        changes=changes,
         commit_info=state.commit if merged else {},
     )
 
@@ -926,6 +1088,70 @@ def row_lineage(rows: list[dict[str, Any]], mark: int) -> list[dict[str, Any]]:
         if row["row_id"] is not None and row["row_id"] > mark:
             row["row_id"] = "fresh" if ids.count(row["row_id"]) == 1 else "repeated"
     return rows
+
+
+@dataclass(frozen=True)
+class IdentityBefore:
+    """The identity column's definition and high-water mark before the merge (PROTOCOL.md "Identity
+    Columns"), as the field's metadata in the log states them."""
+
+    start: int
+    step: int
+    high_water_mark: int | None
+
+
+def _identity_before(target: str, version: int) -> IdentityBefore | None:
+    """The ``ident`` column of the ``identity`` feature as the log held it at ``version``, if the table has
+    it."""
+    reader = LogReader(target)
+    metadata = newest_action(reader, version, "metaData") or {}
+    for found in json.loads(metadata.get("schemaString", '{"fields": []}'))["fields"]:
+        kept = found.get("metadata", {})
+        if found["name"] == "ident" and "delta.identity.start" in kept:
+            mark = kept.get("delta.identity.highWaterMark")
+            return IdentityBefore(
+                int(kept["delta.identity.start"]), int(kept["delta.identity.step"]), mark and int(mark)
+            )
+    return None
+
+
+def fresh_identities(rows: list[dict[str, Any]], identity: IdentityBefore) -> list[dict[str, Any]]:
+    """Rows with an identity column as they can be compared: a value the merge generated (beyond the mark
+    before it) as "fresh" where the protocol's rules hold (on the column's grid, ``start + k * step``, and
+    no other row has it), else "invalid". Delta hands each of its tasks values of its own, so which fresh
+    value a row gets depends on how the rows are split among tasks (docs/table-features.md); a value a row
+    kept is compared as it is."""
+    values = [row.get("ident") for row in rows]
+    for row in rows:
+        value = row.get("ident")
+        if value is not None and _beyond(value, identity):
+            valid = (value - identity.start) % identity.step == 0 and values.count(value) == 1
+            row["ident"] = "fresh" if valid else "invalid"
+    return rows
+
+
+def _beyond(value: int, identity: IdentityBefore) -> bool:
+    if identity.high_water_mark is None:
+        return True
+    return value > identity.high_water_mark if identity.step > 0 else value < identity.high_water_mark
+
+
+HIGH_WATER_MARK = re.compile(r'"delta\.identity\.highWaterMark": (-?\d+)')
+
+
+def fresh_high_water_mark(schema: str, identity: IdentityBefore, rows: list[dict[str, Any]]) -> str:
+    """``schema`` with the identity column's high-water mark as "fresh" where the merge generated values and
+    the mark is the furthest of them, as the protocol asks (``rows`` as read, before ``fresh_identities``);
+    any other mark stays as it is."""
+    generated = [
+        row["ident"] for row in rows if row.get("ident") is not None and _beyond(row["ident"], identity)
+    ]
+    if not generated:
+        return schema
+    furthest = str(max(generated) if identity.step > 0 else min(generated))
+    return HIGH_WATER_MARK.sub(
+        lambda mark: mark[0].replace(mark[1], '"fresh"') if mark[1] == furthest else mark[0], schema
+    )
 
 
 PHYSICAL_NAME = re.compile(r'"delta\.columnMapping\.physicalName": "([^"]*)"')

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import decimal
+import json
 import re
 from pathlib import Path
 
@@ -21,7 +22,14 @@ from tests.engine.delta_differences import (
     internal_failure_explained_by,
     message_explained_by,
 )
-from tests.engine.delta_differential import SKIP_EMPTY_COMMITS, Case, Outcome, message_agrees, run_case
+from tests.engine.delta_differential import (
+    AUTO_MERGE,
+    SKIP_EMPTY_COMMITS,
+    Case,
+    Outcome,
+    message_agrees,
+    run_case,
+)
 
 ONLY_ACTED_ON = next(d for d in DIFFERENCES if d.name == "only-files-a-clause-acts-on")
 AS_WRITTEN = next(d for d in MESSAGE_DIFFERENCES if d.name == "expressions-as-written")
@@ -196,35 +204,58 @@ def test_an_error_quotes_the_expression_as_written_where_delta_normalizes_it(spa
     assert message_explained_by(delta, dataclasses.replace(ours, message=other_expression)) is None
 
 
-@pytest.mark.parametrize(
-    "on", ["(t.id = s.id OR t.id = s.id + 10)", "t.id BETWEEN s.id AND s.id"], ids=["or", "between"]
-)
-def test_delta_counts_the_source_twice_in_a_full_outer_nested_loop_join_and_the_engine_once(
-    spark, tmp_path, on
-):
-    # Given: an ON condition with no equality to hash on (an OR, a range) and a NOT MATCHED BY SOURCE clause
+# Statements whose source Delta counts twice; the source's columns (a column the target lacks, for the
+# NOT MATCHED clause to evolve the schema by).
+COUNTED_TWICE = {
+    "or-by-source": (
+        "ON (t.id = s.id OR t.id = s.id + 10)\nWHEN MATCHED THEN UPDATE SET *\n"
+        "WHEN NOT MATCHED BY SOURCE THEN DELETE",
+        ("id", "v"),
+    ),
+    "range-by-source": (
+        "ON t.id BETWEEN s.id AND s.id\nWHEN MATCHED THEN UPDATE SET *\n"
+        "WHEN NOT MATCHED BY SOURCE THEN DELETE",
+        ("id", "v"),
+    ),
+    "range-inserts-evolving": (
+        "ON t.id BETWEEN s.id AND s.id + 1\nWHEN MATCHED THEN UPDATE SET t.v = s.v\n"
+        "WHEN NOT MATCHED AND s.v > 100 THEN INSERT *",
+        ("id", "v", "extra"),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COUNTED_TWICE))
+def test_delta_counts_the_source_twice_in_a_nested_loop_join_and_the_engine_once(spark, tmp_path, name):
+    # Given: an ON condition with no equality to hash on (an OR, a range), a MATCHED clause, and a NOT
+    # MATCHED BY SOURCE clause, or a NOT MATCHED one under schema evolution (the differential suite found it)
+    clauses, source_columns = COUNTED_TWICE[name]
+    evolving = "extra" in source_columns
+    source_keys = (0, 5, 3) if evolving else (1, 2, 3, 5, 7)
     case = Case(
         ("id", "v"),
-        ("id", "v"),
+        source_columns,
         tuple({"id": k, "v": k} for k in (2, 3, 4)),
-        tuple({"id": k, "v": 9} for k in (1, 2, 3, 5, 7)),
-        "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s\n"
-        f"ON {on}\n"
-        "WHEN MATCHED THEN UPDATE SET *\n"
-        "WHEN NOT MATCHED BY SOURCE THEN DELETE",
+        tuple({"id": k, "v": 9, "extra": "e"} if evolving else {"id": k, "v": 9} for k in source_keys),
+        f"MERGE INTO delta.`{{target}}` AS t USING parquet.`{{source}}` AS s\n{clauses}",
+        confs={AUTO_MERGE: "true"} if evolving else {},
     )
     # When
     delta, ours = run_case(spark, case, tmp_path)
-    # Then: the same table, rows and every other count; Delta counted the five source rows twice
-    assert (delta.counts[m.NUM_SOURCE_ROWS], ours.counts[m.NUM_SOURCE_ROWS]) == (10, 5)
+    # Then: the same table, rows and every other count; Delta counted the source rows twice
+    counted = (delta.counts[m.NUM_SOURCE_ROWS], ours.counts[m.NUM_SOURCE_ROWS])
+    assert counted == (2 * len(source_keys), len(source_keys))
     assert delta.rows == ours.rows and delta.table == ours.table
     assert explained_by(delta, ours) is COUNTED_ONCE
-    # And: with an equality to hash on, or without the clause, the same counts are not explained by it
-    for statement in (
-        case.statement.replace(on, "t.id = s.id"),
-        case.statement.replace("NOT MATCHED BY SOURCE", "NOT MATCHED"),
-    ):
-        assert explained_by(delta, dataclasses.replace(ours, statement=statement)) is None
+    # And: with an equality to hash on, a NOT MATCHED clause without evolution, or Delta's count other than
+    # twice ours, the same counts are not explained by it
+    on = clauses.split("\n", 1)[0].removeprefix("ON ")
+    equality = dataclasses.replace(ours, statement=case.statement.replace(on, "t.id = s.id"))
+    assert explained_by(delta, equality) is None
+    if evolving:
+        assert explained_by(delta, dataclasses.replace(ours, confs={})) is None
+    thrice = dataclasses.replace(delta, counts={**delta.counts, m.NUM_SOURCE_ROWS: 3 * len(source_keys)})
+    assert explained_by(thrice, ours) is None
 
 
 def test_one_alias_for_target_and_source_is_refused_where_delta_resolves_each_column(spark, tmp_path):
@@ -273,3 +304,39 @@ def test_the_users_list_of_deliberate_differences_is_the_suites():
     listed = [d.name for d in (*DIFFERENCES, *MESSAGE_DIFFERENCES, *IN_EVERY_COMMIT)]
     assert sorted(named) == sorted(listed)
     assert "**Deliberate difference:**" not in text  # every one is named
+
+
+ANOTHER_NULL_COLUMN = next(d for d in MESSAGE_DIFFERENCES if d.name == "another-null-column")
+
+
+def _null_violation(
+    column: str, nullable: bool = False, error_class: str = "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
+):
+    schema = json.dumps(
+        {"fields": [{"metadata": {}, "name": column, "nullable": nullable, "type": "integer"}]},
+        sort_keys=True,
+    )
+    message = f"NOT NULL constraint violated for column: {column}.\nThe merge wrote no commit."
+    return Outcome(error_class=error_class, message=message, version=0, schema=schema)
+
+
+@pytest.mark.parametrize(
+    ("ours", "explained"),
+    [
+        (_null_violation("nest"), True),
+        (_null_violation("nest", nullable=True), False),  # a column the table lets be NULL
+        (_null_violation("nest", error_class="DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"), False),
+    ],
+    ids=["another-not-null-column", "a-nullable-column", "another-class"],
+)
+def test_a_null_violation_may_name_another_not_null_column_than_delta(ours, explained):
+    # Given: Delta's refusal of a NULL id (the differential suite found rows breaking two NOT NULL columns,
+    # each side naming the first it met)
+    delta = Outcome(
+        error_class="DELTA_NOT_NULL_CONSTRAINT_VIOLATED",
+        message="[DELTA_NOT_NULL_CONSTRAINT_VIOLATED] NOT NULL constraint violated for column: id.",
+        version=0,
+    )
+    # Then
+    assert not message_agrees(delta, ours)
+    assert (message_explained_by(delta, ours) is ANOTHER_NULL_COLUMN) is explained

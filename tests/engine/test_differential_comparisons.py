@@ -3,7 +3,8 @@ difference: one real statement run by Delta's runtime and by our engine, whose o
 table with one fact of its merge commit changed (a property dropped, a metric or a change-feed row wrong, a
 feature or domain added, a clause's action changed, a checkpoint written) reads as a different outcome,
 which no deliberate difference explains; and a failed merge of ours that leaves a commit behind differs
-from Delta's failure.
+from Delta's failure. Identity values the merge generated compare as "fresh" only where the protocol's rules
+hold (on the column's grid, beyond the old high-water mark, unique; the new mark the furthest of them).
 """
 
 from __future__ import annotations
@@ -217,3 +218,50 @@ def _one_row_source(folder: Path) -> PathSource:
     path = folder / "one-row.parquet"
     pq.write_table(delta_differential.arrow_table(("id", "v"), ({"id": 1, "v": 9},)), path)
     return PathSource(str(path))
+
+
+IDENTITY_UPSERT = dataclasses.replace(
+    UPSERT,
+    statement=(
+        "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id\n"
+        "WHEN MATCHED THEN UPDATE SET t.v = s.v\n"
+        "WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.id, s.v)"
+    ),
+    properties={"delta.enableChangeDataFeed": "true"},
+    features=("identity",),
+)
+
+
+def test_identity_values_agree_as_fresh_where_the_merge_generated_them(spark, tmp_path):
+    delta, ours = run_case(spark, IDENTITY_UPSERT, tmp_path)
+    # the five rows Delta inserted keep their values (10, 13, ...); the two the merge inserts get fresh ones
+    kept = sorted(r["ident"] for r in ours.rows if r["ident"] != "fresh")
+    assert kept == [10, 13, 16, 19, 22] and [r["id"] for r in ours.rows if r["ident"] == "fresh"] == [6, 7]
+    assert '"delta.identity.highWaterMark": "fresh"' in ours.schema
+    assert isinstance(ours.changes, list) and sum(r["ident"] == "fresh" for r in ours.changes) == 2
+    assert delta.observed() == ours.observed()
+
+
+IDENTITY = delta_differential.IdentityBefore(start=10, step=3, high_water_mark=22)
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([10, 25, 31], [10, "fresh", "fresh"]),
+        ([10, 26], [10, "invalid"]),  # off the column's grid
+        ([25, 25], ["invalid", "invalid"]),  # two rows with one value
+        ([19, None], [19, None]),
+    ],
+    ids=["kept-and-fresh", "off-the-grid", "repeated", "kept-and-null"],
+)
+def test_a_generated_identity_value_is_fresh_only_by_the_protocols_rules(values, expected):
+    rows = [{"ident": value} for value in values]
+    assert [r["ident"] for r in delta_differential.fresh_identities(rows, IDENTITY)] == expected
+
+
+@pytest.mark.parametrize(("mark", "fresh"), [(31, True), (28, False), (22, False)])
+def test_a_high_water_mark_is_fresh_only_at_the_furthest_generated_value(mark, fresh):
+    schema = json.dumps({"fields": [{"metadata": {"delta.identity.highWaterMark": mark}, "name": "ident"}]})
+    compared = delta_differential.fresh_high_water_mark(schema, IDENTITY, [{"ident": 25}, {"ident": 31}])
+    assert ('"fresh"' in compared) is fresh

@@ -1,7 +1,7 @@
 """Generated MERGE INTO statements run by Delta Lake's own runtime and by our engine (tests/engine/
 delta_differential.py): outcomes equal, or different exactly as one deliberate difference says
 (tests/engine/delta_differences.py); where Delta's runtime fails internally, ours as one category of
-``WHEN_DELTA_FAILS_INTERNALLY`` says. ``HYPOTHESIS_PROFILE=dev`` runs 2,000 statements, CI 60, drawn from the
+``WHEN_DELTA_FAILS_INTERNALLY`` says. ``HYPOTHESIS_PROFILE=dev`` runs 2,000 statements, CI 150, drawn from the
 run's seed (tests/run_profile.py).
 """
 
@@ -73,6 +73,8 @@ def test_delta_and_the_engine_agree_on_generated_statements(spark, tmp_path_fact
     event(
         f"Delta's outcome: {'an error' if delta.error_class else 'rows changed' if changed else 'no change'}"
     )
+    if delta.error_class:
+        event(f"Delta's error: {delta.error_class}")
     if delta_failed_internally(delta):
         # Delta's own internal errors (an analyzer bug such as "Found the unresolved Cast") leave nothing of
         # Delta's to compare with: our outcome still gets a verdict, counted by its category in every run
