@@ -144,6 +144,10 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         .config("spark.sql.warehouse.dir", str(warehouse))
         # Delta rebuilds a snapshot's state in this many tasks (50 by default), as its own test suites do
         .config("spark.databricks.delta.snapshotPartitions", "2")
+        # Delta keeps the last 10,000 tables' logs and snapshots, plans and all, for an hour: hundreds of
+        # generated tables filled the driver's 1 GB heap and each statement took three times as long after
+        # 250 of them (docs/development.md)
+        .config("spark.databricks.delta.delta.log.cacheSize", "64")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.extraJavaOptions", LONG_LIVED_JVM)
     )

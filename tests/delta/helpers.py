@@ -5,6 +5,7 @@ MERGE of it on an identical copy, then the two compared (``assert_merges_agree``
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -202,3 +203,14 @@ def assert_next_merges_agree(
     rows = delta_rows(spark, target)
     assert rows == delta_rows(spark, theirs)
     assert not deltalake_reads or rows == sorted_rows(target)
+
+
+def age_log(table: Path, ages: Sequence[float], now: float) -> None:
+    """Set each log file's modification time ``ages`` hours before ``now``: version v's the v-th age, the
+    later versions' the last. A run that crosses a cutoff's midnight between Delta's merge and ours (a few
+    seconds a day) could see one file on either side of it."""
+    log = table / "_delta_log"
+    for path in [*log.iterdir(), *log.glob("_sidecars/*")]:  # a sidecar's name starts with its version too
+        if path.name[:20].isdigit():
+            moment = now - ages[min(int(path.name[:20]), len(ages) - 1)] * 3600
+            os.utime(path, (moment, moment))

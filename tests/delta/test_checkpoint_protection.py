@@ -3,9 +3,9 @@ item 5).
 
 Delta adds the feature when it drops a reader-writer feature (here deletion vectors): commits and
 checkpoints before ``delta.requireCheckpointProtectionBeforeVersion`` may then be cleaned up only together
-with all history up to it. Our merge checkpoints when due but leaves the log's history alone on such a table,
-while on a table without the feature the same merge's checkpoint cleans up expired commit files; the rows
-equal those of Delta's own MERGE on a copy, and Delta reads the table and merges next.
+with all history up to it. Our merge checkpoints when due, and with every log file expired its cleanup
+deletes the history Delta's own MERGE deletes on a copy, of a protected table as of a plain one; the rows
+equal those of Delta's merge, and Delta reads the table and merges next.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge.delta.commit.checkpoints import PROTECTED_BEFORE_KEY
 from airflow_provider_deltamerge.delta.log.snapshot import read_snapshot
+from tests.delta.helpers import age_log
 from tests.delta.test_clustered_tables import STATEMENTS
 from tests.delta.test_delta_reads_our_merges import (
     NEXT,
@@ -29,12 +30,13 @@ from tests.delta.test_delta_reads_our_merges import (
     source,
 )
 
-# A checkpoint after every commit, and commit files expire at once (deltalake's cleanup then removes them).
-# Delta wants deleted files kept at least as long as the log.
+# A checkpoint after every commit, and commit files expire after an hour (Delta keeps a day's files until the
+# next day whatever the retention, so the tests age the log). Delta wants deleted files kept at least as long
+# as the log.
 EAGER = {
     "delta.checkpointInterval": "1",
-    "delta.logRetentionDuration": "interval 1 seconds",
-    "delta.deletedFileRetentionDuration": "interval 1 seconds",
+    "delta.logRetentionDuration": "interval 1 hours",
+    "delta.deletedFileRetentionDuration": "interval 1 hours",
 }
 
 
@@ -57,28 +59,33 @@ def commit_files(table: str) -> list[str]:
     return sorted(p.name for p in (Path(table) / "_delta_log").glob("*.json"))
 
 
-def test_merge_keeps_a_protected_tables_history_and_checkpoints(spark, tmp_path):
-    # Given: a table Delta protected, an identical copy, and a plain table with the same log settings
+def test_merge_cleans_up_a_protected_tables_history_as_deltas_merge_does(spark, tmp_path):
+    # Given: a table Delta protected and a plain table with the same log settings, each log file 80 hours
+    # old, and an identical copy of each
     target = protected_table(spark, tmp_path / "ours")
     before = read_snapshot(target)
     assert "checkpointProtection" in before.protocol.writer_features
     assert int(before.setting(PROTECTED_BEFORE_KEY) or 0) >= 1
     version = before.version + 1
-    theirs = copy_of(target, "theirs")
     plain = eager(spark, delta_table(spark, tmp_path / "plain"))
+    now = time.time()
+    for table in (target, plain):
+        age_log(Path(table), [80.0], now)
+    theirs, plain_theirs = copy_of(target, "theirs"), copy_of(plain, "plain-theirs")
     history = commit_files(target)
-    time.sleep(2)  # every commit so far is past its retention
     src = source(tmp_path)
-    # When: our engine merges into both tables, and Delta runs the same statement on the copy
+    # When: our engine merges into both tables, and Delta runs the same statement on the copies
     result = ours(spark, STATEMENTS["classic"], target, src)
     ours(spark, STATEMENTS["classic"], plain, src)
     delta_merge(spark, STATEMENTS["classic"], theirs, src)
-    # Then: the protected table has its checkpoint and keeps every commit file; the plain one lost its expired
-    # ones to the cleanup that came with the checkpoint
+    delta_merge(spark, STATEMENTS["classic"], plain_theirs, src)
+    # Then: the protected table has its checkpoint; each log kept the commits Delta's kept: those before the
+    # merge expired, and on the protected table they reach the protected version, so they may go
     assert result.version == version
     assert (Path(target) / "_delta_log" / f"{version:020d}.checkpoint.parquet").exists()
-    assert commit_files(target) == [*history, f"{version:020d}.json"]
-    assert (Path(plain) / "_delta_log" / f"{2:020d}.checkpoint.parquet").exists()
+    assert commit_files(target) == commit_files(theirs) == [f"{version:020d}.json"]
+    assert len(history) > 1
+    assert commit_files(plain) == commit_files(plain_theirs)
     assert f"{0:020d}.json" not in commit_files(plain)
     # Delta reads our rows as it reads its own merge's, and merges next; the protocol is unchanged
     assert delta_rows(spark, target) == delta_rows(spark, theirs)

@@ -64,9 +64,8 @@ def python_udf_plans(spark: SparkSession, *, since: int) -> list[str]:
 # before) and the whole table is compared, a statement costs 3.8 s on a quiet machine (the 2026-11-28
 # seed's 50 took 189 s, 114 s before; 5.5 s each in a loaded two-worker run). CI's 150 (issue 51): a local
 # CI run took 35.4 minutes of tests with 50 (2026-11-28), too near CI's 40-minute limit, so 40; since small
-# merges run in one query (2026-11-29) CI's whole run took 1,744 s (29 minutes) with 60, and a statement
-# costs about 2.9 s on a quiet machine (60 drawn and 8 explicit in 195 s), 3.5 s in CI's; a developer's
-# machine runs 2,000.
+# merges run in one query (2026-11-29) CI's whole run took 1,744 s (29 minutes) with 60, and 1,901 s with
+# 150 (a local run: 488 s for 157 statements, 3.1 s each); a developer's machine runs 2,000.
 settings.register_profile("differential-ci", max_examples=150, **_SLOW_EXAMPLES)
 settings.register_profile("differential-dev", max_examples=2000, **_SLOW_EXAMPLES)
 DIFFERENTIAL_SETTINGS = settings.get_profile("differential-" + os.environ.get("HYPOTHESIS_PROFILE", "ci"))

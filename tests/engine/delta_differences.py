@@ -93,7 +93,8 @@ def _same_commit_but_for_an_empty_one(delta: Outcome, ours: Outcome) -> bool:
 
 def _same_table_but_fewer_row_ids(delta: Outcome, ours: Outcome) -> bool:
     """The same table facts, but for a row tracking high-water mark of ours at most Delta's, and for the
-    checkpoint Delta's extra commit (a rewrite that changed nothing, which we do not make) was due."""
+    checkpoint Delta's extra commit (a rewrite that changed nothing, which we do not make) was due, and the
+    history that checkpoint's cleanup deleted."""
     domains = [dict(o.table.get("domains", {})) for o in (delta, ours)]
     marks = [d.pop(ROW_TRACKING_DOMAIN, None) for d in domains]
     if (marks[0] is None) != (marks[1] is None):
@@ -101,13 +102,16 @@ def _same_table_but_fewer_row_ids(delta: Outcome, ours: Outcome) -> bool:
     if marks[0] is not None and marks[1][HIGH_WATER_MARK] > marks[0][HIGH_WATER_MARK]:
         return False
     checkpoints = [o.table.get("checkpoint") for o in (delta, ours)]
-    extra_commit = delta.version == (ours.version or 0) + 1
-    if checkpoints[0] != checkpoints[1] and not (extra_commit and checkpoints[0] == delta.version):
+    extra_checkpoint = delta.version == (ours.version or 0) + 1 and checkpoints[0] == delta.version
+    if checkpoints[0] != checkpoints[1] and not extra_checkpoint:
         return False
-    return {**delta.table, "domains": domains[0], "checkpoint": None} == {
+    # the cleanup after Delta's extra checkpoint may delete history ours keeps
+    history = [None if extra_checkpoint else o.table.get("history") for o in (delta, ours)]
+    return {**delta.table, "domains": domains[0], "checkpoint": None, "history": history[0]} == {
         **ours.table,
         "domains": domains[1],
         "checkpoint": None,
+        "history": history[1],
     }
 
 
@@ -169,6 +173,23 @@ def _distinct_aliases(delta: Outcome, ours: Outcome) -> bool:
     )
 
 
+def _no_compatibility_checkpoint(delta: Outcome, ours: Outcome) -> bool:
+    """On a table with v2 checkpoints, Delta's cleanup kept one more checkpoint than ours, older than the
+    merge's: the classic-named copy it made of the UUID-named checkpoint it had read the table from. Else
+    the outcomes agree, or differ as another difference says."""
+    if "v2Checkpoint" not in delta.table.get("protocol", {}).get("writerFeatures", ()):
+        return False
+    theirs, mine = (set((o.table.get("history") or {}).get("checkpoints", ())) for o in (delta, ours))
+    extra = theirs - mine
+    if len(extra) != 1 or mine - theirs or min(extra) >= (ours.version or 0):
+        return False
+    history = {**delta.table["history"], "checkpoints": ours.table["history"]["checkpoints"]}
+    alike = dataclasses.replace(delta, table={**delta.table, "history": history})
+    return alike.observed() == ours.observed() or any(
+        d.differs_so(alike, ours) for d in DIFFERENCES if d.differs_so is not _no_compatibility_checkpoint
+    )
+
+
 DIFFERENCES = (
     Difference(
         "only-files-a-clause-acts-on",
@@ -204,6 +225,15 @@ DIFFERENCES = (
         "resolves a column found on one side only. Which side a reference means is then the reader's "
         "guess, and a task's statement should not depend on it.",
         _distinct_aliases,
+    ),
+    Difference(
+        "no-compatibility-checkpoint",
+        "On a table with v2 checkpoints, Delta's log cleanup first copies the UUID-named checkpoint its "
+        "snapshot was read from to a classic name, so that readers without v2 checkpoints find the "
+        "protocol that turns them away, and keeps that copy and its sidecars. The engine's own checkpoints "
+        "have the classic name already; it makes no copy, and its cleanup deletes that older checkpoint "
+        "as expired.",
+        _no_compatibility_checkpoint,
     ),
 )
 

@@ -5,7 +5,8 @@ A case is a table (columns drawn from integer, decimal, float, double, boolean, 
 timestamp, TIMESTAMP_NTZ, struct (nested two deep), array and map types, with NULLs; partitioned or not;
 with or without deletion vectors and the change data feed; some created by Delta itself with column
 mapping, a generated column, a column default, row tracking, liquid clustering, type widening (columns
-widened after the first rows were written), a VARIANT column, a CHECK constraint or NOT NULL columns), a
+widened after the first rows were written), a VARIANT column, a CHECK constraint or NOT NULL columns; some
+of many versions, a row per commit; some with log files hours or days old and a short log retention), a
 parquet source (the target's key, unique in four draws of five, NULL in one row of eight; some of the
 target's columns, perhaps a column the target lacks), named by its file or by a query over it (filtered,
 aggregated per key, non-deterministic), and a statement of one to seven WHEN clauses of every kind, with
@@ -19,14 +20,14 @@ pre-flight checks against the log, then the merge. ``dimensions`` labels what ea
 test counts the labels as Hypothesis events (the run's coverage table).
 
 What is compared (``Outcome``): the error's class and the version the failed merge left, or else whether a
-version was committed, the rows (under row tracking with their row ids and commit versions), the schema,
-the table as its log states it (protocol, properties, partition columns, domain metadata, newest
-checkpoint: ``log_state``), the commit's operation, the shape of its parameters, its flags and the names
-of its metrics, every row count and every file metric the table's layout decides (files, bytes and
+version was committed, the rows (under row tracking with their row ids and commit versions), the schema, the
+table as its log states it (protocol, properties, partition columns, domain metadata, newest checkpoint, and
+the history a cleanup left: ``log_state``), the commit's operation, the shape of its parameters, its flags and
+the names of its metrics, every row count and every file metric the table's layout decides (files, bytes and
 deletion vectors removed or added to), whether files were written, and the change data feed's rows of the
-merge as Delta's reader reads them. ``DIFFERENCES`` (tests/engine/delta_differences.py) lists what may
-differ, each with its reason; tests/engine/test_differential_comparisons.py shows each comparison catch a
-planted difference.
+merge as Delta's reader reads them. ``DIFFERENCES`` (tests/engine/delta_differences.py) lists what may differ,
+each with its reason; tests/engine/test_differential_comparisons.py shows each comparison catch a planted
+difference.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import json
 import logging
 import re
 import shutil
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -70,6 +72,7 @@ from airflow_provider_deltamerge.session_kind import session_confs_set
 from airflow_provider_deltamerge.spec import parse_merge_sql
 from airflow_provider_deltamerge.spec.preflight import run_preflight
 from airflow_provider_deltamerge.spec.sql_parse import is_path_like
+from tests.delta.helpers import age_log
 from tests.engine.delta_outcomes import (
     ROW_COUNTS,
     catalogued_sentence,
@@ -130,14 +133,17 @@ FEATURES: dict[str, Feature] = {
     "notNull": Feature(not_null=True),
     # Values of an identity column are Delta's to choose within the protocol's rules: see fresh_identities
     "identity": Feature(column="ident BIGINT GENERATED ALWAYS AS IDENTITY (START WITH 10 INCREMENT BY 3)"),
+    # Delta checkpoints such a table in UUID-named V2 checkpoints with sidecars; the engine in classic-named
+    "v2Checkpoint": Feature({"delta.feature.v2Checkpoint": "supported", "delta.checkpointPolicy": "v2"}),
 }
 # The CHECK constraint: on the INT column, which the drawn rows never set to 4 and updates such as
 # `t.v + 1` may; on the key alone where the table lacks it (inserts keep it, updates never set it).
 BOUNDED = {"v": "v IS NULL OR v <> 4", "id": "id IS NULL OR id < 6"}
 # Tables with these writer features are read back with Delta's reader in the session (_spark_outcome):
-# deltalake cannot read type widening's or VARIANT's, and only Delta's reader gives row ids.
+# deltalake cannot read type widening's, VARIANT's or v2 checkpoints, and only Delta's reader gives row ids.
 READ_BY_DELTA = frozenset(
     {
+        "v2Checkpoint",
         "rowTracking",
         "clustering",
         "typeWidening",
@@ -364,6 +370,11 @@ class Case:
     # A column every ``*`` clause of the engine's spec leaves out, ``* EXCEPT (column)``: an extension of our
     # Python clauses that Spark's grammar lacks, so Delta runs its equivalent (``delta_statement``).
     excepted: str | None = None
+    # The target's history: its rows written one commit each (a table of many versions, partitions of
+    # several files), and how many hours before the run each version's log files were last modified (the
+    # last age for the later versions): with a short log retention a checkpoint's cleanup deletes the old.
+    row_commits: bool = False
+    log_ages: tuple[float, ...] = ()
 
     @property
     def evolving(self) -> bool:
@@ -434,6 +445,19 @@ def cases(draw: st.DrawFn) -> Case:
     # A checkpoint after the merge where the interval makes it due (both write one then)
     if draw(st.integers(0, 4)) == 0:
         properties["delta.checkpointInterval"] = str(draw(st.integers(1, 3)))
+    log_ages = draw(aged_log()) if draw(st.integers(0, 4)) == 0 else ()
+    if log_ages:
+        # its cleanup, mostly due after the merge: the retention Delta refuses below the deleted files' (7
+        # days by default)
+        properties["delta.checkpointInterval"] = str(draw(st.sampled_from([1, 1, 2])))
+        properties["delta.deletedFileRetentionDuration"] = "interval 1 hours"
+        retention = draw(
+            st.sampled_from(
+                ["interval 1 hours", "interval 1 hours", "1 day 12 hours", "interval 2 days", None]
+            )
+        )
+        if retention:
+            properties["delta.logRetentionDuration"] = retention
     # The other confs the engine honours, each off its default in one draw of six
     if draw(st.integers(0, 5)) == 0:
         confs[OPTIMIZE_INSERT_ONLY] = "false"
@@ -455,6 +479,9 @@ def cases(draw: st.DrawFn) -> Case:
         features,
         two_phases=draw(st.booleans()),
         catalog=draw(st.integers(0, 5)) == 0,
+        # Delta's runtime makes a featured table with one INSERT
+        row_commits=not features and draw(st.integers(0, 4)) == 0,
+        log_ages=log_ages,
     )
     # ``* EXCEPT`` in one draw of four where a ``*`` clause takes every column from the source; under schema
     # evolution only of a column no other part of the statement reads from the source (see delta_statement)
@@ -494,6 +521,15 @@ def delta_statement(case: Case) -> str:
     return STAR.sub(lambda star: f"THEN {written[star[1]]}", case.statement)
 
 
+@st.composite
+def aged_log(draw: st.DrawFn) -> tuple[float, ...]:
+    """Hours since each version's log files were last modified: mostly older for older versions; in one
+    draw of four as drawn, so that a later version may look older (Delta then makes its timestamp later
+    than the earlier one's, and keeps the files that adjustment leans on)."""
+    ages = draw(st.lists(st.sampled_from([0.5, 3.0, 30.0, 80.0, 80.0]), min_size=1, max_size=8))
+    return tuple(ages if draw(st.integers(0, 3)) == 0 else sorted(ages, reverse=True))
+
+
 def dimensions(case: Case) -> list[str]:
     """What the case draws, one label per dimension value: Hypothesis counts them as events, so a run's
     statistics show each dimension's share (the coverage table)."""
@@ -521,7 +557,13 @@ def dimensions(case: Case) -> list[str]:
         f"engine: {'two phases' if case.two_phases else 'one query where it fits'}",
         f"target: {'a catalog table' if case.catalog else 'a path'}",
         *([f"* EXCEPT, schema evolution {'on' if case.evolving else 'off'}"] if case.excepted else []),
+        *(["history: a commit per target row"] if case.row_commits else []),
+        *([f"history: aged log, {_age_order(case.log_ages)}"] if case.log_ages else []),
     ]
+
+
+def _age_order(ages: Sequence[float]) -> str:
+    return "older for older versions" if list(ages) == sorted(ages, reverse=True) else "out of order"
 
 
 def in_upper_case(statement: str, name: str) -> str:
@@ -747,13 +789,23 @@ def write_case(spark: SparkSession, case: Case, folder: Path) -> tuple[str, str,
     if case.features:
         create_with_delta(spark, case, rows, target, folder / "target-rows.parquet")
     else:
+        # a table per row (deltalake 1.6 panics on a slice of a map column)
+        commits = (
+            [arrow_table(case.target_columns, [r]) for r in case.target_rows] if case.row_commits else [rows]
+        )
         write_deltalake(
             str(target),
-            rows,
+            commits[0] if commits else rows,
             partition_by=[case.partition_by] if case.partition_by else None,
             configuration=dict(case.properties) or None,
         )
+        for commit in commits[1:]:
+            write_deltalake(str(target), commit, mode="append")
     shutil.copytree(target, copy)
+    if case.log_ages:
+        now = time.time()
+        for table in (target, copy):
+            age_log(table, case.log_ages, now)
     pq.write_table(arrow_table(case.source_columns, case.source_rows), source)
     return str(target), str(copy), str(source)
 
@@ -798,7 +850,9 @@ def create_with_delta(spark: SparkSession, case: Case, rows: pa.Table, target: P
         for narrow, wider in feature.widened.items():
             if narrow in case.target_columns and narrow != case.partition_by:
                 spark.sql(f"ALTER TABLE {table} CHANGE COLUMN {narrow} TYPE {wider}")
-        bounded = BOUNDED["v" if "v" in case.target_columns else "id"]
+    # then the constraints: Delta widens no column a CHECK constraint reads
+    bounded = BOUNDED["v" if "v" in case.target_columns else "id"]
+    for feature in features:
         for statement in feature.after_insert:
             spark.sql(statement.format(table=table, bounded=bounded))
 
@@ -810,17 +864,19 @@ def run_case(spark: SparkSession, case: Case, folder: Path) -> tuple[Outcome, Ou
     named = catalog_names(spark, *targets) if case.catalog else nullcontext(targets)
 
     def written(statement: str, target: str) -> str:
-        named = statement.replace("delta.`{target}`", "{target}") if case.catalog else statement
-        return named.format(target=target, source=source)
+        # a catalog target is named as it is, not as a path
+        as_named = statement.replace("delta.`{target}`", "{target}") if case.catalog else statement
+        return as_named.format(target=target, source=source)
 
+    before = before_merge(delta_target)  # the copies are alike
     with named as (delta_name, engine_name), session_confs_set(spark, dict(case.confs)):
-        delta = _delta_outcome(spark, written(delta_statement(case), delta_name), delta_target)
+        delta = _delta_outcome(spark, written(delta_statement(case), delta_name), delta_target, before)
         statement = written(case.statement, engine_name)
         with (
             mock.patch.object(one_query, "MAX_BYTES", 0) if case.two_phases else nullcontext(),
             _one_query_seen() as seen,
         ):
-            ours = _engine_outcome(spark, statement, engine_target, case.confs, case.excepted)
+            ours = _engine_outcome(spark, statement, engine_target, before, case.confs, case.excepted)
         if currently_in_test_context():
             event(f"engine ran: {'one query' if seen else 'no one query'}")
     ran = {"confs": case.confs, "statement": case.statement}
@@ -871,7 +927,7 @@ def _one_query_seen() -> Iterator[list[str]]:
         settled += [line for line in handler.lines if line.startswith("One query:")]
 
 
-def _delta_outcome(spark: SparkSession, statement: str, target: str) -> Outcome:
+def _delta_outcome(spark: SparkSession, statement: str, target: str, before: Before) -> Outcome:
     try:
         spark.sql(statement).collect()
     except (PySparkException, Py4JJavaError) as err:
@@ -883,13 +939,18 @@ def _delta_outcome(spark: SparkSession, statement: str, target: str) -> Outcome:
         return Outcome(
             error_class=delta_class or type(err).__name__,
             message=raised[0]["message"] if raised else str(err),
-            **_left_behind(target),
+            **_left_behind(target, before),
         )
-    return table_outcome(spark, target)
+    return table_outcome(spark, target, before)
 
 
 def _engine_outcome(
-    spark: SparkSession, statement: str, target: str, conf: Mapping[str, str], excepted: str | None = None
+    spark: SparkSession,
+    statement: str,
+    target: str,
+    before: Before,
+    conf: Mapping[str, str],
+    excepted: str | None = None,
 ) -> Outcome:
     try:
         spec = parse_merge_sql(statement)
@@ -910,35 +971,60 @@ def _engine_outcome(
         return Outcome(
             error_class=err.error_class or type(err).__name__,
             message=err.message,
-            **_left_behind(target),
+            **_left_behind(target, before),
         )
-    return table_outcome(spark, target)
+    return table_outcome(spark, target, before)
 
 
-def _left_behind(target: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Before:
+    """What a merge's outcome is judged by from the table before it, read before the merge runs: a cleanup
+    after the merge's checkpoint may delete the log's older versions (``delta/commit/log_cleanup.py``)."""
+
+    physical_names: frozenset[str]  # the columns' physical names under column mapping
+    identity: IdentityBefore | None
+    row_id_mark: int | None  # the row id high-water mark under row tracking
+
+
+def before_merge(target: str, version: int | None = None) -> Before:
+    """``Before`` of the table at ``version`` (its newest if None)."""
+    state = log_state(target)
+    version = state.version if version is None else version
+    tracked = "rowTracking" in state.protocol.get("writerFeatures", ())
+    return Before(
+        frozenset(PHYSICAL_NAME.findall(_logged_schema(target, version))),
+        _identity_before(target, version),
+        high_water_mark(target, version) if tracked else None,
+    )
+
+
+def _left_behind(target: str, before: Before) -> dict[str, Any]:
     """The version, table facts and schema (as logged) a failed merge left: those it found, or a failure to
     compare. A failure's outcome compares by its version; the schema says what its message may name."""
     state = log_state(target)
     return {
         "version": state.version,
         "table": table_facts(state),
-        "schema": comparable_schema(target, logged=True),
+        "schema": comparable_schema(target, before, logged=True),
     }
 
 
-def table_outcome(spark: SparkSession, target: str) -> Outcome:
+def table_outcome(spark: SparkSession, target: str, before: Before | None = None) -> Outcome:
     """The table after a merge as the log states it (``log_state``, a fold of the log neither runner wrote)
     and its rows as deltalake reads them, a reader independent of both runners; as Delta's reader reads
-    them for the features deltalake cannot read (``READ_BY_DELTA``)."""
+    them for the features deltalake cannot read (``READ_BY_DELTA``). ``before``: read from the log's
+    version before the newest where None."""
     state = log_state(target)
     merged = state.commit.get("operation") == "MERGE"
+    if before is None:
+        before = before_merge(target, state.version - 1 if merged else state.version)
     if READ_BY_DELTA.intersection(state.protocol.get("writerFeatures", ())):
-        rows, schema = _rows_by_delta(spark, target, state, merged)
+        rows, schema = _rows_by_delta(spark, target, state, before)
     else:
-        rows, schema = sorted_rows(target), comparable_schema(target)
+        rows, schema = sorted_rows(target), comparable_schema(target, before)
     metrics = (state.commit.get("operationMetrics") or {}) if merged else {}
     changes = _changes(spark, target, state) if merged else None
-    identity = _identity_before(target, state.version - 1) if merged else None
+    identity = before.identity if merged else None
     if identity is not None:
         schema = fresh_high_water_mark(schema, identity, rows)
         rows = sorted(fresh_identities(rows, identity), key=_row_order)
@@ -957,7 +1043,7 @@ def table_outcome(spark: SparkSession, target: str) -> Outcome:
 
 
 def _rows_by_delta(
-    spark: SparkSession, target: str, state: LogState, merged: bool
+    spark: SparkSession, target: str, state: LogState, before: Before
 ) -> tuple[list[dict[str, Any]], str]:
     """The rows as Delta's reader reads them: VARIANT values as their JSON, and under row tracking each
     row's ``_metadata.row_id`` and ``row_commit_version`` (see ``row_lineage``); the schema as logged."""
@@ -966,8 +1052,9 @@ def _rows_by_delta(
     lineage = ["_metadata.row_id", "_metadata.row_commit_version"] if tracked else []
     rows = [row.asDict(recursive=True) for row in frame.select(*_as_text(frame), *lineage).collect()]
     if tracked:
-        rows = row_lineage(rows, high_water_mark(target, state.version - 1 if merged else state.version))
-    return sorted(rows, key=_row_order), comparable_schema(target, logged=True)
+        assert before.row_id_mark is not None, "a tracked table had its mark before the merge"
+        rows = row_lineage(rows, before.row_id_mark)
+    return sorted(rows, key=_row_order), comparable_schema(target, before, logged=True)
 
 
 def _as_text(frame: DataFrame) -> list[SparkColumn | str]:
@@ -1014,13 +1101,15 @@ WRITER_METRICS = (m.NUM_TARGET_FILES_ADDED, m.NUM_TARGET_BYTES_ADDED)
 
 
 def table_facts(state: LogState) -> dict[str, Any]:
-    """The table's protocol, properties, partition columns, domain metadata and newest checkpoint."""
+    """The table's protocol, properties, partition columns, domain metadata, newest checkpoint and the
+    history its log keeps (the first commit and the checkpoints a cleanup left)."""
     return {
         "protocol": state.comparable_protocol(),
         "properties": state.properties,
         "partition_columns": state.partition_columns,
         "domains": state.domains,
         "checkpoint": state.checkpoint,
+        "history": {"first commit": state.first_commit, "checkpoints": state.checkpoints},
     }
 
 
@@ -1157,26 +1246,26 @@ def fresh_high_water_mark(schema: str, identity: IdentityBefore, rows: list[dict
 PHYSICAL_NAME = re.compile(r'"delta\.columnMapping\.physicalName": "([^"]*)"')
 
 
-def comparable_schema(target: str, *, logged: bool = False) -> str:
+def comparable_schema(target: str, before: Before, *, logged: bool = False) -> str:
     """The table's schema as JSON with its keys sorted (their order is no part of it), and the physical
     name of a column the merge added under column mapping as ``<new>``: Delta and the engine alike make it
-    of a random UUID. Every other column must keep the physical name it had. ``logged``: the schema as the
-    log's newest metaData holds it (``delta.typeChanges`` included), for tables deltalake cannot open."""
-
-    def schema_of(version: int | None) -> str:
-        if logged:
-            reader = LogReader(target)
-            metadata = newest_action(
-                reader, reader.latest_version() if version is None else version, "metaData"
-            )
-            return json.dumps(json.loads((metadata or {})["schemaString"]), sort_keys=True)
-        table = DeltaTable(target) if version is None else DeltaTable(target, version=version)
-        return json.dumps(json.loads(table.schema().to_json()), sort_keys=True)
-
-    known = set(PHYSICAL_NAME.findall(schema_of(0)))
+    of a random UUID. Every other column must keep the physical name it had ``before``. ``logged``: the
+    schema as the log's newest metaData holds it (``delta.typeChanges`` included), for tables deltalake
+    cannot open."""
+    if logged:
+        schema = _logged_schema(target, LogReader(target).latest_version())
+    else:
+        schema = json.dumps(json.loads(DeltaTable(target).schema().to_json()), sort_keys=True)
     return PHYSICAL_NAME.sub(
-        lambda name: name[0] if name[1] in known else name[0].replace(name[1], "<new>"), schema_of(None)
+        lambda name: name[0] if name[1] in before.physical_names else name[0].replace(name[1], "<new>"),
+        schema,
     )
+
+
+def _logged_schema(target: str, version: int) -> str:
+    """The schema as the log's newest metaData at ``version`` holds it, as JSON with sorted keys."""
+    metadata = newest_action(LogReader(target), version, "metaData")
+    return json.dumps(json.loads((metadata or {})["schemaString"]), sort_keys=True)
 
 
 def delta_failed_internally(delta: Outcome) -> bool:

@@ -1,7 +1,7 @@
 """A table's state as its ``_delta_log`` states it, read by the tests' own fold of the log (its newest
 checkpoint, then the commit files after it), so that the differential suite compares Delta's table and ours
 through a reader that is neither runner's: the protocol, the table properties, the partition columns, the
-domain metadata in force, and the newest commit's ``commitInfo``.
+domain metadata in force, the newest commit's ``commitInfo``, and the history the log keeps.
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ class LogState:
     domains: dict[str, Any] = field(default_factory=dict)  # domain: its configuration, parsed
     commit: dict[str, Any] = field(default_factory=dict)  # the newest version's commitInfo
     checkpoint: int | None = None  # the newest checkpoint's version, as _last_checkpoint names it
+    # The history the log keeps (a cleanup deletes the oldest): its first commit, its checkpoints' versions
+    first_commit: int = 0
+    checkpoints: tuple[int, ...] = ()
 
     def comparable_protocol(self) -> dict[str, Any]:
         """The protocol with its feature lists as sets (their order is no part of it)."""
@@ -71,6 +74,8 @@ def log_state(table: str) -> LogState:
         domains=domains,
         commit=commit,
         checkpoint=checkpoint,
+        first_commit=versions[0],
+        checkpoints=tuple(sorted({int(p.name[:20]) for p in log.glob("[0-9]*.checkpoint*")})),
     )
 
 

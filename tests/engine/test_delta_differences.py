@@ -36,6 +36,7 @@ AS_WRITTEN = next(d for d in MESSAGE_DIFFERENCES if d.name == "expressions-as-wr
 NO_PROTOCOL_CHANGE = next(d for d in DIFFERENCES if d.name == "no-protocol-change")
 DISTINCT_ALIASES = next(d for d in DIFFERENCES if d.name == "distinct-aliases")
 COUNTED_ONCE = next(d for d in DIFFERENCES if d.name == "source-rows-counted-once")
+NO_COMPATIBILITY_CHECKPOINT = next(d for d in DIFFERENCES if d.name == "no-compatibility-checkpoint")
 EVERY_METRIC, AS_WRITTEN_IN_THE_COMMIT = IN_EVERY_COMMIT
 DAY = datetime.date(2026, 1, 2)
 NEXT_DAY = datetime.date(2026, 1, 3)
@@ -340,3 +341,37 @@ def test_a_null_violation_may_name_another_not_null_column_than_delta(ours, expl
     # Then
     assert not message_agrees(delta, ours)
     assert (message_explained_by(delta, ours) is ANOTHER_NULL_COLUMN) is explained
+
+
+def test_delta_copies_the_v2_checkpoint_it_read_before_cleaning_up_and_the_engine_does_not(spark, tmp_path):
+    # Given: a table with v2 checkpoints, a checkpoint after every version (Delta's at 1 is UUID-named), its
+    # log files 80 hours old and an hour's log retention
+    case = Case(
+        target_columns=("id", "v"),
+        source_columns=("id", "v"),
+        target_rows=({"id": 1, "v": 1}, {"id": 2, "v": 2}),
+        source_rows=({"id": 2, "v": 5}, {"id": 3, "v": 6}),
+        statement=(
+            "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id\n"
+            "WHEN MATCHED THEN UPDATE SET *\nWHEN NOT MATCHED THEN INSERT *"
+        ),
+        properties={
+            "delta.checkpointInterval": "1",
+            "delta.logRetentionDuration": "interval 1 hours",
+            "delta.deletedFileRetentionDuration": "interval 1 hours",
+        },
+        features=("v2Checkpoint",),
+        log_ages=(80.0,),
+    )
+    # When
+    delta, ours = run_case(spark, case, tmp_path)
+    # Then: both merged into version 2 and cleaned up the commits before it; Delta kept its classic-named
+    # copy of checkpoint 1 as well
+    assert delta.version == ours.version == 2 and delta.rows == ours.rows
+    assert delta.table["history"] == {"first commit": 2, "checkpoints": (1, 2)}
+    assert ours.table["history"] == {"first commit": 2, "checkpoints": (2,)}
+    assert explained_by(delta, ours) is NO_COMPATIBILITY_CHECKPOINT
+    # And: a history of ours without the merge's checkpoint, or with commits Delta deleted, is not explained
+    for history in ({"first commit": 2, "checkpoints": (1,)}, {"first commit": 0, "checkpoints": (2,)}):
+        other = dataclasses.replace(ours, table={**ours.table, "history": history})
+        assert explained_by(delta, other) is None

@@ -1,10 +1,11 @@
 """What the differential suite compares (tests/engine/delta_differential.py), each shown to catch a planted
-difference: one real statement run by Delta's runtime and by our engine, whose outcomes agree; then our
-table with one fact of its merge commit changed (a property dropped, a metric or a change-feed row wrong, a
-feature or domain added, a clause's action changed, a checkpoint written) reads as a different outcome,
-which no deliberate difference explains; and a failed merge of ours that leaves a commit behind differs
-from Delta's failure. Identity values the merge generated compare as "fresh" only where the protocol's rules
-hold (on the column's grid, beyond the old high-water mark, unique; the new mark the furthest of them).
+difference: one real statement run by Delta's runtime and by our engine, whose outcomes agree; then our table
+with one fact of its merge commit changed (a property dropped, a metric or a change-feed row wrong, a feature
+or domain added, a clause's action changed, a checkpoint written) reads as a different outcome, which no
+deliberate difference explains, and so does a log cleanup; and a failed merge of ours that leaves a commit
+behind differs from Delta's failure. Identity values the merge generated compare as "fresh" only where the
+protocol's rules hold (on the column's grid, beyond the old high-water mark, unique; the new mark the furthest
+of them).
 """
 
 from __future__ import annotations
@@ -179,6 +180,29 @@ def test_a_wrong_change_feed_row_is_caught(spark, agreeing, tmp_path):
     # Then: only the feed's rows differ
     assert _differing(delta, tampered) == {"changes"}
     assert explained_by(delta, tampered) is None
+
+
+def test_a_log_cleanup_delta_did_not_make_is_caught(spark, agreeing, tmp_path):
+    _, _, table = agreeing
+    # Given: two copies of our table with a checkpoint of the merge's version
+    checkpointed, cleaned = tmp_path / "checkpointed", tmp_path / "cleaned"
+    for copy in (checkpointed, cleaned):
+        shutil.copytree(table, copy)
+        DeltaTable(str(copy)).create_checkpoint()
+    # When: one of them loses the commits before the checkpoint, as a cleanup deletes them
+    for old in sorted((cleaned / "_delta_log").glob("*.json"))[:-1]:
+        old.unlink()
+    # (the table before the merge as read before the cleanup: the suite reads it before each merge)
+    before = delta_differential.before_merge(str(table), _version(table) - 1)
+    kept, lost = (table_outcome(spark, str(copy), before) for copy in (checkpointed, cleaned))
+    # Then: only the history the log keeps differs, and no deliberate difference explains it
+    assert {k for k in kept.table if kept.table[k] != lost.table[k]} == {"history"}
+    assert _differing(kept, lost) == {"table"}
+    assert explained_by(kept, lost) is None
+
+
+def _version(table: Path) -> int:
+    return int(_newest_commit(table).name[:20])
 
 
 def _resize(actions: Actions, path: str, size: int) -> None:

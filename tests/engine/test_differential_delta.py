@@ -75,6 +75,8 @@ def test_delta_and_the_engine_agree_on_generated_statements(spark, tmp_path_fact
     )
     if delta.error_class:
         event(f"Delta's error: {delta.error_class}")
+    if (delta.table.get("history") or {}).get("first commit"):
+        event("Delta's log cleanup deleted commits")
     if delta_failed_internally(delta):
         # Delta's own internal errors (an analyzer bug such as "Found the unresolved Cast") leave nothing of
         # Delta's to compare with: our outcome still gets a verdict, counted by its category in every run

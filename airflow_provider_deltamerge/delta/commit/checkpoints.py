@@ -2,8 +2,8 @@
 
 Readers (Delta, ``deltalake``, this engine's snapshot) replay the log from the newest checkpoint, so without
 them every read of a much-merged table replays thousands of commit files. ``deltalake`` writes the
-checkpoint (and ``_last_checkpoint``); like Delta, expired commit files are cleaned up at the same time
-unless ``delta.enableExpiredLogCleanup`` is false.
+checkpoint (and ``_last_checkpoint``); then, like Delta, the expired log files are cleaned up by Delta's
+rules (``delta/commit/log_cleanup.py``) unless ``delta.enableExpiredLogCleanup`` is false.
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from __future__ import annotations
 import logging
 
 from deltalake.exceptions import DeltaError
+from obstore.exceptions import BaseError as StoreError
 
+from airflow_provider_deltamerge.delta.commit.log_cleanup import clean_up_expired_logs
 from airflow_provider_deltamerge.delta.commit.log_store import settle_local_modes
 from airflow_provider_deltamerge.delta.log.snapshot import Snapshot, open_table
 
@@ -54,12 +56,18 @@ def write_checkpoint_if_due(snapshot: Snapshot, version: int) -> None:
         table.create_checkpoint()
         log_folder = f"{snapshot.table_uri.rstrip('/')}/_delta_log"
         settle_local_modes(log_folder, (f"{version:020d}.checkpoint.parquet", "_last_checkpoint"))
-        # Log cleanup is optional; deltalake's is not known to keep checkpoint protection's rules, so a
-        # protected table's history is left for Delta to clean up.
-        cleanup = (snapshot.setting("delta.enableExpiredLogCleanup") or "true").lower() != "false"
-        if cleanup and not protects_checkpoints(snapshot):
-            table.cleanup_metadata()
     except (DeltaError, OSError) as err:
         log.warning("Committed version %d of %s; its checkpoint failed: %s", version, snapshot.table_uri, err)
         return
     log.info("Checkpoint written at version %d", version)
+    protected = int(snapshot.setting(PROTECTED_BEFORE_KEY) or 0) if protects_checkpoints(snapshot) else None
+    try:
+        clean_up_expired_logs(snapshot.table_uri, dict(snapshot.configuration), protected_before=protected)
+    except (
+        StoreError,
+        OSError,
+        ValueError,
+    ) as err:  # a cleanup is optional: the next checkpoint's tries again
+        log.warning(
+            "Checkpointed version %d of %s; its log cleanup failed: %s", version, snapshot.table_uri, err
+        )
