@@ -207,4 +207,32 @@ FAILED_BEFORE: tuple[Case, ...] = (
         ),
         catalog=True,
     ),
+    # Delta counted the rows of a filtered (non-deterministic) source query twice with a range ON and NOT
+    # MATCHED clauses, where source-rows-counted-once named only NOT MATCHED BY SOURCE clauses and schema
+    # evolution (the difference now names every join that keeps unmatched rows; seed 20261202, the long run).
+    Case(
+        target_columns=("id", "day"),
+        source_columns=("id", "day"),
+        target_rows=({"day": None, "id": 3},),
+        source_rows=(
+            {"id": 2, "day": None},
+            {"day": None, "id": 1},
+            {"day": datetime.date(2026, 1, 2), "id": 0},
+        ),
+        statement=(
+            "MERGE INTO delta.`{target}` AS t USING (SELECT * FROM parquet.`{source}` WHERE rand() < 2) AS s"
+            " ON t.id BETWEEN s.id AND s.id + 1\n"
+            "WHEN MATCHED AND t.day > DATE'2026-01-02' THEN UPDATE SET *\n"
+            "WHEN MATCHED AND t.day > DATE'2026-01-02' THEN UPDATE SET *\n"
+            "WHEN NOT MATCHED AND s.day > DATE'2026-01-02' THEN INSERT (id) VALUES (s.id)\n"
+            "WHEN NOT MATCHED AND s.day > DATE'2026-01-02' THEN INSERT *"
+        ),
+        partition_by="day",
+        confs={
+            "spark.databricks.delta.updateAndMergeCastingFollowsAnsiEnabledFlag": "true",
+            "spark.databricks.delta.merge.materializeSource": "all",
+            "spark.sql.session.timeZone": "America/Los_Angeles",
+        },
+        properties={"delta.enableChangeDataFeed": "true"},
+    ),
 )

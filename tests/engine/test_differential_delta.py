@@ -45,7 +45,9 @@ def report(case: Case, delta: Outcome, ours: Outcome) -> str:
         f"\n{case.statement}\nconfs {dict(case.confs)}, properties {dict(case.properties)}, features "
         f"{case.features}, partitioned by {case.partition_by}\n"
         f"target {case.target_columns}: {case.target_rows}\n"
-        f"source {case.source_columns}: {case.source_rows}\ndiffers: {differing}\n"
+        f"source {case.source_columns}: {case.source_rows}\ntwo phases {case.two_phases}, catalog "
+        f"{case.catalog}, excepted {case.excepted}, a commit per row {case.row_commits}, log ages "
+        f"{case.log_ages}\ndiffers: {differing}\n"
         f"Delta's error: {delta.message}\nours: {ours.message}"
     )
 
