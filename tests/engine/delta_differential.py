@@ -170,8 +170,8 @@ class Column:
 
 
 INT_MAX = 2_147_483_647
-# Non-deterministic expressions where Delta refuses them (any condition, ON's too) and where it takes them
-# (an assigned value): each keeps the outcome deterministic, so the rows still compare.
+# Non-deterministic expressions, which Delta refuses in a condition (ON's too) and in an assigned value; each
+# would keep the outcome deterministic. Drawn rarely (``one_in``): a fifth of the statements failed on them.
 NON_DETERMINISTIC_CONDITION = "rand() < 2"
 NON_DETERMINISTIC_VALUE = "CAST(floor(rand()) AS INT)"  # always 0
 COLUMNS: dict[str, Column] = {
@@ -179,7 +179,7 @@ COLUMNS: dict[str, Column] = {
         "INT",
         pa.int32(),
         st.one_of(st.none(), st.integers(-3, 3), st.just(INT_MAX)),
-        ("t.{c} + 1", "t.{c} * 2", "NULL", NON_DETERMINISTIC_VALUE),
+        ("t.{c} + 1", "t.{c} * 2", "NULL"),
         ("s.{c}", "s.{c} + t.{c}", "s.{c} - 1", "coalesce(s.{c}, 0)"),
         ("{a}.{c} > 0", "{a}.{c} IS NULL", "{a}.{c} < 2"),
         partitionable=True,
@@ -584,6 +584,13 @@ KEY_MATCHES = (
 )
 
 
+def one_in(draw: st.DrawFn, n: int) -> bool:
+    """True in one draw of ``n``, for what makes a statement fail: a value from the middle of the range, as
+    Hypothesis draws a range's ends more often than their share. Drawn as ``== 0`` of ``integers(0, 63)``,
+    the non-deterministic condition came in 27 % of 1,500 statements; as this, 2 %."""
+    return draw(st.integers(1, n)) == (n + 1) // 2
+
+
 @st.composite
 def statements(
     draw: st.DrawFn, target: Sequence[str], source: Sequence[str], *, star_fails: bool = False
@@ -595,7 +602,7 @@ def statements(
 
     def condition(aliases: str) -> str:
         # a non-deterministic one in one draw of 64 (a statement has up to seven), which Delta refuses
-        if draw(st.integers(0, 63)) == 0:
+        if one_in(draw, 64):
             return NON_DETERMINISTIC_CONDITION
         return draw(st.sampled_from(conditions(target, source, aliases)))
 
@@ -684,7 +691,7 @@ def conditions(target: Sequence[str], source: Sequence[str], aliases: str) -> li
 def matched_actions(
     draw: st.DrawFn, target: Sequence[str], source: Sequence[str], shared: list[str], star_fails: bool
 ) -> str:
-    star = draw(st.integers(0, 7)) == 0 if star_fails else draw(st.integers(0, 3)) == 0
+    star = one_in(draw, 8) if star_fails else draw(st.integers(0, 3)) == 0
     kind = "star" if star else draw(st.sampled_from(["set", "set", "delete"]))
     if kind == "delete":
         return "DELETE"
@@ -699,7 +706,9 @@ def matched_actions(
         if name in NESTED_SETS and name in source:
             sets.append(draw(st.sampled_from(NESTED_SETS[name])))
             continue
-        sets.append(f"t.{name} = {draw(st.sampled_from(options)).format(c=name)}")
+        # a non-deterministic value of the INT column in one draw of 32
+        value = NON_DETERMINISTIC_VALUE if name == "v" and one_in(draw, 32) else None
+        sets.append(f"t.{name} = {value or draw(st.sampled_from(options)).format(c=name)}")
     return "UPDATE SET " + ", ".join(sets)
 
 
@@ -717,7 +726,7 @@ def casts(name: str, source: Sequence[str]) -> list[str]:
 
 @st.composite
 def insert_actions(draw: st.DrawFn, target: Sequence[str], source: Sequence[str], star_fails: bool) -> str:
-    if draw(st.integers(0, 7)) == 0 if star_fails else draw(st.booleans()):
+    if one_in(draw, 8) if star_fails else draw(st.booleans()):
         return "INSERT *"
     names = [
         "id",
