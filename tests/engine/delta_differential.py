@@ -534,7 +534,7 @@ def dimensions(case: Case) -> list[str]:
     """What the case draws, one label per dimension value: Hypothesis counts them as events, so a run's
     statistics show each dimension's share (the coverage table)."""
     written = case.statement.lower()  # a case may name the key in upper case
-    key = max((k for k in KEY_MATCHES if k in written), key=len, default="?")
+    key = max((k for k in KEY_MATCHES if k.lower() in written), key=len, default="?")
     evolution = (
         "clause"
         if "WITH SCHEMA EVOLUTION" in case.statement
