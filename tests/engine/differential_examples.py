@@ -9,6 +9,7 @@ difference that explains it.
 from __future__ import annotations
 
 import datetime
+from decimal import Decimal
 
 from tests.engine.delta_differential import INT_MAX, Case
 
@@ -234,5 +235,44 @@ FAILED_BEFORE: tuple[Case, ...] = (
             "spark.sql.session.timeZone": "America/Los_Angeles",
         },
         properties={"delta.enableChangeDataFeed": "true"},
+    ),
+    # An overflowing INSERT value under updateAndMergeCastingFollowsAnsiEnabledFlag with ANSI on: Delta writes
+    # Spark's ANSI cast and fails with NUMERIC_VALUE_OUT_OF_RANGE, the engine failed with Delta's table-write
+    # overflow (fixed in engine/resolve/casting: the ANSI_CAST policy; seed 20261203, the long run).
+    Case(
+        target_columns=("id", "name", "big", "dbl", "amount"),
+        source_columns=("id", "name", "big", "dbl", "amount", "extra"),
+        target_rows=(
+            {"id": 2, "amount": Decimal("-2.75"), "big": 3_000_000_000, "dbl": 0.0, "name": None},
+            {"id": 2, "amount": Decimal("-2.75"), "big": 3_000_000_000, "dbl": 0.0, "name": None},
+        ),
+        source_rows=(
+            {"id": 2, "extra": None, "dbl": None, "big": 0, "name": "a", "amount": Decimal("-13.58")},
+            {
+                "id": 5,
+                "big": 3_000_000_000,
+                "name": None,
+                "extra": "e",
+                "dbl": 0.0,
+                "amount": Decimal("12.89"),
+            },
+        ),
+        statement=(
+            "MERGE INTO delta.`{target}` AS t USING (SELECT * FROM parquet.`{source}` WHERE rand() < 2) AS s"
+            " ON t.id = s.id AND t.name = 'a'\n"
+            "WHEN MATCHED THEN UPDATE SET t.amount = s.amount + t.amount, t.big = s.amount\n"
+            "WHEN NOT MATCHED THEN INSERT (id, dbl, amount) VALUES (s.id, s.DBL, s.big)\n"
+            "WHEN NOT MATCHED BY SOURCE AND t.amount > 1.5 THEN DELETE\n"
+            "WHEN NOT MATCHED BY SOURCE AND t.amount > 1.5 THEN DELETE"
+        ),
+        partition_by="name",
+        confs={
+            "spark.databricks.delta.schema.autoMerge.enabled": "true",
+            "spark.sql.caseSensitive": "false",
+            "spark.databricks.delta.updateAndMergeCastingFollowsAnsiEnabledFlag": "true",
+            "spark.databricks.delta.merge.materializeSource": "none",
+        },
+        properties={"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"},
+        catalog=True,
     ),
 )

@@ -8,18 +8,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
 
 from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine import session_confs as confs
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError, MergeExecutionError
-from airflow_provider_deltamerge.spec import MergeSpec, insert_all, update, update_all
+from airflow_provider_deltamerge.spec import MergeSpec, insert, insert_all, update, update_all
 from tests.conftest import make_table, table_state
+from tests.engine.delta_outcomes import delta_error_classes, first_sentence, jvm_errors
 from tests.engine.test_executors import MULTIPLE_MATCH, rows, source_file
 from tests.oracle import sorted_rows
 
@@ -136,6 +140,39 @@ def test_casting_follows_ansi_enabled_when_delta_is_told_to(spark, tmp_path, ses
     session_conf(**{confs.CASTING_FOLLOWS_ANSI: "true", confs.ANSI_ENABLED: "false"})
     run_merge(spark, spec)
     assert [r["qty"] for r in sorted_rows(target)] == [-1294967296]
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        (pa.array([5], pa.int32()), pa.array([3_000_000_000], pa.int64())),
+        (pa.array([Decimal("5.00")], pa.decimal128(10, 2)), pa.array([3_000_000_000], pa.int64())),
+        (pa.array([5], pa.int32()), pa.array(["five"])),
+    ],
+    ids=["bigint-into-int", "bigint-into-decimal", "malformed-string-into-int"],
+)
+def test_casting_that_follows_ansi_fails_as_deltas_spark_cast(spark, tmp_path, session_conf, column, value):
+    # With the flag and ANSI on, Delta writes Spark's own ANSI Cast (UpdateExpressionsSupport.cast), whose
+    # failure is Spark's error (CAST_OVERFLOW, NUMERIC_VALUE_OUT_OF_RANGE), not Delta's table-write
+    # overflow. Delta's MERGE runs the same statement on a copy and decides the class and sentence.
+    target = pa.table({"id": pa.array([1], pa.int64()), "qty": column})
+    ours, theirs = (make_table(tmp_path / name, target) for name in ("ours", "theirs"))
+    source = source_file(tmp_path, pa.table({"id": pa.array([2], pa.int64()), "qty": value}))
+    session_conf(**{confs.CASTING_FOLLOWS_ANSI: "true", confs.ANSI_ENABLED: "true"})
+    with pytest.raises((PySparkException, Py4JJavaError)) as delta_raised:
+        spark.sql(
+            f"MERGE INTO delta.`{theirs}` AS t USING parquet.`{source.path}` AS s ON t.id = s.id "
+            "WHEN NOT MATCHED THEN INSERT (id, qty) VALUES (s.id, s.qty)"
+        ).collect()
+    delta_error = jvm_errors(delta_raised.value)
+    before = table_state(ours)
+    with pytest.raises(MergeExecutionError) as raised:
+        run_merge(spark, MergeSpec(ours, source, "t.id = s.id", (insert({"id": "s.id", "qty": "s.qty"}),)))
+    error_class = delta_error_classes(delta_error)[0]
+    assert raised.value.error_class == error_class
+    delta_message = next(e["message"] for e in delta_error if e["errorClass"] == error_class)
+    assert first_sentence(delta_message or "") in raised.value.message
+    assert table_state(ours) == before
 
 
 def test_case_sensitive_analysis_matches_names_exactly(spark, tmp_path, session_conf):

@@ -9,6 +9,9 @@ Delta's UPDATE and MERGE cast each assigned value to its column type under ``spa
 * LEGACY: the non-ANSI cast: an integral overflow wraps around, other failed casts give NULL.
 * STRICT: only casts that cannot lose information (Spark's up-casts); anything else is refused before any
   Spark job, naming the column and both types.
+* ANSI_CAST: not a store assignment policy but Delta's ``updateAndMergeCastingFollowsAnsiEnabledFlag`` with
+  ``spark.sql.ansi.enabled``: Delta then writes Spark's own ANSI ``Cast``, which fails with Spark's errors
+  (CAST_OVERFLOW, NUMERIC_VALUE_OUT_OF_RANGE), not Delta's table-write overflow.
 
 Structs are matched by field name, at any depth and inside arrays and maps. Without schema evolution both
 structs must have the same fields ("All nested columns must match"); with it, a field the value lacks is
@@ -43,13 +46,18 @@ from pyspark.sql.types import (
 )
 
 from airflow_provider_deltamerge.engine.resolve import cast_rules
-from airflow_provider_deltamerge.engine.session_confs import ansi_enabled, casting_follows_ansi
+from airflow_provider_deltamerge.engine.session_confs import (
+    ANSI_ENABLED,
+    CASTING_FOLLOWS_ANSI,
+    ansi_enabled,
+    casting_follows_ansi,
+)
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError, MergeExecutionError
 from airflow_provider_deltamerge.session_kind import is_connect
 
-Policy = Literal["ANSI", "LEGACY", "STRICT"]
+Policy = Literal["ANSI", "LEGACY", "STRICT", "ANSI_CAST"]
 POLICY_KEY = "spark.sql.storeAssignmentPolicy"
-_POLICIES: tuple[Policy, ...] = ("ANSI", "LEGACY", "STRICT")
+_POLICIES: tuple[Policy, ...] = ("ANSI", "LEGACY", "STRICT")  # the values POLICY_KEY accepts
 
 # Delta's and Spark's texts (delta-error-classes.json, Spark's error-conditions.json).
 _OVERFLOW = (
@@ -73,10 +81,11 @@ _INTEGRAL_BITS: dict[type[DataType], int] = {ByteType: 8, ShortType: 16, Integer
 
 def store_assignment_policy(spark: SparkSession) -> Policy:
     """The session's ``spark.sql.storeAssignmentPolicy`` (ANSI unless set); with Delta's
-    ``updateAndMergeCastingFollowsAnsiEnabledFlag``, ANSI or LEGACY as ``spark.sql.ansi.enabled`` says
-    (Delta then casts as Spark's ``Cast`` does: an overflow fails under ANSI and wraps without it)."""
+    ``updateAndMergeCastingFollowsAnsiEnabledFlag``, ANSI_CAST or LEGACY as ``spark.sql.ansi.enabled`` says
+    (Delta then casts as Spark's ``Cast`` does: an overflow fails with Spark's error under ANSI and wraps
+    without it; ``UpdateExpressionsSupport.cast``)."""
     if casting_follows_ansi(spark):
-        return "ANSI" if ansi_enabled(spark) else "LEGACY"
+        return "ANSI_CAST" if ansi_enabled(spark) else "LEGACY"
     value = (spark.conf.get(POLICY_KEY) or "ANSI").upper()
     if value not in _POLICIES:
         raise ClauseResolutionError(
@@ -97,7 +106,7 @@ class StoreAssignment:
 
     Attributes:
         spark: the session, whose own cast rules (Spark's ``Cast.canUpCast`` and kin) decide what may be cast.
-        policy: ``spark.sql.storeAssignmentPolicy``.
+        policy: ``spark.sql.storeAssignmentPolicy``, or ANSI_CAST (``store_assignment_policy``).
         evolve: schema evolution is on: a struct may lack fields of its target struct.
     """
 
@@ -159,6 +168,12 @@ class StoreAssignment:
             keep=keep,
         )
 
+    def _named(self) -> str:
+        """The conf that chose the policy, as errors name it."""
+        if self.policy == "ANSI_CAST":
+            return f"{CASTING_FOLLOWS_ANSI}=true, {ANSI_ENABLED}=true"
+        return f"{POLICY_KEY}={self.policy}"
+
     def _leaf(
         self,
         value: Column,
@@ -188,17 +203,19 @@ class StoreAssignment:
                     error_class="CANNOT_UP_CAST_DATATYPE",
                 )
             return value.cast(target)
-        allowed = rules.can_ansi_cast if self.policy == "ANSI" else rules.can_cast
+        allowed = rules.can_cast if self.policy == "LEGACY" else rules.can_ansi_cast
         if not allowed(source, target):
             raise ClauseResolutionError(
                 f'{where}: cannot assign a value of type "{sql_type(source)}" to the column `{column}` of '
-                f'type "{sql_type(target)}" ({POLICY_KEY}={self.policy}). Assign a value of that type.',
+                f'type "{sql_type(target)}" ({self._named()}). Assign a value of that type.',
                 error_class="DATATYPE_MISMATCH.CAST_WITHOUT_SUGGESTION",
             )
         if rules.can_up_cast(source, target):
             return value.cast(target)
         if self.policy == "LEGACY":
             return _legacy_cast(value, source, target)
+        if self.policy == "ANSI_CAST":
+            return value.cast(target)  # the session is ANSI: Spark's cast raises Spark's own errors
         failure = _checked_failure(source, target, column)
         if failure is None:
             return value.cast(target)
