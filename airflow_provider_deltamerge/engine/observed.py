@@ -10,17 +10,37 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Observation
+
+from airflow_provider_deltamerge.session_kind import is_connect
 
 GRACE_SECONDS = 2.0
 
 
 def observe(df: DataFrame, *aggregates: Column) -> tuple[DataFrame, Observation]:
     """``df`` with ``aggregates`` counted as rows flow through it, and the handle to read them."""
-    observation = Observation(f"deltamerge_{uuid.uuid4().hex}")
+    name = f"deltamerge_{uuid.uuid4().hex}"
+    if is_connect(df.sparkSession):
+        return _observed_on_connect(df, name, aggregates)
+    observation = Observation(name)
     return df.observe(observation, *aggregates), observation
+
+
+def _observed_on_connect(df: Any, name: str, aggregates: Sequence[Column]) -> tuple[DataFrame, Any]:
+    """What Connect's ``DataFrame.observe`` makes, without the round trip it spends first asking the server
+    whether ``df`` streams (a merge's frames never do): 30 ms a call, four calls a merge."""
+    from pyspark.sql.connect.dataframe import DataFrame as ConnectFrame
+    from pyspark.sql.connect.observation import Observation as ConnectObservation
+    from pyspark.sql.connect.plan import CollectMetrics
+
+    observation = ConnectObservation(name)
+    observation._result = {}  # as Observation._on marks it used: a second observe of it fails
+    observed = ConnectFrame(CollectMetrics(df._plan, observation, list(aggregates)), df._session)
+    observed._cached_schema = df._cached_schema
+    return observed, observation
 
 
 def observed(observation: Observation) -> dict[str, Any] | None:

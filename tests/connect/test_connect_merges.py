@@ -130,6 +130,13 @@ def test_the_overhead_bench_times_each_query_of_a_merge_by_its_call_site(
     queries = {site: seconds for (kind, site), seconds in timed.calls.items() if kind == "query"}
     assert len(queries["delta/files/writer.py:write_files"]) == 1
     assert "engine/execute/touched_files.py:_collected_files" not in queries, queries
+    # Integer keys select their files on the driver, and an observation asks the server nothing
+    assert "engine/plan/pruning.py:select" not in queries, queries
+    analyses = {site for kind, site in timed.calls if kind == "analysis"}
+    assert (
+        "engine/observed.py:_observed_on_connect" not in analyses
+        and "engine/observed.py:observe" not in analyses
+    )
     assert all(s > 0 for seconds in queries.values() for s in seconds)
     assert any(kind == "analysis" for kind, _ in timed.calls)
     assert "(outside the package)" not in {site for _, site in timed.calls}

@@ -9,10 +9,13 @@ import decimal
 import json
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql import Row
 from pyspark.sql.types import DateType, LongType, StructField, StructType
 
@@ -22,7 +25,7 @@ from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine.plan import pruning
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, delete_by_source, insert_all, update_all
 from bench.spark_work import last_execution_id
-from tests.engine.conftest import executed_plans
+from tests.engine.conftest import ENGINE_SETTINGS, executed_plans
 from tests.oracle import merge_with_deltalake, sorted_rows
 
 DAYS = [datetime.date(2024, 1, d) for d in (1, 2, 3, 4)]
@@ -369,3 +372,62 @@ def test_a_days_source_values_and_key_bounds_select_its_files_without_a_spark_jo
     assert [f.log_path for f in kept] == expected
     jobs = context.statusTracker().getJobIdsForGroup("pruning-select")
     assert (len(jobs) == 0) is literals
+
+
+FILE_KEYS = st.lists(  # each file's (ticket, item) rows
+    st.lists(st.tuples(st.integers(-50, 50), st.integers(-5, 5)), min_size=1, max_size=6),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(ENGINE_SETTINGS, max_examples=max(ENGINE_SETTINGS.max_examples // 2, 1))
+@given(
+    files=FILE_KEYS,
+    keys=st.lists(st.tuples(st.integers(-60, 60), st.integers(-6, 6)), min_size=1, max_size=8),
+    tuples=st.booleans(),
+    with_stats=st.booleans(),
+)
+def test_integer_key_sets_select_on_the_driver_the_files_spark_selects(
+    spark, tmp_path_factory, files, keys, tuples, with_stats
+):
+    # Given: a table of a file per drawn group of rows (INT ticket, SMALLINT item), with or without stats;
+    # the source's distinct keys as pruning holds them (sorted longs), as tuples or each key alone
+    target = str(tmp_path_factory.mktemp("t") / "t")
+    indexed = {"delta.dataSkippingNumIndexedCols": "2" if with_stats else "0"}
+    for rows in files:
+        data = pa.table(
+            {
+                "ticket": pa.array([r[0] for r in rows], pa.int32()),
+                "item": pa.array([r[1] for r in rows], pa.int16()),
+            }
+        )
+        write_deltalake(target, data, mode="append", configuration=indexed)
+    snapshot = read_snapshot(target)
+    parts = tuple(np.array(p, np.int64) for p in zip(*sorted(set(keys)), strict=True))
+    file_filter = pruning.FileFilter(
+        StructType.fromJson(snapshot.schema),
+        snapshot.partition_columns,
+        key_sets=tuple((n, np.unique(part)) for n, part in enumerate(parts)),
+        key_tuples=((0, 1), parts) if tuples else None,
+    )
+    since = last_execution_id(spark)
+    # When: selected on the driver, and by Spark's query over the stats table (which a test of no file
+    # passes to)
+    on_driver = file_filter.select(spark, snapshot, snapshot.files)
+    queries = last_execution_id(spark) - since
+    in_spark = dataclasses.replace(file_filter, constant_tests=("true",)).select(
+        spark, snapshot, snapshot.files
+    )
+    # Then: the same files, and no Spark query on the driver's way
+    assert on_driver == in_spark
+    assert queries == 0
+    if with_stats:  # each file holding a key tuple (or each key alone) is kept, and no other
+        held = [
+            any(
+                (t, i) in set(keys) if tuples else t in {k[0] for k in keys} and i in {k[1] for k in keys}
+                for t, i in rows
+            )
+            for rows in files
+        ]
+        assert len(on_driver) >= sum(held)

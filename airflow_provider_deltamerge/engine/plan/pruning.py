@@ -22,7 +22,7 @@ another writer added could have held rows this merge should have read.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +40,7 @@ from pyspark.sql.types import (
     FloatType,
     IntegralType,
     StringType,
+    StructField,
     StructType,
     TimestampNTZType,
     TimestampType,
@@ -103,6 +104,9 @@ class FileFilter:
             return tuple(files)
         if not (self.constant_tests or self.range_tests or self.value_sets or self.key_sets):
             return tuple(files)
+        bounds_on_driver = self._integer_key_bounds(snapshot, files)
+        if bounds_on_driver is not None:
+            return tuple(f for n, f in enumerate(files) if self._holds_source_keys(bounds_on_driver[n]))
         stats = _stats_table(spark, self, snapshot, files)
         for test in self.constant_tests:
             stats = stats.filter(F.coalesce(F.expr(test), F.lit(True)))
@@ -133,12 +137,60 @@ class FileFilter:
             for side in ("min", "max")
         ]
         kept = {
-            row[_ORDINAL]
-            for row in stats.select(_ORDINAL, *bounds).collect()
-            if all(_holds_a_key(keys, row[f"min_{i}"], row[f"max_{i}"]) for i, keys in self.key_sets)
-            and (self.key_tuples is None or _holds_a_tuple(*self.key_tuples, row))
+            row[_ORDINAL] for row in stats.select(_ORDINAL, *bounds).collect() if self._holds_source_keys(row)
         }
         return tuple(f for n, f in enumerate(files) if n in kept)
+
+    def _holds_source_keys(self, bounds: Row | Mapping[str, Any]) -> bool:
+        """Whether a file with ``bounds`` (``min_i``, ``max_i`` of key column i) may hold one of the source's
+        keys (each key set), and all parts of one of its key tuples."""
+        return all(
+            _holds_a_key(keys, bounds[f"min_{i}"], bounds[f"max_{i}"]) for i, keys in self.key_sets
+        ) and (self.key_tuples is None or _holds_a_tuple(*self.key_tuples, bounds))
+
+    def _integer_key_bounds(
+        self, snapshot: Snapshot, files: Sequence[DataFile]
+    ) -> list[dict[str, int | None]] | None:
+        """Each file's ``min_i``, ``max_i`` of the key columns, from the log's stats as ``deltalake`` types
+        them, when the key sets are the only tests and every key is an integer data column (whose stats are
+        exact, and compared as longs, ``_comparable``): a Spark query over the stats table costs more than
+        the rest of a small merge's pruning. None when a test needs Spark (``select`` then runs one)."""
+        adds = snapshot.add_actions
+        fields = self.target_schema.fields
+        names = {index: fields[index].name for index, _ in self.key_sets}
+        if (
+            adds is None
+            or self.constant_tests
+            or self.range_tests
+            or self.value_sets
+            or not _integer_data_columns(fields, names, self.partition_columns)
+        ):
+            return None
+        position = {f.log_path: n for n, f in enumerate(snapshot.files)}
+        subset = adds.take(pa.array([position[f.log_path] for f in files], pa.int64()))
+        columns = {
+            f"{side}_{index}": (
+                subset[f"{side}.{name}"].cast(pa.int64()).to_pylist()
+                if f"{side}.{name}" in subset.column_names
+                else [None] * subset.num_rows  # no stats: every file may hold it
+            )
+            for index, name in names.items()
+            for side in ("min", "max")
+        }
+        return [{key: values[n] for key, values in columns.items()} for n in range(subset.num_rows)]
+
+
+def _integer_data_columns(
+    fields: Sequence[StructField], indexes: Iterable[int], partition_columns: Sequence[str]
+) -> bool:
+    """Whether the columns at ``indexes`` are integer data columns whose stats ``deltalake`` types exactly
+    (``Snapshot.add_actions``), under their own names."""
+    return all(
+        isinstance(fields[i].dataType, IntegralType)
+        and fields[i].name not in partition_columns
+        and "." not in fields[i].name  # flattened stats name a nested field so
+        for i in indexes
+    )
 
 
 def exact_in_python(data_type: DataType) -> bool:
@@ -164,7 +216,9 @@ def _holds_a_key(keys: np.ndarray, low: Any, high: Any) -> bool:
     return at < len(keys) and (high is None or bool(keys[at] <= high))
 
 
-def _holds_a_tuple(indexes: tuple[int, ...], parts: tuple[np.ndarray, ...], row: Row) -> bool:
+def _holds_a_tuple(
+    indexes: tuple[int, ...], parts: tuple[np.ndarray, ...], row: Row | Mapping[str, Any]
+) -> bool:
     """Whether a file with the bounds in ``row`` may hold every part of one of the sorted tuples ``parts``.
 
     The tuples whose first part is within the file's first bounds are compared with the other bounds at
@@ -284,13 +338,8 @@ class KeyBounds:
         on_driver = (
             adds is not None
             and not self.constant_tests
-            and all(
-                isinstance(fields[i].dataType, IntegralType)
-                and isinstance(bound_types[f"low_{name}"], IntegralType)
-                and fields[i].name not in self.partition_columns
-                and "." not in fields[i].name  # flattened stats name a nested field so
-                for i, name in self.range_tests
-            )
+            and all(isinstance(bound_types[f"low_{name}"], IntegralType) for _, name in self.range_tests)
+            and _integer_data_columns(fields, [i for i, _ in self.range_tests], self.partition_columns)
         )
         if not on_driver:
             return bool(self.file_filter(bounds, schema).select(spark, snapshot, snapshot.files))
