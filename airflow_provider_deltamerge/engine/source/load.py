@@ -8,6 +8,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, DataType, MapType, StructType, VariantType
 
 from airflow_provider_deltamerge.engine.source.delta_tables import read_delta_table, run_source_query
 from airflow_provider_deltamerge.engine.spark_errors import SparkFailure, summarize
@@ -43,13 +44,30 @@ def keep_latest(rows: DataFrame, keys: Sequence[str], order_by: Sequence[str]) -
             f"columns are {', '.join(rows.columns)}. Fix deduplicate_source_by / deduplicate_order_by.",
             error_class="UNRESOLVED_COLUMN",
         )
-    tie_breakers = [c for c in rows.columns if c not in order_by]
+    tie_breakers = [f for f in rows.schema.fields if f.name not in order_by]
     ordering = [F.col(c).desc_nulls_last() for c in order_by]
     # The remaining columns are names, not paths: quoted, so a dot or backtick in one is part of the name.
-    ordering += [F.col(quote_part(c)).desc_nulls_last() for c in tie_breakers]
+    # Spark orders no map or variant: such a column breaks ties by its JSON text.
+    ordering += [
+        (
+            F.col(quote_part(f.name)) if _orderable(f.dataType) else F.to_json(F.col(quote_part(f.name)))
+        ).desc_nulls_last()
+        for f in tie_breakers
+    ]
     latest_first = Window.partitionBy(*[F.col(k) for k in keys]).orderBy(*ordering)
     ranked = rows.withColumn(ROW_NUMBER_COLUMN, F.row_number().over(latest_first))
     return ranked.filter(F.col(ROW_NUMBER_COLUMN) == 1).drop(ROW_NUMBER_COLUMN)
+
+
+def _orderable(data_type: DataType) -> bool:
+    """Whether Spark can sort by a value of ``data_type`` (no map or variant anywhere in it)."""
+    if isinstance(data_type, MapType | VariantType):
+        return False
+    if isinstance(data_type, ArrayType):
+        return _orderable(data_type.elementType)
+    if isinstance(data_type, StructType):
+        return all(_orderable(f.dataType) for f in data_type.fields)
+    return True
 
 
 def _has_column(rows: DataFrame, name: str) -> bool:
