@@ -53,6 +53,7 @@ from airflow_provider_deltamerge.engine.session_confs import (
     skip_empty_commits,
     warn_ignored_delta_confs,
 )
+from airflow_provider_deltamerge.engine.source.held import hold_small_source
 from airflow_provider_deltamerge.engine.source.load import deduplicated, load_source
 from airflow_provider_deltamerge.engine.source.materialize import materialization, prepare_merge_source
 from airflow_provider_deltamerge.engine.spark_errors import summarize
@@ -331,16 +332,24 @@ def _execute(
     try:
         plan = make_plan(spark, spec, snapshot, source.schema, forced=executor)
         decision = materialization(spark, plan, loaded, source, recorder)
+        held = (
+            hold_small_source(spark, spec, source, recorder, reason=decision.reason)
+            if decision.materialize
+            else None
+        )
         if decision.materialize:
-            # A source to materialize is first read for its keys' bounds alone: if no file can hold them,
-            # it is written as read, once, and not materialized.
-            appended = append_if_nothing_matches(spark, plan, source, recorder)
+            # A source to materialize is first read for its keys' bounds alone (a small one, from where it
+            # is held): if no file can hold them, it is written as read, once, and not materialized.
+            appended = append_if_nothing_matches(spark, plan, held.rows if held else source, recorder)
             if appended is not None:
-                log.info("Source not materialized: no file can hold its keys, its rows were appended")
+                log.info(
+                    "No file can hold the source's keys: its rows were appended (source %s)",
+                    "held in the plan" if held else "not materialized",
+                )
                 read = _pruned(spark, plan, recorder, (), appended.file_filter)
                 return plan, appended.changes, read
         enter_phase("materializing the source")
-        prepared = prepare_merge_source(spark, source, recorder, decision=decision)
+        prepared = held or prepare_merge_source(spark, source, recorder, decision=decision)
         try:
             return _prune_and_run(spark, plan, prepared.rows, recorder, source_rows=prepared.row_count)
         finally:

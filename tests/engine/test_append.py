@@ -1,5 +1,6 @@
 """The append path (engine/execute/append.py): a source whose keys' bounds reach no file of the table is
-written as read, not materialized, and falls back to the usual path when a second read leaves the bounds."""
+written as read (from where it is held, when small: engine/source/held.py), not materialized, and falls back
+to the usual path when a second read leaves the bounds."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from deltalake import DeltaTable, write_deltalake
 from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine.execute import append
+from airflow_provider_deltamerge.engine.source import held as held_source
 from airflow_provider_deltamerge.engine.source import materialize as ms
 from airflow_provider_deltamerge.spec import (
     MergeSpec,
@@ -26,7 +28,7 @@ from airflow_provider_deltamerge.spec import (
 )
 from tests.oracle import sorted_rows
 
-APPENDED = "Source not materialized: no file can hold its keys"
+APPENDED = "No file can hold the source's keys: its rows were appended"
 CLAUSES = {"insert-only": (insert_all(),), "upsert": (update_all(), insert_all())}
 
 
@@ -59,22 +61,34 @@ def stray_files(table: str) -> set[str]:
     return {str(p) for p in found - held}
 
 
+@pytest.mark.parametrize("held", [True, False], ids=["held", "not-held"])
 @pytest.mark.parametrize("clauses", CLAUSES.values(), ids=CLAUSES.keys())
-def test_new_keys_are_appended_from_one_read_of_the_source(spark, tmp_path, clauses, caplog):
+def test_new_keys_are_appended_from_one_read_of_the_source(
+    spark, tmp_path, clauses, caplog, monkeypatch, held
+):
     # Given: a table of ids 1-6; a parquet source (materialized by Delta's rules) of new ids 7 and 8 and a
-    # NULL id, none of which any file's [min, max] can hold
+    # NULL id, none of which any file's [min, max] can hold; small enough to be held in the plan, or not
     target = two_files(tmp_path / "t")
     source = parquet_source(tmp_path, rows([7, None, 8], [70, 0, 80]))
+    if not held:
+        monkeypatch.setattr(held_source, "HELD_ROWS", 2)
     # When
     with caplog.at_level(logging.INFO, logger="airflow_provider_deltamerge"):
         result = run_merge(spark, MergeSpec(target, source, "t.id = s.id", clauses))
     # Then: every source row is inserted (a NULL id matches nothing), no file is read or removed, and the
-    # source is written as read, not materialized
+    # source is written as read (held, or not materialized)
     assert sorted((r["id"] or -1, r["value"]) for r in sorted_rows(target)) == [
         (-1, 0),
         *((i, i * 10) for i in range(1, 9)),
     ]
-    assert APPENDED in caplog.text and "Source materialized" not in caplog.text
+    assert f"{APPENDED} (source {'held in the plan' if held else 'not materialized'})" in caplog.text
+    materialized = [
+        r.getMessage() for r in caplog.records if r.getMessage().startswith("Source materialized")
+    ]
+    reason = ms.NON_DETERMINISTIC_SOURCE_NON_DELTA
+    assert materialized == (
+        [f"Source materialized ({reason}): 3 rows held in the plan, read once"] if held else []
+    )
     metrics = result.metrics
     assert metrics[m.NUM_SOURCE_ROWS] == metrics[m.NUM_TARGET_ROWS_INSERTED] == 3
     assert metrics[m.NUM_SOURCE_ROWS_IN_SECOND_SCAN] == (3 if len(clauses) == 2 else 0)

@@ -1,0 +1,83 @@
+"""A small file source read once into the plan: the merge's materialized source, with no checkpoint.
+
+Delta materializes a source it cannot prove stable (``materialize.py``). As a checkpoint that is a query of
+its own, beside the reads of the source's key bounds (the append path) and key tuples (pruning): on a warm
+Connect server such round trips, not the rows, are most of a small merge's time. A file source is read once
+instead, up to ``HELD_ROWS`` + 1 rows (a limit stops the scan there). When that is all of it, its rows become
+a local relation in the merge's plan: as stable as a checkpoint, and every later read of them (the key bounds,
+the key tuples, the write) reads no file. Otherwise the merge goes on as before, having read the first rows
+of the source once more. A source of several small files is held as one partition, as a scan of one file
+gives: an insert written straight from it makes one file where a scan of the files might make several.
+
+Only file sources without de-duplication are held: a table, a query or a de-duplication may shuffle the whole
+source before its first row, which a limit does not spare. Only types whose values come back from Arrow as
+they went in (a NaN, a time zone's gap and a timestamp before 1900 included); fields keep their metadata.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DataType,
+    DateType,
+    DecimalType,
+    FractionalType,
+    IntegralType,
+    MapType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from airflow_provider_deltamerge import metrics as m
+from airflow_provider_deltamerge.engine.source.materialize import PreparedSource
+from airflow_provider_deltamerge.metrics import MetricsRecorder
+from airflow_provider_deltamerge.spec import MergeSpec, PathSource
+
+log = logging.getLogger(__name__)
+
+# The most rows a source may have to be held: a day's extract of a small table, a few MB of Arrow.
+HELD_ROWS = 10_000
+_LEAVES = (BooleanType, IntegralType, FractionalType, DecimalType, BinaryType, DateType, TimestampType)
+
+
+def hold_small_source(
+    spark: SparkSession, spec: MergeSpec, rows: DataFrame, recorder: MetricsRecorder, *, reason: str
+) -> PreparedSource | None:
+    """``rows`` (the source ``spec`` names, loaded), which Delta would materialize for ``reason``, read once
+    and held as a local relation, counted; None when it is not a file source of at most ``HELD_ROWS`` rows of
+    types Arrow carries exactly (its first rows are then read for nothing). Timed into
+    ``materializeSourceTimeMs``."""
+    source = spec.source
+    if not isinstance(source, PathSource) or source.format == "delta" or spec.deduplicate_source_by:
+        return None
+    schema = rows.schema
+    if not all(_carried_exactly(f.dataType) for f in schema.fields):
+        return None
+    with recorder.timed(m.MATERIALIZE_SOURCE_TIME_MS):
+        table = rows.limit(HELD_ROWS + 1).toArrow()
+        if table.num_rows > HELD_ROWS:
+            return None
+        # One partition, as Spark reads a small file (a local relation is cut into a task per core): the
+        # files an insert writes straight from the source are the ones it writes from a scan of one file.
+        held = spark.createDataFrame(table, schema=schema).coalesce(1)
+    log.info("Source materialized (%s): %d rows held in the plan, read once", reason, table.num_rows)
+    return PreparedSource(held, row_count=table.num_rows)
+
+
+def _carried_exactly(data_type: DataType) -> bool:
+    if isinstance(data_type, StructType):
+        return all(_carried_exactly(f.dataType) for f in data_type.fields)
+    if isinstance(data_type, ArrayType):
+        return _carried_exactly(data_type.elementType)
+    if isinstance(data_type, MapType):
+        return _carried_exactly(data_type.keyType) and _carried_exactly(data_type.valueType)
+    if isinstance(data_type, StringType):
+        return data_type == StringType()  # the default collation: a collated type's name is not carried
+    return isinstance(data_type, (*_LEAVES, TimestampNTZType))
