@@ -275,4 +275,36 @@ FAILED_BEFORE: tuple[Case, ...] = (
         properties={"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"},
         catalog=True,
     ),
+    # Two source rows matching one target row in a merge of MATCHED clauses alone, whose condition is NULL
+    # for that row: Delta counts no such match and raises no error, the engine raised the multiple-match
+    # error (fixed in engine/execute/touched_files.counts_toward_multiple_matches; seed 20261204, the
+    # long run, statement 768).
+    Case(
+        target_columns=("id", "flag", "m", "v", "ntz"),
+        source_columns=("id", "flag", "m", "v", "ntz"),
+        target_rows=(
+            {"id": 2, "flag": False, "v": INT_MAX, "m": {"k": 1}, "ntz": None},
+            {"id": 1, "ntz": datetime.datetime(2026, 1, 3, 0, 0), "v": None, "flag": False, "m": {"k": 1}},
+            {"id": 3, "v": None, "flag": True, "m": None, "ntz": None},
+            {"flag": True, "v": None, "m": None, "ntz": None, "id": 2},
+            {"id": 5, "flag": None, "m": None, "v": None, "ntz": None},
+        ),
+        source_rows=(
+            {"id": 2, "flag": False, "v": INT_MAX, "m": {"k": 1}, "ntz": None},
+            {"id": 1, "ntz": datetime.datetime(2026, 1, 3, 0, 0), "v": None, "flag": False, "m": {"k": 1}},
+            {"id": 3, "v": None, "flag": True, "m": None, "ntz": None},
+            {"flag": True, "v": None, "m": None, "ntz": None, "id": 2},
+            {"id": 5, "flag": None, "m": None, "v": None, "ntz": None},
+        ),
+        statement=(
+            "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id AND t.flag\n"
+            "WHEN MATCHED AND t.v > 0 THEN UPDATE SET t.flag = NOT t.flag"
+        ),
+        properties={
+            "delta.checkpointInterval": "1",
+            "delta.deletedFileRetentionDuration": "interval 1 hours",
+            "delta.logRetentionDuration": "interval 1 hours",
+        },
+        log_ages=(3.0,),
+    ),
 )

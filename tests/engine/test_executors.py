@@ -11,6 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
 from airflow_provider_deltamerge import metrics as m
@@ -166,6 +168,50 @@ def test_matched_only_refuses_multiple_matches_even_when_no_clause_acts_on_them(
         run_merge(spark, spec)
     assert raised.value.error_class == MULTIPLE_MATCH
     assert table_state(target) == before
+
+
+@pytest.mark.parametrize(
+    ("source_values", "inserting"),
+    [([None, None], False), ([None, 5], False), ([5, 6], False), ([None, None], True)],
+    ids=["both-null", "one-null", "none-null", "with-an-insert-clause"],
+)
+def test_a_match_whose_matched_only_conditions_are_null_counts_as_delta_counts_it(
+    spark, tmp_path, source_values, inserting
+):
+    # Given: two source rows matching target id 1, under a condition that is NULL where the source value is
+    # NULL; the same statement run by Delta's MERGE on a copy of the table decides the outcome: Delta does not
+    # count a match whose MATCHED conditions are NULL when the merge has MATCHED clauses alone
+    ours = make_table(tmp_path / "ours", rows([1, 2]))
+    theirs = make_table(tmp_path / "theirs", rows([1, 2]))
+    source = source_file(tmp_path, rows([1, 1], source_values))
+    clauses = "WHEN MATCHED AND s.value > 10 THEN UPDATE SET value = s.value" + (
+        " WHEN NOT MATCHED THEN INSERT *" if inserting else ""
+    )
+    try:
+        spark.sql(
+            f"MERGE INTO delta.`{theirs}` AS t USING parquet.`{source.path}` AS s ON t.id = s.id {clauses}"
+        ).collect()
+        delta_refused = False
+    except (PySparkException, Py4JJavaError) as err:
+        assert MULTIPLE_MATCH in str(err)
+        delta_refused = True
+    spec = MergeSpec(
+        ours,
+        source,
+        "t.id = s.id",
+        (update({"value": "s.value"}, condition="s.value > 10"), *((insert_all(),) if inserting else ())),
+    )
+    # When
+    try:
+        run_merge(spark, spec)
+        refused = False
+    except MergeExecutionError as err:
+        assert err.error_class == MULTIPLE_MATCH
+        refused = True
+    # Then: refused where Delta refuses, and the same rows where it does not
+    assert refused is delta_refused
+    assert delta_refused is (source_values == [5, 6] or inserting)
+    assert sorted_rows(ours) == sorted_rows(theirs)
 
 
 # --- the multiple-match rule without MATCHED clauses (reference section 3.1) -------------------------------

@@ -54,7 +54,10 @@ from airflow_provider_deltamerge.engine.execute.joins import (
 )
 from airflow_provider_deltamerge.engine.execute.rewrite import TOUCHED_ROWS, write_with_actions
 from airflow_provider_deltamerge.engine.execute.scan_splits import scan_split
-from airflow_provider_deltamerge.engine.execute.touched_files import acting_column
+from airflow_provider_deltamerge.engine.execute.touched_files import (
+    acting_column,
+    counts_toward_multiple_matches,
+)
 from airflow_provider_deltamerge.engine.observed import observe, observed
 from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_inserts
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
@@ -176,7 +179,8 @@ def _flagged(
     if plan.source_keys_unique:
         multiply_matched = F.lit(0)
     else:
-        matches = F.count(SOURCE_PRESENT).over(Window.partitionBy(_FILE, ROW_INDEX_COLUMN))
+        counted = F.when(counts_toward_multiple_matches(plan), F.col(SOURCE_PRESENT))
+        matches = F.count(counted).over(Window.partitionBy(_FILE, ROW_INDEX_COLUMN))
         flagged = flagged.withColumn(_MATCHES, F.when(on_target, matches))
         multiply_matched = F.sum(F.when(F.col(_MATCHES) > 1, 1).otherwise(0))
     bit = F.pow(F.lit(2), F.col(_FILE)).cast("long")  # a power of two is exact as a double

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import Any, Literal
 
 from pyspark.sql import Column, DataFrame, Observation, Row
@@ -30,6 +31,7 @@ from airflow_provider_deltamerge.engine.observed import observe, observed_count
 from airflow_provider_deltamerge.engine.plan.planning import (
     MergePlan,
     has_not_matched_by_source,
+    is_matched_only,
     is_only_unconditional_delete,
 )
 from airflow_provider_deltamerge.exceptions import MergeExecutionError
@@ -115,6 +117,20 @@ def some_clause_acts(plan: MergePlan, group: str) -> Column:
     for condition in holds[1:]:
         acts = acts | condition
     return F.coalesce(acts, F.lit(False))
+
+
+def counts_toward_multiple_matches(plan: MergePlan) -> Column:
+    """Over a match: whether it counts toward its target row's matches in the multiple-match check.
+
+    Delta counts every match, except in a merge of MATCHED clauses only, where a match whose clauses'
+    conditions ORed together are NULL is not counted: its phase 1 hands that OR to a function of a primitive
+    boolean, which Spark does not call on NULL, and sums what it returns (``ClassicMergeExecutor``'s
+    ``findTouchedFiles``). Two source rows matching a row whose condition is NULL are then no error.
+    """
+    if not is_matched_only(plan.clauses):
+        return F.lit(True)
+    holds = [F.expr(c.condition) if c.condition else F.lit(True) for c in plan.of_group("matched")]
+    return reduce(Column.__or__, holds).isNotNull()
 
 
 def acting_column(plan: MergePlan, touches: Column) -> Column:
@@ -278,7 +294,8 @@ def _joined_pairs(
     pairs = joined.select(
         file_key,
         ROW_INDEX_COLUMN,
-        F.when(on_target, F.col(SOURCE_PRESENT)).alias(_MATCH),  # NULL unless a source row matches
+        # NULL unless a source row matches (and counts, counts_toward_multiple_matches)
+        F.when(on_target & counts_toward_multiple_matches(plan), F.col(SOURCE_PRESENT)).alias(_MATCH),
         acting.alias("acting"),
         *[k.alias(_UNMATCHED_KEY) for k in unmatched_key],
         *[F.expr(c).alias(f"k{n}") for n, c in enumerate(matched_keys_by or ())],
