@@ -6,12 +6,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.engine.source.held import estimated_bytes
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError
 from airflow_provider_deltamerge.metrics import NUM_TARGET_ROWS_DELETED, NUM_TARGET_ROWS_INSERTED
 from airflow_provider_deltamerge.session_kind import is_connect
@@ -140,3 +142,18 @@ def test_the_overhead_bench_times_each_query_of_a_merge_by_its_call_site(
     assert all(s > 0 for seconds in queries.values() for s in seconds)
     assert any(kind == "analysis" for kind, _ in timed.calls)
     assert "(outside the package)" not in {site for _, site in timed.calls}
+
+
+def test_the_held_source_is_gated_on_sparks_estimate_as_on_a_classic_session(
+    remote: SparkSession, tmp_path: Path
+) -> None:
+    # Given: a one-row extract, and a file of 200,000 rows (several MiB)
+    small = write_extract(tmp_path / "s.parquet", [(1, 5, "eu")])
+    large = tmp_path / "large.parquet"
+    pq.write_table(pa.table({"id": range(200_000), "pad": [f"{n:032x}" for n in range(200_000)]}), large)
+    # When / Then: the Connect server's explained estimate is the files' size, as a classic session's is
+    # (exact in bytes, to the tenth of the unit it prints a larger size in)
+    assert estimated_bytes(remote.read.parquet(small)) == Path(small).stat().st_size
+    estimate = estimated_bytes(remote.read.parquet(str(large)))
+    assert estimate == pytest.approx(large.stat().st_size, rel=0.05)
+    assert estimate > 2**20

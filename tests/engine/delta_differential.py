@@ -770,6 +770,9 @@ class Outcome:
     commit_info: dict[str, Any] = field(default_factory=dict)  # the merge commit's, as written (not compared)
     confs: Mapping[str, str] = field(default_factory=dict)  # the session's, as the case set them
     statement: str = ""  # the case's statement
+    # No row of the target before the merge satisfies the ON condition's conjuncts that name the target alone
+    # (``on_admits_no_target_row``): a fact of the case, not compared.
+    on_admits_no_target_row: bool = False
 
     @property
     def commit(self) -> dict[str, Any]:
@@ -880,6 +883,7 @@ def run_case(spark: SparkSession, case: Case, folder: Path) -> tuple[Outcome, Ou
 
     before = before_merge(delta_target)  # the copies are alike
     with named as (delta_name, engine_name), session_confs_set(spark, dict(case.confs)):
+        admits_none = on_admits_no_target_row(spark, written(delta_statement(case), delta_name), delta_target)
         delta = _delta_outcome(spark, written(delta_statement(case), delta_name), delta_target, before)
         statement = written(case.statement, engine_name)
         with (
@@ -889,8 +893,43 @@ def run_case(spark: SparkSession, case: Case, folder: Path) -> tuple[Outcome, Ou
             ours = _engine_outcome(spark, statement, engine_target, before, case.confs, case.excepted)
         if currently_in_test_context():
             event(f"engine ran: {'one query' if seen else 'no one query'}")
-    ran = {"confs": case.confs, "statement": case.statement}
+    ran = {"confs": case.confs, "statement": case.statement, "on_admits_no_target_row": admits_none}
     return dataclasses.replace(delta, **ran), dataclasses.replace(ours, **ran)
+
+
+def on_admits_no_target_row(spark: SparkSession, statement: str, target: str) -> bool:
+    """Whether the ON condition of ``statement`` has conjuncts that name the target alone and no row of the
+    table at ``target`` satisfies them all, as Spark evaluates them in the session (False where Spark cannot
+    parse or evaluate them)."""
+    try:
+        plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(statement)
+        alias = plan.targetTable().alias()
+        on_target = [
+            c.sql() for c in _conjuncts(plan.mergeCondition()) if _aliases_named(c) == {alias.lower()}
+        ]
+        if not on_target:
+            return False
+        passing = spark.sql(
+            f"SELECT count(*) FROM delta.`{target}` AS {alias} WHERE {' AND '.join(on_target)}"
+        ).first()
+    except (PySparkException, Py4JJavaError):
+        return False
+    return passing is not None and passing[0] == 0
+
+
+def _conjuncts(expression: Any) -> list[Any]:
+    """The conjuncts of a parsed (JVM) expression."""
+    if expression.getClass().getSimpleName() == "And":
+        return _conjuncts(expression.left()) + _conjuncts(expression.right())
+    return [expression]
+
+
+def _aliases_named(expression: Any) -> set[str]:
+    """The first name part, lower-cased, of every column a parsed (JVM) expression names."""
+    if expression.getClass().getSimpleName() == "UnresolvedAttribute":
+        return {expression.nameParts().head().lower()}
+    children = expression.children()
+    return set().union(*(_aliases_named(children.apply(n)) for n in range(children.size())))
 
 
 @contextmanager

@@ -304,4 +304,61 @@ FAILED_BEFORE: tuple[Case, ...] = (
         },
         log_ages=(3.0,),
     ),
+    # Two statements whose ON has a conjunct on the target that no target row satisfies: Delta's numSourceRows
+    # was 0 for a source of 1 and of 4 rows, as Spark planned its join without reading the source (the
+    # deliberate difference source-rows-counted-where-no-target-row-qualifies; seed 20261206, the long run,
+    # statements 26 and 131).
+    Case(
+        target_columns=("id", "bin"),
+        source_columns=("id",),
+        target_rows=({"id": 0, "bin": None},),
+        source_rows=({"id": 3},),
+        statement=(
+            "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id"
+            " AND length(t.bin) > 1\n"
+            "WHEN NOT MATCHED THEN INSERT (id) VALUES (s.id)"
+        ),
+        confs={
+            "spark.sql.storeAssignmentPolicy": "LEGACY",
+            "spark.databricks.delta.skipRecordingEmptyCommits": "false",
+            "spark.databricks.delta.merge.optimizeInsertOnlyMerge.enabled": "false",
+        },
+        properties={"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"},
+        two_phases=True,
+        row_commits=True,
+    ),
+    Case(
+        target_columns=("id", "m", "v"),
+        source_columns=("id", "m", "v", "extra"),
+        target_rows=({"id": None, "m": {"k": 0, "l": None}, "v": -1}, {"v": INT_MAX, "id": 5, "m": None}),
+        source_rows=(
+            {"v": None, "m": None, "extra": None, "id": None},
+            {"extra": "e", "id": 1, "v": 0, "m": None},
+            {"extra": "e", "id": 4, "m": {}, "v": -1},
+            {"extra": None, "id": 0, "v": 2, "m": None},
+        ),
+        statement=(
+            "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id <=> s.id"
+            " AND t.v IS NULL\n"
+            "WHEN MATCHED AND s.extra IS NULL THEN UPDATE SET *\n"
+            "WHEN NOT MATCHED BY SOURCE AND t.m['k'] = 1 THEN UPDATE SET t.m = map_concat(t.m, map('z', 0))\n"
+            "WHEN NOT MATCHED BY SOURCE THEN UPDATE SET t.v = t.v * 2"
+        ),
+        confs={"spark.databricks.delta.schema.autoMerge.enabled": "true", "spark.sql.ansi.enabled": "false"},
+        properties={"delta.enableDeletionVectors": "true"},
+        features=(
+            "identity",
+            "generated",
+            "typeWidening",
+            "columnMapping",
+            "checkConstraint",
+            "v2Checkpoint",
+            "default",
+            "variant",
+            "notNull",
+            "clustering",
+        ),
+        two_phases=True,
+        catalog=True,
+    ),
 )

@@ -24,6 +24,7 @@ from tests.engine.delta_differences import (
 )
 from tests.engine.delta_differential import (
     AUTO_MERGE,
+    OPTIMIZE_INSERT_ONLY,
     SKIP_EMPTY_COMMITS,
     Case,
     Outcome,
@@ -36,6 +37,9 @@ AS_WRITTEN = next(d for d in MESSAGE_DIFFERENCES if d.name == "expressions-as-wr
 NO_PROTOCOL_CHANGE = next(d for d in DIFFERENCES if d.name == "no-protocol-change")
 DISTINCT_ALIASES = next(d for d in DIFFERENCES if d.name == "distinct-aliases")
 COUNTED_ONCE = next(d for d in DIFFERENCES if d.name == "source-rows-counted-once")
+NO_TARGET_ROW_QUALIFIES = next(
+    d for d in DIFFERENCES if d.name == "source-rows-counted-where-no-target-row-qualifies"
+)
 NO_COMPATIBILITY_CHECKPOINT = next(d for d in DIFFERENCES if d.name == "no-compatibility-checkpoint")
 EVERY_METRIC, AS_WRITTEN_IN_THE_COMMIT = IN_EVERY_COMMIT
 DAY = datetime.date(2026, 1, 2)
@@ -280,6 +284,82 @@ def test_delta_counts_the_source_twice_in_a_nested_loop_join_and_the_engine_once
     assert explained_by(delta, dataclasses.replace(ours, statement=matched_only)) is None
     thrice = dataclasses.replace(delta, counts={**delta.counts, m.NUM_SOURCE_ROWS: 3 * len(case.source_rows)})
     assert explained_by(thrice, ours) is None
+
+
+# Statements whose ON has a conjunct on the target that no target row satisfies, each with how many source
+# rows Delta's runtime counts for every one of the source's (found by the differential suite's long runs).
+_NOT_NULL_SYNC = _keyed(
+    "ON t.id <=> s.id AND t.v IS NULL\nWHEN MATCHED THEN UPDATE SET *\n"
+    "WHEN NOT MATCHED BY SOURCE THEN UPDATE SET t.v = t.v * 2",
+    (1, 5),
+    (1, 4, 6),
+)
+NO_TARGET_ROW_QUALIFYING = {
+    # adaptive execution broadcasts the target side, finds it empty and drops the join, source and all
+    "broadcast-side-found-empty": (
+        Case(
+            ("id", "bin"),
+            ("id",),
+            ({"id": 0, "bin": None},),
+            ({"id": 3}, {"id": 4}, {"id": 5}),
+            "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s\n"
+            "ON t.id = s.id AND length(t.bin) > 1\n"
+            "WHEN NOT MATCHED THEN INSERT (id) VALUES (s.id)",
+            confs={OPTIMIZE_INSERT_ONLY: "false"},
+        ),
+        0,
+    ),
+    # `v IS NULL` on a NOT NULL column folds to false: under deletion vectors Spark drops the source side of
+    # the right outer join a NOT MATCHED BY SOURCE clause makes, without them it joins by a nested loop
+    "folded-to-false-under-deletion-vectors": (
+        dataclasses.replace(
+            _NOT_NULL_SYNC, features=("notNull",), properties={"delta.enableDeletionVectors": "true"}
+        ),
+        0,
+    ),
+    "folded-to-false-nested-loop": (dataclasses.replace(_NOT_NULL_SYNC, features=("notNull",)), 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NO_TARGET_ROW_QUALIFYING))
+def test_delta_may_count_no_source_row_where_no_target_row_qualifies_and_the_engine_counts_each(
+    spark, tmp_path, name
+):
+    # Given: an ON condition whose conjunct on the target no target row satisfies
+    case, per_source_row = NO_TARGET_ROW_QUALIFYING[name]
+    # When
+    delta, ours = run_case(spark, case, tmp_path)
+    # Then: the same table, rows and every other count; Delta counted the source as Spark planned its join
+    assert ours.on_admits_no_target_row
+    counted = (delta.counts[m.NUM_SOURCE_ROWS], ours.counts[m.NUM_SOURCE_ROWS])
+    assert counted == (per_source_row * len(case.source_rows), len(case.source_rows))
+    assert delta.rows == ours.rows and delta.table == ours.table
+    assert explained_by(delta, ours) is NO_TARGET_ROW_QUALIFIES
+    # And: where a target row qualifies, with Delta's count other than 0 or twice ours, or with another count
+    # differing too, the same outcomes are not explained by it
+    qualifying = dataclasses.replace(ours, on_admits_no_target_row=False)
+    assert explained_by(delta, qualifying) is None
+    thrice = dataclasses.replace(delta, counts={**delta.counts, m.NUM_SOURCE_ROWS: 3 * len(case.source_rows)})
+    assert explained_by(thrice, ours) is None
+    more_output = {**delta.counts, m.NUM_OUTPUT_ROWS: delta.counts[m.NUM_OUTPUT_ROWS] + 1}
+    assert explained_by(dataclasses.replace(delta, counts=more_output), ours) is None
+    # And: Delta's commit records an ON it folded to false as that constant, ours as written
+    recorded = json.loads(delta.commit_info["operationParameters"]["predicate"])
+    assert (recorded == ["false"]) == name.startswith("folded-to-false")
+    assert AS_WRITTEN_IN_THE_COMMIT.differs_so(delta, ours)
+    as_delta = dataclasses.replace(ours, commit_info=delta.commit_info)
+    assert not AS_WRITTEN_IN_THE_COMMIT.differs_so(delta, as_delta)
+
+
+def test_where_a_target_row_qualifies_delta_counts_every_source_row(spark, tmp_path):
+    # Given: the statement above whose target now holds a row that satisfies ON's conjunct on the target
+    case, _ = NO_TARGET_ROW_QUALIFYING["broadcast-side-found-empty"]
+    case = dataclasses.replace(case, target_rows=({"id": 0, "bin": b"abc"},))
+    # When
+    delta, ours = run_case(spark, case, tmp_path)
+    # Then: both count every source row, and the case is not one where no target row qualifies
+    assert not ours.on_admits_no_target_row
+    assert delta.counts[m.NUM_SOURCE_ROWS] == ours.counts[m.NUM_SOURCE_ROWS] == len(case.source_rows)
 
 
 def test_one_alias_for_target_and_source_is_refused_where_delta_resolves_each_column(spark, tmp_path):

@@ -110,15 +110,17 @@ def test_a_small_file_source_is_read_once_and_merges_as_a_checkpointed_one(
     assert held.metrics[m.NUM_SOURCE_ROWS] == 3 and held.metrics[m.NUM_TARGET_ROWS_UPDATED] == 1
 
 
-@pytest.mark.parametrize("way", ["more-rows-than-held", "query", "deduplicated"])
+@pytest.mark.parametrize("way", ["more-rows-than-held", "more-bytes-than-held", "query", "deduplicated"])
 def test_other_sources_are_checkpointed(spark, tmp_path, monkeypatch, caplog, way):
-    # Given: a source of three rows the merge does not hold: too many for the limit, a query (which may
-    # shuffle before its first row), or de-duplicated by key (a shuffle too)
+    # Given: a source of three rows the merge does not hold: too many for the limit, larger than Spark's
+    # estimate may be, a query (which may shuffle before its first row), or de-duplicated by key (a shuffle)
     source = pa.Table.from_pylist([row(1), row(4), row(5)], schema=SCHEMA)
     target, path = tables(tmp_path, "t", source)
     spec = MergeSpec(target, PathSource(path), "t.id = s.id", (update_all(), insert_all()))
     if way == "more-rows-than-held":
         monkeypatch.setattr(held_source, "HELD_ROWS", 2)
+    elif way == "more-bytes-than-held":
+        monkeypatch.setattr(held_source, "HELD_BYTES", Path(path).stat().st_size - 1)
     elif way == "query":
         spec = dataclasses.replace(spec, source=QuerySource(f"SELECT * FROM parquet.`{path}`"))
     else:
@@ -147,3 +149,14 @@ def test_a_type_arrow_may_not_carry_is_not_held(spark, tmp_path, select):
     since = last_execution_id(spark)
     assert held_source.hold_small_source(spark, spec, rows, MetricsRecorder(), reason="test") is None
     assert last_execution_id(spark) == since
+
+
+def test_spark_estimates_a_file_source_at_its_files_size(spark, tmp_path):
+    # Given: a source of two parquet files
+    folder = tmp_path / "source"
+    folder.mkdir()
+    for n in (1, 2):
+        pq.write_table(pa.Table.from_pylist([row(n)] * n, schema=SCHEMA), folder / f"part-{n}.parquet")
+    # When / Then: the estimate the held source is gated on is the files' bytes
+    sizes = sum(f.stat().st_size for f in folder.iterdir())
+    assert held_source.estimated_bytes(spark.read.parquet(str(folder))) == sizes

@@ -110,13 +110,14 @@ NOTHING_TOUCHED = TouchedFiles(touched=(), matched=(), matched_rows=0, surplus_m
 
 def some_clause_acts(plan: MergePlan, group: str) -> Column:
     """Whether any clause of ``group`` acts on a row (an unconditional clause always does)."""
+    return F.coalesce(_any_condition_holds(plan, group), F.lit(False))
+
+
+def _any_condition_holds(plan: MergePlan, group: str) -> Column:
+    """The conditions of the clauses of ``group`` ORed together (TRUE for a clause without one), NULL where
+    none holds and one is NULL; FALSE for a group without clauses."""
     holds = [F.expr(c.condition) if c.condition else F.lit(True) for c in plan.of_group(group)]
-    if not holds:
-        return F.lit(False)
-    acts = holds[0]
-    for condition in holds[1:]:
-        acts = acts | condition
-    return F.coalesce(acts, F.lit(False))
+    return reduce(Column.__or__, holds) if holds else F.lit(False)
 
 
 def counts_toward_multiple_matches(plan: MergePlan) -> Column:
@@ -129,8 +130,7 @@ def counts_toward_multiple_matches(plan: MergePlan) -> Column:
     """
     if not is_matched_only(plan.clauses):
         return F.lit(True)
-    holds = [F.expr(c.condition) if c.condition else F.lit(True) for c in plan.of_group("matched")]
-    return reduce(Column.__or__, holds).isNotNull()
+    return _any_condition_holds(plan, "matched").isNotNull()
 
 
 def acting_column(plan: MergePlan, touches: Column) -> Column:
