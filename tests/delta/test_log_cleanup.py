@@ -105,6 +105,32 @@ def test_a_segment_goes_with_its_newest_file_and_a_versions_files_do_not_adjust_
     assert expired_files(files[:4], cutoff=500, last_checkpoint=2) == []
 
 
+def test_when_the_first_segment_stays_the_walk_goes_on_from_the_second():
+    # Delta's cleanup asks its walk whether anything expired (consuming the first segment, which stays),
+    # then deletes as it walks on: the second segment goes, its newest file old, the first stays
+    files = named(
+        ("00000000000000000000.json", 0, 90),
+        ("00000000000000000001.checkpoint.parquet", 1, 97),
+        ("00000000000000000001.json", 1, 97),
+        ("00000000000000000002.checkpoint.parquet", 2, 10),  # adjusted to 98: closes no segment
+        ("00000000000000000002.json", 2, 10),  # the same version: not adjusted
+        ("00000000000000000003.checkpoint.parquet", 3, 100),
+        ("00000000000000000003.json", 3, 100),
+    )
+    assert [f.name for f in expired_files(files, cutoff=50, last_checkpoint=3)] == [
+        f.name for f in files[1:5]
+    ]
+    # the second segment staying too ends the walk there, whatever a third would be
+    later = named(
+        ("00000000000000000003.json", 3, 100),
+        ("00000000000000000004.checkpoint.parquet", 4, 101),
+        ("00000000000000000004.json", 4, 10),
+        ("00000000000000000005.checkpoint.parquet", 5, 102),
+    )
+    young = [*files[:2], *named(("00000000000000000001.json", 1, 97)), files[5], *later]
+    assert expired_files(young, cutoff=50, last_checkpoint=5) == []
+
+
 def test_a_multi_part_checkpoint_closes_a_segment_once_complete():
     files = named(
         ("00000000000000000000.json", 0, 10),
@@ -160,14 +186,17 @@ AGES = {
 }
 
 
-def aged_table(spark: SparkSession, folder: Path, ages: list[float], *, v2: bool) -> str:
-    """Delta's table at version 3 (a checkpoint at 2, one due at 4), a log retention of an hour, each
-    version's log files last modified ``ages`` hours before now."""
+def aged_table(
+    spark: SparkSession, folder: Path, ages: list[float], *, v2: bool, checkpoint_interval: int = 2
+) -> str:
+    """Delta's table at version 3 (checkpoints at ``checkpoint_interval``: at 2, one due at 4), a log
+    retention of an hour, each version's log files last modified ``ages`` hours before now."""
     target = folder / "orders"
     features = ", 'delta.feature.v2Checkpoint' = 'supported', 'delta.checkpointPolicy' = 'v2'" if v2 else ""
     spark.sql(
         f"CREATE TABLE delta.`{target}` (id BIGINT, qty INT) USING delta TBLPROPERTIES ("
-        "'delta.checkpointInterval' = '2', 'delta.logRetentionDuration' = 'interval 1 hours', "
+        f"'delta.checkpointInterval' = '{checkpoint_interval}', "
+        "'delta.logRetentionDuration' = 'interval 1 hours', "
         f"'delta.deletedFileRetentionDuration' = 'interval 1 hours'{features})"
     ).collect()
     for first in (0, 10, 20):
@@ -218,3 +247,20 @@ def test_the_merge_keeps_the_log_history_deltas_merge_keeps(spark, tmp_path, age
         assert list((Path(target) / "_delta_log" / "_sidecars").iterdir()) == []
     else:
         assert ours["checkpoints"] == delta["checkpoints"]
+
+
+def test_the_merge_deletes_the_middle_of_the_history_where_deltas_merge_does(spark, tmp_path):
+    # Given: a checkpoint at every version; version 0 three hours old, 1 half an hour, 2 and 3 days old (a
+    # copy's or a restore's times): the first segment (version 0) stays, the second (1 to 3) may go
+    target = aged_table(spark, tmp_path, [3, 0.5, 80, 80], v2=False, checkpoint_interval=1)
+    theirs = str(tmp_path / "theirs")
+    shutil.copytree(target, theirs, copy_function=shutil.copy2)
+    source = str(tmp_path / "extract.parquet")
+    pq.write_table(pa.table({"id": pa.array([1], pa.int64()), "qty": pa.array([9], pa.int32())}), source)
+    # When
+    delta_merge(spark, PLAIN_UPSERT, theirs, source)
+    run_merge(spark, parse_merge_sql(PLAIN_UPSERT.format(target=target, source=source)))
+    # Then: both logs keep version 0 and the merge's 4, and lose 1 to 3
+    ours, delta = kept(target), kept(theirs)
+    assert ours["commits"] == delta["commits"] == [0, 4]
+    assert ours["checkpoints"] == delta["checkpoints"] == [4]

@@ -361,4 +361,46 @@ FAILED_BEFORE: tuple[Case, ...] = (
         two_phases=True,
         catalog=True,
     ),
+    # Log files of versions 0-1 hours old, 2 half an hour, 3-5 days old, a checkpoint at each: Delta's cleanup
+    # deleted versions 2 to 5 and kept 0 and 1, the engine kept them all (fixed in delta/commit/log_cleanup:
+    # Delta's first question to its walk consumes the first segment, which stays, and the deletion walks on;
+    # seed 20261207, the long run, statement 447).
+    Case(
+        target_columns=("id", "amount", "dbl", "v"),
+        source_columns=("id", "amount", "dbl", "v", "extra"),
+        target_rows=(
+            {"id": 1, "amount": None, "v": None, "dbl": -0.5},
+            {"id": 5, "amount": Decimal("-10.28"), "v": -1, "dbl": -0.5},
+            {"id": 3, "amount": Decimal("1.00"), "v": INT_MAX, "dbl": None},
+            {"v": None, "id": None, "amount": None, "dbl": 0.0},
+            {"v": None, "id": 1, "dbl": 3.75, "amount": Decimal("0.24")},
+            {"amount": Decimal("19.61"), "id": None, "v": None, "dbl": 3.75},
+        ),
+        source_rows=(
+            {"dbl": None, "v": INT_MAX, "amount": Decimal("-10.84"), "extra": None, "id": 5},
+            {"amount": Decimal("0.64"), "id": None, "dbl": 0.0, "extra": "e", "v": None},
+            {"amount": None, "id": 0, "extra": "e", "v": -3, "dbl": 0.0},
+            {"dbl": 1e300, "id": 1, "amount": Decimal("6.30"), "extra": "e", "v": None},
+        ),
+        statement=(
+            "MERGE WITH SCHEMA EVOLUTION INTO delta.`{target}` AS t"
+            " USING (SELECT * FROM parquet.`{source}` WHERE rand() < 2) AS s ON t.id = s.id"
+            " AND t.amount IS NOT NULL\n"
+            "WHEN NOT MATCHED AND s.v > 0 THEN INSERT (id, v) VALUES (s.id, s.v - 1)\n"
+            "WHEN NOT MATCHED AND s.v > 0 THEN INSERT *\n"
+            "WHEN NOT MATCHED BY SOURCE AND t.dbl < 1.0 THEN UPDATE SET t.amount = t.amount * 2\n"
+            "WHEN NOT MATCHED BY SOURCE AND t.dbl < 1.0 THEN UPDATE SET t.v = t.v + 1"
+        ),
+        partition_by="v",
+        confs={"spark.databricks.delta.merge.optimizeInsertOnlyMerge.enabled": "false"},
+        properties={
+            "delta.enableChangeDataFeed": "true",
+            "delta.checkpointInterval": "1",
+            "delta.deletedFileRetentionDuration": "interval 1 hours",
+            "delta.logRetentionDuration": "1 day 12 hours",
+        },
+        two_phases=True,
+        row_commits=True,
+        log_ages=(3.0, 3.0, 0.5, 80.0, 80.0),
+    ),
 )

@@ -10,7 +10,10 @@ Delta deletes a log file (a commit, a checkpoint or a version checksum, ``<v>.cr
   file may be deleted, and every segment before it goes too (``BufferingLogDeletionIterator``). A file of
   a later version that is not younger than the file before it counts as one millisecond younger: time
   travel by timestamp must keep finding the same version, so the files its adjusted timestamp leans on
-  stay while it stays. The walk ends at the first segment that must stay.
+  stay while it stays. The walk ends at the first segment that must stay, but for the first segment:
+  Delta asks the walk whether anything expired before it deletes (to make a compatibility checkpoint
+  first), and that question consumes the first segment; when that one must stay, the deletion goes on
+  walking from the second. A log can so lose a middle run of versions and keep its oldest.
 
 Then the staged commits (``_staged_commits/<v>.<uuid>.json``) of the deleted versions go, and when a
 checkpoint went, the sidecar files no remaining checkpoint names that are older than the cutoff.
@@ -104,7 +107,8 @@ def expired_files(files: Iterable[LogFile], *, cutoff: int, last_checkpoint: int
     A file of a later version whose timestamp is not later than the file before it gets that file's plus
     one millisecond; the files since the last checkpoint gather in a segment, which a complete checkpoint
     (not itself adjusted) closes: the segment goes when its newest file may, and the walk stops at the
-    first segment that stays. Files after the newest checkpoint always stay.
+    first segment after the first that stays (``cleanUpExpiredLogs`` asks ``hasNext`` once before its
+    ``foreach`` asks again). Files after the newest checkpoint always stay.
     """
 
     def deletable(file: LogFile) -> bool:
@@ -114,6 +118,7 @@ def expired_files(files: Iterable[LogFile], *, cutoff: int, last_checkpoint: int
     segment: list[LogFile] = []
     parts: dict[tuple[int, int], list[LogFile]] = {}  # the multi-part checkpoints' parts met so far
     last: LogFile | None = None
+    walked = False  # whether a segment was closed: the one Delta's first question consumed
     for file in sorted(files, key=lambda f: f.name):
         checkpoint = _CHECKPOINT.fullmatch(file.name)
         if last is not None and last.version < file.version and last.modified_ms >= file.modified_ms:
@@ -128,9 +133,11 @@ def expired_files(files: Iterable[LogFile], *, cutoff: int, last_checkpoint: int
                     last = file
                     continue
                 complete = parts.pop(key)
-            if not deletable(segment[-1]):
+            if deletable(segment[-1]):
+                expired += segment
+            elif walked:
                 return expired
-            expired += segment
+            walked = True
             segment = complete
         else:
             segment.append(file)
