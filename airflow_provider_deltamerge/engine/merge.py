@@ -250,7 +250,7 @@ def _attempt(
     vectors = NO_VECTORS
     try:
         enter_phase("committing")
-        check_record_counts(changes, recorder)
+        check_record_counts(plan, changes, recorder)
         schema = _committed_schema(spark, plan, changes)
         vectors = write_vectors(snapshot, changes.vectors)
         outcome = commit_merge(
@@ -447,37 +447,64 @@ def _log_work(recorder: MetricsRecorder, changes: FileChanges) -> None:
     )
 
 
-def check_record_counts(changes: FileChanges, recorder: MetricsRecorder) -> None:
-    """Delta's invariants: removed = updated + deleted + copied rows; added = inserted + updated + copied.
-    Rows of a removed file that stay in the table under a new deletion vector count on neither side.
+def check_record_counts(plan: MergePlan, changes: FileChanges, recorder: MetricsRecorder) -> None:
+    """Delta's ``validateNumRecords``: by the files' record counts, a merge without INSERT clauses adds no
+    rows on balance and one without DELETE clauses removes none. Where a removed file has no record count,
+    Delta checks nothing, and neither does this.
+
+    Delta's other invariants, over its metrics, only log by default (``commandInvariantChecksThrow`` is off):
+    a merge whose metrics disagree with its files is committed, as Delta commits it, with a warning.
 
     Raises:
         MergeExecutionError: DELTA_NUM_RECORDS_MISMATCH, before anything is committed.
     """
-    added = sum(f.num_records for f in changes.added)
-    expected_added = (
-        recorder[m.NUM_TARGET_ROWS_INSERTED]
-        + recorder[m.NUM_TARGET_ROWS_UPDATED]
-        + recorder[m.NUM_TARGET_ROWS_COPIED]
-    )
     removed_counts = [f.logical_records for f in changes.removed]
-    expected_removed = (
-        recorder[m.NUM_TARGET_ROWS_UPDATED]
-        + recorder[m.NUM_TARGET_ROWS_DELETED]
-        + recorder[m.NUM_TARGET_ROWS_COPIED]
+    if None in removed_counts:
+        return
+    # As Delta counts them: a file that comes back under a new deletion vector is added with its kept rows.
+    added = sum(f.num_records for f in changes.added) + changes.kept_rows
+    removed = sum(n for n in removed_counts if n is not None)
+    # The metrics count neither side of a kept row.
+    _warn_if_metrics_disagree(added - changes.kept_rows, removed - changes.kept_rows, recorder)
+    kinds = {c.kind for c in plan.clauses}
+    if added > removed and "not_matched_insert" not in kinds:
+        operation = "MERGE without INSERT clauses"
+        what_to_do = (
+            " The likely cause: a target row that more than one source row matches, where no clause acts"
+            " on one of the pairs, is written once per pair (as Delta writes it). Make ON match at most one"
+            " source row per target row, or de-duplicate the source."
+        )
+    elif added < removed and not kinds & {"matched_delete", "not_matched_by_source_delete"}:
+        operation = "MERGE without DELETE clauses"
+        what_to_do = " Please report it with the merge spec."
+    else:
+        return
+    raise MergeExecutionError(
+        delta_message(
+            "DELTA_NUM_RECORDS_MISMATCH",
+            operation=operation,
+            numAddedRecords=added,
+            numRemovedRecords=removed,
+        )
+        + " Nothing was committed."
+        + what_to_do,
+        error_class="DELTA_NUM_RECORDS_MISMATCH",
     )
-    removed = sum(n for n in removed_counts if n is not None) - changes.kept_rows
-    if added != expected_added or (None not in removed_counts and removed != expected_removed):
-        raise MergeExecutionError(
-            delta_message(
-                "DELTA_NUM_RECORDS_MISMATCH",
-                operation="MERGE",
-                numAddedRecords=added,
-                numRemovedRecords=removed,
-            )
-            + f" Expected {expected_added} added and {expected_removed} removed from the merge metrics. "
-            "Nothing was committed; please report this with the merge spec.",
-            error_class="DELTA_NUM_RECORDS_MISMATCH",
+
+
+def _warn_if_metrics_disagree(added: int, removed: int, recorder: MetricsRecorder) -> None:
+    updated, copied = recorder[m.NUM_TARGET_ROWS_UPDATED], recorder[m.NUM_TARGET_ROWS_COPIED]
+    by_metrics = (
+        recorder[m.NUM_TARGET_ROWS_INSERTED] + updated + copied,
+        updated + recorder[m.NUM_TARGET_ROWS_DELETED] + copied,
+    )
+    if (added, removed) != by_metrics:
+        log.warning(
+            "The files add %d rows and remove %d; the merge metrics say %d and %d (as where a target row "
+            "matched by several source rows is written once per pair); Delta commits such a merge too",
+            added,
+            removed,
+            *by_metrics,
         )
 
 

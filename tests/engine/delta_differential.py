@@ -884,8 +884,9 @@ def run_case(spark: SparkSession, case: Case, folder: Path) -> tuple[Outcome, Ou
 
     before = before_merge(delta_target)  # the copies are alike
     with named as (delta_name, engine_name), session_confs_set(spark, dict(case.confs)):
-        admits_none = on_admits_no_target_row(spark, written(delta_statement(case), delta_name), delta_target)
-        delta = _delta_outcome(spark, written(delta_statement(case), delta_name), delta_target, before)
+        delta_written = written(delta_statement(case), delta_name)
+        admits_none = on_admits_no_target_row(spark, delta_written, delta_target)
+        delta = _delta_outcome(spark, delta_written, delta_target, before)
         statement = written(case.statement, engine_name)
         with (
             mock.patch.object(one_query, "MAX_BYTES", 0) if case.two_phases else nullcontext(),
