@@ -344,7 +344,10 @@ CASTS = {
 }
 EXTRA = Column("STRING", pa.string(), st.sampled_from(["e", None]), (), ("s.{c}",), ("{a}.{c} IS NULL",))
 # Keys from a few values, NULL in one draw of eight (a NULL key matches nothing): most statements match rows.
-KEY = Column("BIGINT", pa.int64(), st.integers(0, 47).map(lambda n: None if n >= 42 else n % 6), (), (), ())
+KEY_VALUES = range(6)
+KEY = Column(
+    "BIGINT", pa.int64(), st.integers(0, 47).map(lambda n: None if n >= 42 else KEY_VALUES[n % 6]), (), (), ()
+)
 
 
 @dataclass(frozen=True)
@@ -411,7 +414,8 @@ def cases(draw: st.DrawFn) -> Case:
 
     # Source keys repeat in one draw of five (a target row matched twice fails the merge), else are unique.
     repeated_keys = one_in(draw, 5)
-    target_rows, source_rows = rows(target_columns, 6), rows(source_columns, 5, unique=not repeated_keys)
+    target_rows = rows(target_columns, 6)
+    source_rows = keyed_like(draw, rows(source_columns, 5, unique=not repeated_keys), target_rows)
     features: tuple[str, ...] = ()
     if one_in(draw, 4):
         features = tuple(draw(st.lists(st.sampled_from(sorted(FEATURES)), min_size=1, unique=True)))
@@ -497,6 +501,31 @@ def cases(draw: st.DrawFn) -> Case:
     return case
 
 
+def keyed_like(
+    draw: st.DrawFn, source_rows: Sequence[Mapping[str, Any]], target_rows: Sequence[Mapping[str, Any]]
+) -> tuple[Mapping[str, Any], ...]:
+    """The source rows with non-NULL keys both of the target's and not: of the first two, one of the target's
+    and one it lacks (the first the target's in two draws of three), the rest the target's in two draws of
+    three; unique where they were. Drawn on their own, the keys of half the statements met none of the
+    target's (Hypothesis favours short lists and small values), and fewer than 60 % changed rows."""
+    target_keys = sorted({r["id"] for r in target_rows} - {None})
+    unique = len({r["id"] for r in source_rows}) == len(source_rows)
+    first_fresh = one_in(draw, 3)
+    taken: set[int] = set()
+    keyed = []
+    for row in source_rows:
+        if row["id"] is not None:
+            nth = sum(r["id"] is not None for r in keyed)
+            fresh = (first_fresh != (nth == 1)) if nth < 2 else one_in(draw, 3)
+            wanted = [k for k in KEY_VALUES if (k in target_keys) != fresh and k not in taken]
+            key = draw(st.sampled_from(wanted or [k for k in KEY_VALUES if k not in taken]))
+            if unique:
+                taken.add(key)
+            row = {**row, "id": key}
+        keyed.append(row)
+    return tuple(keyed)
+
+
 STAR = re.compile(r"THEN (UPDATE SET|INSERT) \*$", re.MULTILINE)
 
 
@@ -549,6 +578,7 @@ def dimensions(case: Case) -> list[str]:
         *(["non-deterministic expression"] if "rand()" in case.statement.split(" ON ", 1)[1] else []),
         f"schema evolution: {evolution}",
         *(f"clauses: {count} x WHEN {kind}" for kind, count in sorted(Counter(kinds).items())),
+        f"source keys: {_keys_met(case)}",
         f"partitioned: {case.partition_by is not None}",
         *(f"column: {column(name).sql}" for name in case.target_columns if name != "id"),
         *(f"feature: {name}" for name in case.features),
@@ -560,6 +590,12 @@ def dimensions(case: Case) -> list[str]:
         *(["history: a commit per target row"] if case.row_commits else []),
         *([f"history: aged log, {_age_order(case.log_ages)}"] if case.log_ages else []),
     ]
+
+
+def _keys_met(case: Case) -> str:
+    target, source = ({r["id"] for r in rows} - {None} for rows in (case.target_rows, case.source_rows))
+    met = {"the target's" if source & target else "", "new" if source - target else ""} - {""}
+    return " and ".join(sorted(met, reverse=True)) or "none (no non-NULL key)"
 
 
 def _age_order(ages: Sequence[float]) -> str:
