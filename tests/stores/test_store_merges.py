@@ -9,7 +9,9 @@ every metric but the timings, the change data feed and the table's log must come
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
@@ -20,6 +22,7 @@ from deltalake import DeltaTable
 from deltalake.fs import DeltaStorageHandler
 
 from airflow_provider_deltamerge import metrics as m
+from airflow_provider_deltamerge.delta.commit import log_cleanup
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.spec import (
     MatchedDelete,
@@ -142,6 +145,49 @@ def test_a_merge_on_a_store_equals_the_same_merge_on_disk(store_lake, tmp_path, 
     assert [row.asDict() for row in by_delta] == sorted(sorted_rows(disk_table), key=lambda row: row["id"])
     if "ChangeDataFeed" in properties:
         assert _changes(spark, store_table) == _changes(spark, disk_table) != []
+
+
+@pytest.mark.parametrize("store_lake", ["s3", "azure", "gcs"], indirect=True)
+def test_the_log_cleanup_on_a_store_deletes_what_it_deletes_on_disk(store_lake, tmp_path, monkeypatch):
+    spark, lake = store_lake
+    # Three days on, every log file Delta's runtime wrote is past an hour's retention (files of the last day
+    # are never deleted): the store's own modification times decide, as they do for a user's table.
+    three_days_on = time.time() + 3 * 86_400
+    monkeypatch.setattr(log_cleanup, "time", SimpleNamespace(time=lambda: three_days_on))
+    properties = (
+        "'delta.checkpointInterval' = '1', 'delta.logRetentionDuration' = 'interval 1 hours', "
+        "'delta.deletedFileRetentionDuration' = 'interval 1 hours'"
+    )
+    logs = {}
+    for place, root in (("disk", str(tmp_path)), ("store", lake)):
+        create_orders(spark, _spark_uri(f"{root}/orders"), properties)
+        source = write_source(spark, root, "parquet", evolve=False)
+        assert (
+            run_merge(
+                spark, merge_spec(f"{root}/orders", source, "parquet", CASES["upsert"][1], False)
+            ).version
+            == 3
+        )
+        logs[place] = _log_names(root)
+    # Versions 0-2 went with their checkpoints and checksums, the merge's own stayed
+    assert logs["store"] == logs["disk"]
+    assert {int(name.split(".")[0]) for name in logs["disk"]} == {3}
+    assert "00000000000000000003.checkpoint.parquet" in logs["store"]
+    by_delta = spark.read.format("delta").load(_spark_uri(f"{lake}/orders")).count()
+    assert by_delta == len(sorted_rows(f"{tmp_path}/orders"))
+
+
+def _log_names(root: str) -> set[str]:
+    """The versioned files of a table's ``_delta_log`` folder: commits, checkpoints, checksums (not Hadoop's
+    hidden checksums on a disk, nor the folder markers some stores list)."""
+    if "://" not in root:
+        names = {p.name for p in Path(root, "orders", "_delta_log").iterdir()}
+    else:
+        listed = pafs.PyFileSystem(DeltaStorageHandler(root)).get_file_info(
+            pafs.FileSelector("orders/_delta_log")
+        )
+        names = {info.base_name for info in listed}
+    return {name for name in names if name[0].isdigit()}
 
 
 def _spark_uri(location: str) -> str:
