@@ -162,12 +162,8 @@ def test_the_log_cleanup_on_a_store_deletes_what_it_deletes_on_disk(store_lake, 
     for place, root in (("disk", str(tmp_path)), ("store", lake)):
         create_orders(spark, _spark_uri(f"{root}/orders"), properties)
         source = write_source(spark, root, "parquet", evolve=False)
-        assert (
-            run_merge(
-                spark, merge_spec(f"{root}/orders", source, "parquet", CASES["upsert"][1], False)
-            ).version
-            == 3
-        )
+        spec = merge_spec(f"{root}/orders", source, "parquet", CASES["upsert"][1], False)
+        assert run_merge(spark, spec).version == 3
         logs[place] = _log_names(root)
     # Versions 0-2 went with their checkpoints and checksums, the merge's own stayed
     assert logs["store"] == logs["disk"]
