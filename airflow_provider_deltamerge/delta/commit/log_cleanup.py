@@ -21,7 +21,9 @@ checkpoint went, the sidecar files no remaining checkpoint names that are older 
 ``deltalake``'s own cleanup cuts at the retention without the day's truncation and leaves the checksums:
 a table merged into by this engine would lose history Delta keeps. Under checkpoint protection, Delta's
 third way to allow a cleanup (reading every deleted version's protocol from its checksum) is not taken
-here: such a table keeps those files until Delta cleans them up.
+here. Delta reaches it only where the kept history does not begin at a complete checkpoint; as the walk
+deletes whole segments, each ending before a checkpoint, that takes a multi-part checkpoint missing a
+part. Such a table keeps those files until Delta cleans them up.
 """
 
 from __future__ import annotations
