@@ -296,9 +296,15 @@ def _discard(
 
 def _committed_schema(spark: SparkSession, plan: MergePlan, changes: FileChanges) -> str | None:
     """The schema the commit records when it changes: evolved columns, or identity columns' new
-    high-water marks (Delta writes a metaData action for either); None when it stays as it was."""
-    marks = high_water_marks(spark, plan.snapshot, changes.added, identities_generated(plan))
-    if not marks and not plan.evolves_schema:
+    high-water marks (Delta writes a metaData action for either); None when it stays as it was.
+
+    A merge that generates identity values but writes no row is the exception: Delta's write records the
+    marks it tracked even so, and its commit (made under skipRecordingEmptyCommits=false) carries the
+    schema as it was, so that Delta records it as Serializable, not SnapshotIsolation."""
+    generated = identities_generated(plan)
+    marks = high_water_marks(spark, plan.snapshot, changes.added, generated)
+    writes_nothing = not changes.added and not changes.removed
+    if not marks and not plan.evolves_schema and not (generated and writes_nothing):
         return None
     if marks:
         log.info("Identity: new high-water marks %s", marks)

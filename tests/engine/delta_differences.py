@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.delta.log.row_tracking import DOMAIN as ROW_TRACKING_DOMAIN
 from airflow_provider_deltamerge.delta.log.row_tracking import HIGH_WATER_MARK_KEY as HIGH_WATER_MARK
-from tests.engine.delta_differential import ENGINE_ONLY_METRICS, SKIP_EMPTY_COMMITS, Outcome
+from tests.engine.delta_differential import ENGINE_ONLY_METRICS, SKIP_EMPTY_COMMITS, STORE_ASSIGNMENT, Outcome
 from tests.engine.delta_outcomes import error_catalogue, first_sentence
 
 CHANGES = (m.NUM_TARGET_ROWS_INSERTED, m.NUM_TARGET_ROWS_UPDATED, m.NUM_TARGET_ROWS_DELETED)
@@ -409,12 +409,33 @@ def _a_classed_error(delta: Outcome, ours: Outcome) -> bool:
     )
 
 
+# Delta's analyzer leaves a cast to TIMESTAMP unresolved when it has no time zone
+_UNRESOLVED_TIMESTAMP_CAST = re.compile(r"Found the unresolved Cast: cast\(.+ as timestamp\)")
+
+
+def _strict_up_cast_written(delta: Outcome, ours: Outcome) -> bool:
+    """Under STRICT, Delta fails on its up-cast to a TIMESTAMP column, and the engine wrote the value."""
+    return (
+        ours.confs.get(STORE_ASSIGNMENT) == "STRICT"
+        and _UNRESOLVED_TIMESTAMP_CAST.search(delta.message or "") is not None
+        and ours.error_class is None
+    )
+
+
 WHEN_DELTA_FAILS_INTERNALLY = (
     Difference(
         "a-classed-error",
         "Delta's runtime fails the statement with an internal error of its own; the engine refuses it with "
         "an error of Spark's or Delta's class in their words, and no stack.",
         _a_classed_error,
+    ),
+    Difference(
+        "strict-up-cast-to-a-timestamp",
+        "Under storeAssignmentPolicy=STRICT Delta writes a value into a column of a wider type through "
+        "Spark's UpCast, without the session's time zone (UpdateExpressionsSupport.cast); its analyzer "
+        'leaves such a cast to TIMESTAMP unresolved (INTERNAL_ERROR, "Found the unresolved Cast"). The '
+        "engine writes the up-cast Spark makes under STRICT: a DATE at midnight in the session's time zone.",
+        _strict_up_cast_written,
     ),
 )
 

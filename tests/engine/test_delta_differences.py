@@ -26,6 +26,7 @@ from tests.engine.delta_differential import (
     AUTO_MERGE,
     OPTIMIZE_INSERT_ONLY,
     SKIP_EMPTY_COMMITS,
+    STORE_ASSIGNMENT,
     Case,
     Outcome,
     message_agrees,
@@ -399,6 +400,37 @@ def test_where_delta_fails_internally_only_a_classed_error_of_ours_has_a_verdict
     internal = Outcome(error_class="INTERNAL_ERROR", message="[INTERNAL_ERROR] Found the unresolved Cast")
     stack = Outcome(error_class="MERGE_EXECUTION", message="boom\n\tat org.apache.spark.sql.Dataset.collect")
     assert [internal_failure_explained_by(delta, ours) for ours in (merged, internal, stack)] == [None] * 3
+
+
+def test_under_strict_delta_fails_on_an_up_cast_to_a_timestamp_and_the_engine_writes_it(spark, tmp_path):
+    case = Case(
+        target_columns=("id", "ts", "day"),
+        source_columns=("id", "ts", "day"),
+        target_rows=({"id": 1, "ts": None, "day": None},),
+        source_rows=({"id": 1, "ts": None, "day": DAY},),
+        statement=(
+            "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id\n"
+            "WHEN MATCHED THEN UPDATE SET t.ts = s.day"
+        ),
+        confs={STORE_ASSIGNMENT: "STRICT", "spark.sql.session.timeZone": "Asia/Kolkata"},
+    )
+    delta, ours = run_case(spark, case, tmp_path)
+    # Delta's analyzer fails on its own cast; the engine writes the day at midnight in the session's zone,
+    # as Spark's cast of the same value in that session does
+    assert "Found the unresolved Cast: cast(day" in (delta.message or "")
+    spark.conf.set("spark.sql.session.timeZone", "Asia/Kolkata")
+    try:
+        midnight = spark.sql("SELECT CAST(DATE'2026-01-02' AS TIMESTAMP) AS ts").first().ts
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+    assert ours.error_class is None and ours.version == 1
+    assert [row["ts"] for row in ours.rows] == [midnight.astimezone(datetime.UTC)]
+    verdict = internal_failure_explained_by(delta, ours)
+    assert verdict is not None and verdict.name == "strict-up-cast-to-a-timestamp"
+    # And: no verdict outside STRICT, nor for an internal error of Delta's other than this cast
+    assert internal_failure_explained_by(delta, dataclasses.replace(ours, confs={})) is None
+    other = dataclasses.replace(delta, message="[INTERNAL_ERROR] Found the unresolved Cast: cast(v as int)")
+    assert internal_failure_explained_by(other, ours) is None
 
 
 def test_the_users_list_of_deliberate_differences_is_the_suites():
