@@ -55,7 +55,11 @@ from airflow_provider_deltamerge.engine.session_confs import (
 )
 from airflow_provider_deltamerge.engine.source.held import hold_small_source
 from airflow_provider_deltamerge.engine.source.load import deduplicated, load_source
-from airflow_provider_deltamerge.engine.source.materialize import materialization, prepare_merge_source
+from airflow_provider_deltamerge.engine.source.materialize import (
+    PreparedSource,
+    materialization,
+    prepare_merge_source,
+)
 from airflow_provider_deltamerge.engine.spark_errors import summarize
 from airflow_provider_deltamerge.exceptions import (
     ClauseResolutionError,
@@ -343,21 +347,19 @@ def _execute(
             if decision.materialize
             else None
         )
-        if decision.materialize:
-            # A source to materialize is first read for its keys' bounds alone (a small one, from where it
-            # is held): if no file can hold them, it is written as read, once, and not materialized.
-            appended = append_if_nothing_matches(spark, plan, held.rows if held else source, recorder)
+        if decision.materialize and held is None:
+            # A source to materialize is first read for its keys' bounds alone: if no file can hold them, it
+            # is written as read, once, and not materialized. A held one costs nothing to materialize, and
+            # pruning reads its keys where it is held: with no file left, its rows are written all the same.
+            appended = append_if_nothing_matches(spark, plan, source, recorder)
             if appended is not None:
-                log.info(
-                    "No file can hold the source's keys: its rows were appended (source %s)",
-                    "held in the plan" if held else "not materialized",
-                )
+                log.info("No file can hold the source's keys: its rows were appended, not materialized")
                 read = _pruned(spark, plan, recorder, (), appended.file_filter)
                 return plan, appended.changes, read
         enter_phase("materializing the source")
         prepared = held or prepare_merge_source(spark, source, recorder, decision=decision)
         try:
-            return _prune_and_run(spark, plan, prepared.rows, recorder, source_rows=prepared.row_count)
+            return _prune_and_run(spark, plan, prepared, recorder)
         finally:
             prepared.release()
     except DeltaMergeError:
@@ -380,27 +382,18 @@ def _execute(
 
 
 def _prune_and_run(
-    spark: SparkSession,
-    plan: MergePlan,
-    source: DataFrame,
-    recorder: MetricsRecorder,
-    *,
-    source_rows: int | None,
+    spark: SparkSession, plan: MergePlan, source: PreparedSource, recorder: MetricsRecorder
 ) -> tuple[MergePlan, FileChanges, ReadSet]:
-    """Prune the target files with the source, then run the plan's executor over the candidates.
-
-    Args:
-        source_rows: the source's rows, when counted before (see ``MergePlan.source_rows``).
-    """
+    """Prune the target files with the source, then run the plan's executor over the candidates."""
     snapshot = plan.snapshot
     enter_phase("pruning the target's files", files=len(snapshot.files))
-    plan = dataclasses.replace(plan, source_rows=source_rows)
-    pruning = prune_files(spark, plan, source)
+    plan = dataclasses.replace(plan, source_rows=source.row_count)
+    pruning = prune_files(spark, plan, source.rows, held=source.held)
     plan = dataclasses.replace(
         plan, candidate_files=pruning.files, source_keys_unique=pruning.source_keys_unique
     )
     read = _pruned(spark, plan, recorder, pruning.files, pruning.file_filter)
-    return plan, EXECUTORS[plan.executor](spark, plan, source, recorder), read
+    return plan, EXECUTORS[plan.executor](spark, plan, source.rows, recorder), read
 
 
 def _pruned(

@@ -105,15 +105,27 @@ def test_schema_evolution_adds_the_new_column(remote: SparkSession, tmp_path: Pa
     assert (1, 5, "eu", "new", 1.5) in _rows(target) and (2, 20, "eu", None, None) in _rows(target)
 
 
-def test_non_deterministic_condition_is_refused_and_nothing_changes(
-    remote: SparkSession, tmp_path: Path
+@pytest.mark.parametrize(
+    ("condition", "error_class"),
+    [
+        ("rand() > 0.5", "DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED"),
+        ("max(s.qty) > 1", "DELTA_AGGREGATION_NOT_SUPPORTED"),
+        ("s.id IN (SELECT 1)", "DELTA_UNSUPPORTED_SUBQUERY"),
+    ],
+    ids=["non-deterministic", "aggregate", "subquery"],
+)
+def test_a_condition_delta_refuses_is_refused_and_nothing_changes(
+    remote: SparkSession, tmp_path: Path, condition: str, error_class: str
 ) -> None:
+    # Given: an upsert whose MATCHED clause's condition Delta refuses (checked with the clauses' values in
+    # one analysis on Connect, and on its own only when that analysis does not clear it)
     target = make_table(tmp_path / "t")
     before = table_state(target)
     source = write_extract(tmp_path / "s.parquet", [(1, 5, "eu")])
+    # When / Then
     with pytest.raises(ClauseResolutionError, match="clause 1") as raised:
-        run_merge(remote, _spec(target, source, update_all(condition="rand() > 0.5")))
-    assert raised.value.error_class == "DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED"
+        run_merge(remote, _spec(target, source, update_all(condition=condition), insert_all()))
+    assert raised.value.error_class == error_class
     assert table_state(target) == before
 
 
@@ -132,9 +144,14 @@ def test_the_overhead_bench_times_each_query_of_a_merge_by_its_call_site(
     queries = {site: seconds for (kind, site), seconds in timed.calls.items() if kind == "query"}
     assert len(queries["delta/files/writer.py:write_files"]) == 1
     assert "engine/execute/touched_files.py:_collected_files" not in queries, queries
-    # Integer keys select their files on the driver, and an observation asks the server nothing
+    # Integer keys select their files on the driver, and an observation asks the server nothing; the held
+    # source's keys are read where it is held (no append path's bounds, no key tuples' query)
     assert "engine/plan/pruning.py:select" not in queries, queries
+    assert "engine/plan/pruning.py:_key_sets_from_tuples" not in queries, queries
+    assert "engine/execute/append.py:append_if_nothing_matches" not in queries, queries
     analyses = {site for kind, site in timed.calls if kind == "analysis"}
+    # The ON condition is cleared in the analysis of the values its clauses assign, not on its own
+    assert "engine/resolve/resolution.py:_check" not in analyses, analyses
     assert (
         "engine/observed.py:_observed_on_connect" not in analyses
         and "engine/observed.py:observe" not in analyses

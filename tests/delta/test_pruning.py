@@ -23,6 +23,7 @@ from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.delta.log.snapshot import read_snapshot
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine.plan import pruning
+from airflow_provider_deltamerge.engine.source import held as held_source
 from airflow_provider_deltamerge.spec import MergeSpec, PathSource, delete_by_source, insert_all, update_all
 from bench.spark_work import last_execution_id
 from tests.engine.conftest import ENGINE_SETTINGS, executed_plans
@@ -229,9 +230,15 @@ def test_a_file_is_read_only_when_it_may_hold_all_parts_of_one_source_key(
     assert result.metrics[m.NUM_TARGET_ROWS_UPDATED] == 0
 
 
-def test_a_counted_source_sends_its_key_tuples_as_they_are_and_the_driver_drops_the_repeats(spark, tmp_path):
-    # Given: file A holds tickets 1-10, file B tickets 11-20; a parquet source (materialized, so counted)
-    # whose new key (25, 3) comes twice and whose key (13, 8) matches B's row once
+@pytest.mark.parametrize("held", [True, False], ids=["held-source", "checkpointed-source"])
+def test_a_counted_source_sends_its_key_tuples_as_they_are_and_the_driver_drops_the_repeats(
+    spark, tmp_path, monkeypatch, held
+):
+    # Given: file A holds tickets 1-10, file B tickets 11-20; a parquet source (materialized, so counted:
+    # held on the driver, or over HELD_ROWS and checkpointed) whose new key (25, 3) comes twice and whose
+    # key (13, 8) matches B's row once
+    if not held:
+        monkeypatch.setattr(held_source, "HELD_ROWS", 2)
     target = str(tmp_path / "t")
     for tickets, items in ((range(1, 11), [1, 2, 3, 4, 5] * 2), (range(11, 21), [6, 7, 8, 9, 10] * 2)):
         data = {"ticket": pa.array(tickets, pa.int32()), "item": pa.array(items, pa.int32())}
@@ -252,10 +259,14 @@ def test_a_counted_source_sends_its_key_tuples_as_they_are_and_the_driver_drops_
     since = last_execution_id(spark)
     # When
     result = run_merge(spark, spec)
-    # Then: the key tuples came in one scan with no shuffle (no distinct in Spark); only B is read, both
-    # rows of the new key are inserted and B's row is updated
+    # Then: the key tuples came in one scan with no shuffle (no distinct in Spark), or with no Spark job at
+    # all from where the source is held; only B is read, both rows of the new key are inserted and B's row
+    # is updated
     collections = [plan for plan in executed_plans(spark, since) if "key_0" in plan and "key_1" in plan]
-    assert collections and all("Exchange" not in plan for plan in collections), collections
+    if held:
+        assert not collections, collections
+    else:
+        assert collections and all("Exchange" not in plan for plan in collections), collections
     assert result.metrics[m.NUM_TARGET_FILES_AFTER_SKIPPING] == 1
     assert (result.metrics[m.NUM_TARGET_ROWS_INSERTED], result.metrics[m.NUM_TARGET_ROWS_UPDATED]) == (2, 1)
     rows = sorted((r["ticket"], r["item"], r["qty"]) for r in sorted_rows(target))
@@ -431,3 +442,61 @@ def test_integer_key_sets_select_on_the_driver_the_files_spark_selects(
             for rows in files
         ]
         assert len(on_driver) >= sum(held)
+
+
+# Key types a held source may have, with values Hypothesis draws for them (NULLs and repeats included).
+HELD_KEY_TYPES = {
+    "int": (pa.int32(), st.integers(-(2**31), 2**31 - 1)),
+    "smallint": (pa.int16(), st.integers(-(2**15), 2**15 - 1)),
+    "bigint": (pa.int64(), st.integers(-(2**63), 2**63 - 1)),
+    "string": (pa.string(), st.text(max_size=4)),
+    "date": (pa.date32(), st.dates()),
+    "timestamp": (
+        pa.timestamp("us", tz="UTC"),
+        st.datetimes(timezones=st.just(datetime.UTC), min_value=datetime.datetime(1900, 1, 1)),
+    ),
+    "decimal": (pa.decimal128(10, 2), st.decimals(-(10**7), 10**7, places=2, allow_nan=False)),
+}
+
+
+@st.composite
+def held_sources(draw: st.DrawFn) -> pa.Table:
+    names = draw(st.lists(st.sampled_from(sorted(HELD_KEY_TYPES)), min_size=1, max_size=2))
+    size = draw(st.integers(0, 8))
+    columns = {}
+    for n, name in enumerate(names):
+        arrow_type, values = HELD_KEY_TYPES[name]
+        pool = draw(st.lists(values, min_size=1, max_size=3))  # few values: keys repeat
+        columns[f"k{n}"] = pa.array(
+            draw(st.lists(st.none() | st.sampled_from(pool), min_size=size, max_size=size)), arrow_type
+        )
+    return pa.table(columns)
+
+
+@settings(ENGINE_SETTINGS, max_examples=max(ENGINE_SETTINGS.max_examples // 2, 1))
+@given(data=held_sources())
+def test_a_held_sources_keys_read_on_the_driver_are_the_ones_spark_collects(spark, data):
+    # Given: a source held on the driver as the merge holds it (its rows as Spark gives them to Arrow), and
+    # the same rows in Spark; each column an equi-join key
+    source = spark.createDataFrame(data)
+    held = source.toArrow()
+    keys = [
+        pruning.SourceKey(n, f"s.{f.name}", f.dataType, f.name) for n, f in enumerate(source.schema.fields)
+    ]
+    comparable = list(range(len(keys)))
+    aliased = source.alias("s")
+    # When: the key sets, tuples and uniqueness, read where the source is held and collected by Spark
+    on_driver = pruning._key_sets_from_tuples(aliased, keys, comparable, data.num_rows, held)
+    in_spark = pruning._key_sets_from_tuples(aliased, keys, comparable, data.num_rows, None)
+    # Then: the same, element for element; and so are each key's distinct values as a partition key
+    assert on_driver[2] == in_spark[2]
+    for n in comparable:
+        assert on_driver[0][n].tolist() == in_spark[0][n].tolist()
+    assert (on_driver[1] is None) == (in_spark[1] is None)
+    for driver_part, spark_part in zip(on_driver[1] or (), in_spark[1] or (), strict=True):
+        assert driver_part.tolist() == spark_part.tolist()
+    for key in keys:
+        if pruning.exact_in_python(key.data_type):
+            driver_values, _ = pruning._partition_values(aliased, key, held)
+            spark_values, _ = pruning._partition_values(aliased, key, None)
+            assert sorted(r["value"] for r in driver_values) == sorted(r["value"] for r in spark_values)

@@ -257,11 +257,14 @@ class Pruning:
     source_keys_unique: bool = False
 
 
-def prune_files(spark: SparkSession, plan: MergePlan, source: DataFrame) -> Pruning:
+def prune_files(
+    spark: SparkSession, plan: MergePlan, source: DataFrame, *, held: pa.Table | None = None
+) -> Pruning:
     """The target files the merge must read, and why (the read predicate).
 
     Costs one aggregation over the source when the condition has equi-join keys, plus one distinct scan per
-    partition column the condition equates with the source.
+    partition column the condition equates with the source; none where the source is ``held`` on the driver
+    (``source/held.py``) and its keys are its columns.
     """
     snapshot = plan.snapshot
     base = FileFilter(plan.target_schema, snapshot.partition_columns)
@@ -274,18 +277,18 @@ def prune_files(spark: SparkSession, plan: MergePlan, source: DataFrame) -> Prun
         return Pruning(snapshot.files, base)
     constant_tests, equalities = analysis
     aliased = source.alias(plan.spec.source_alias)
-    ranged: list[tuple[int, str]] = []
+    ranged: list[SourceKey] = []
     value_sets: list[tuple[int, list[Row], StructType]] = []
-    for index, expression in equalities:
-        column = plan.target_schema.fields[index].name
-        if column in snapshot.partition_columns:
-            values = aliased.select(F.expr(expression).alias("value")).where("value IS NOT NULL").distinct()
-            rows = values.limit(MAX_PARTITION_VALUES + 1).collect()
+    for key in equalities:
+        if plan.target_schema.fields[key.index].name in snapshot.partition_columns:
+            rows, schema = _partition_values(aliased, key, held)
             if len(rows) <= MAX_PARTITION_VALUES:
-                value_sets.append((index, rows, values.schema))
+                value_sets.append((key.index, rows, schema))
                 continue
-        ranged.append((index, expression))
-    range_tests, source_bounds, key_sets, key_tuples, keys_unique = _source_key_tests(plan, aliased, ranged)
+        ranged.append(key)
+    range_tests, source_bounds, key_sets, key_tuples, keys_unique = _source_key_tests(
+        plan, aliased, ranged, held
+    )
     file_filter = FileFilter(
         plan.target_schema,
         snapshot.partition_columns,
@@ -297,6 +300,27 @@ def prune_files(spark: SparkSession, plan: MergePlan, source: DataFrame) -> Prun
         key_tuples=key_tuples,
     )
     return Pruning(file_filter.select(spark, snapshot, snapshot.files), file_filter, keys_unique)
+
+
+def _partition_values(
+    aliased: DataFrame, key: SourceKey, held: pa.Table | None
+) -> tuple[list[Row], StructType]:
+    """The source's distinct non-NULL values of partition key ``key`` (up to ``MAX_PARTITION_VALUES`` + 1),
+    as rows of one field ``value``: on the driver from ``held`` where the key is a column of it whose values
+    Python holds exactly, else from Spark."""
+    column = _held_column(held, key)
+    if column is not None and exact_in_python(key.data_type):
+        values = pc.unique(column.drop_null()).to_pylist()
+        return [Row(value=v) for v in values], StructType([StructField("value", key.data_type)])
+    values = aliased.select(F.expr(key.expression).alias("value")).where("value IS NOT NULL").distinct()
+    return values.limit(MAX_PARTITION_VALUES + 1).collect(), values.schema
+
+
+def _held_column(held: pa.Table | None, key: SourceKey) -> pa.ChunkedArray | None:
+    """Key ``key``'s values in the held source ``held``, where its source side is one of its columns."""
+    if held is None or key.column is None or held.column_names.count(key.column) != 1:
+        return None
+    return held[key.column]
 
 
 @dataclass(frozen=True)
@@ -370,12 +394,12 @@ def key_bounds(spark: SparkSession, plan: MergePlan, source: DataFrame) -> KeyBo
     if analysis is None or not analysis[1]:
         return None
     constant_tests, equalities = analysis
-    keys = tuple(F.expr(expression) for _, expression in equalities)
+    keys = tuple(F.expr(key.expression) for key in equalities)
     return KeyBounds(
         plan.target_schema,
         plan.snapshot.partition_columns,
         tuple(constant_tests),
-        tuple((index, str(n)) for n, (index, _) in enumerate(equalities)),
+        tuple((key.index, str(n)) for n, key in enumerate(equalities)),
         keys,
         tuple(a for n, key in enumerate(keys) for a in _bound_aggregates(n, key)),
     )
@@ -387,33 +411,33 @@ def _bound_aggregates(n: int, key: Column) -> list[Column]:
 
 
 def _source_key_tests(
-    plan: MergePlan, aliased: DataFrame, keys: Sequence[tuple[int, str]]
+    plan: MergePlan, aliased: DataFrame, keys: Sequence[SourceKey], held: pa.Table | None
 ) -> tuple[
     list[tuple[int, str]], tuple[Row, StructType] | None, list[tuple[int, np.ndarray]], KeyTuples | None, bool
 ]:
     """(range tests, the source's bounds for them, key sets, key tuples, whether no two source rows share
     their key tuple: ``Pruning.source_keys_unique``) for the equi-join keys ``keys``.
 
-    Usually one Spark job: the source's distinct key tuples, when there are few enough, give every
-    comparable key's set. Otherwise one aggregation gives every key's min, max and approximate distinct
-    count; a key with few enough distinct values is then collected on its own; the rest keep the global
-    range test.
+    Usually one Spark job (none for a ``held`` source keyed by its columns): the source's distinct key
+    tuples, when there are few enough, give every comparable key's set. Otherwise one aggregation gives every
+    key's min, max and approximate distinct count; a key with few enough distinct values is then collected on
+    its own; the rest keep the global range test.
     """
     if not keys:
         return [], None, [], None, False
-    target_types = [plan.target_schema.fields[index].dataType for index, _ in keys]
-    source_types = [aliased.select(F.expr(e)).schema.fields[0].dataType for _, e in keys]
-    comparable = [n for n in range(len(keys)) if _comparable_type(target_types[n], source_types[n])]
-    key_sets, tuples, unique = _key_sets_from_tuples(
-        aliased, keys, source_types, comparable, plan.source_rows
-    )
-    key_tuples = (tuple(keys[n][0] for n in comparable), tuples) if tuples is not None else None
+    comparable = [
+        n
+        for n, key in enumerate(keys)
+        if _comparable_type(plan.target_schema.fields[key.index].dataType, key.data_type)
+    ]
+    key_sets, tuples, unique = _key_sets_from_tuples(aliased, keys, comparable, plan.source_rows, held)
+    key_tuples = (tuple(keys[n].index for n in comparable), tuples) if tuples is not None else None
     remaining = [n for n in range(len(keys)) if n not in key_sets]
     if not remaining:
-        return [], None, [(keys[n][0], key_sets[n]) for n in sorted(key_sets)], key_tuples, unique
+        return [], None, [(keys[n].index, key_sets[n]) for n in sorted(key_sets)], key_tuples, unique
     aggregates: list[Column] = []
     for n in remaining:
-        expression = F.expr(keys[n][1])
+        expression = F.expr(keys[n].expression)
         aggregates += _bound_aggregates(n, expression)
         # Approximate (one pass, fixed memory), so only a guide: the collect below is bounded exactly.
         aggregates.append(F.approx_count_distinct(expression).alias(f"distinct_{n}"))
@@ -423,23 +447,23 @@ def _source_key_tests(
     for n in remaining:
         collected = None
         if n in comparable and summary[f"distinct_{n}"] <= MAX_SOURCE_KEYS:
-            value = _comparable(F.expr(keys[n][1]), source_types[n]).alias("value")
+            value = _comparable(F.expr(keys[n].expression), keys[n].data_type).alias("value")
             distinct = aliased.select(value).where("value IS NOT NULL").distinct()
             collected = distinct.limit(MAX_SOURCE_KEYS + 1).toArrow()["value"]
         if collected is not None and len(collected) <= MAX_SOURCE_KEYS:
             key_sets[n] = _sorted_distinct(collected)
         else:
-            range_tests.append((keys[n][0], str(n)))
-    sets = [(keys[n][0], key_sets[n]) for n in sorted(key_sets)]
+            range_tests.append((keys[n].index, str(n)))
+    sets = [(keys[n].index, key_sets[n]) for n in sorted(key_sets)]
     return range_tests, (summary, aggregated.schema), sets, key_tuples, unique
 
 
 def _key_sets_from_tuples(
     aliased: DataFrame,
-    keys: Sequence[tuple[int, str]],
-    source_types: Sequence[DataType],
+    keys: Sequence[SourceKey],
     comparable: list[int],
     source_rows: int | None,
+    held: pa.Table | None,
 ) -> tuple[dict[int, np.ndarray], tuple[np.ndarray, ...] | None, bool]:
     """From one job over the source's key tuples: the sorted distinct non-NULL values of each
     ``comparable`` key by key number, with two or more such keys the sorted distinct tuples with no NULL
@@ -448,18 +472,23 @@ def _key_sets_from_tuples(
 
     A source of at most ``MAX_SOURCE_KEYS`` rows (``source_rows``, when counted) sends every row's keys as
     they are, in one scan: Arrow drops the repeats on the driver, and counts them. Else Spark's distinct (a
-    shuffle) first, and whether keys repeat stays unknown.
+    shuffle) first, and whether keys repeat stays unknown. A ``held`` source whose keys are its columns is
+    read where it is held, with no job.
     """
     if not comparable:
         return {}, None, False
-    values = [_comparable(F.expr(keys[n][1]), source_types[n]).alias(f"key_{n}") for n in comparable]
     every_row = source_rows is not None and source_rows <= MAX_SOURCE_KEYS
-    if every_row:
-        collected = aliased.select(*values).toArrow()
-    else:
-        collected = aliased.select(*values).distinct().limit(MAX_SOURCE_KEYS + 1).toArrow()
-        if collected.num_rows > MAX_SOURCE_KEYS:
-            return {}, None, False
+    collected = _held_keys(held, {n: keys[n] for n in comparable}) if every_row else None
+    if collected is None:
+        values = [
+            _comparable(F.expr(keys[n].expression), keys[n].data_type).alias(f"key_{n}") for n in comparable
+        ]
+        if every_row:
+            collected = aliased.select(*values).toArrow()
+        else:
+            collected = aliased.select(*values).distinct().limit(MAX_SOURCE_KEYS + 1).toArrow()
+            if collected.num_rows > MAX_SOURCE_KEYS:
+                return {}, None, False
     key_sets = {n: _sorted_distinct(collected[f"key_{n}"]) for n in comparable}
     names = [f"key_{n}" for n in comparable]
     if len(comparable) < 2:
@@ -470,6 +499,18 @@ def _key_sets_from_tuples(
     unique = every_row and distinct.num_rows == collected.num_rows
     tuples = distinct.drop_null().sort_by([(name, "ascending") for name in names])
     return key_sets, tuple(_bisectable(tuples[name]) for name in names), unique
+
+
+def _held_keys(held: pa.Table | None, keys: Mapping[int, SourceKey]) -> pa.Table | None:
+    """Every row's ``keys`` (by key number, ``key_n``) of the held source ``held``, in ``_comparable`` form,
+    read on the driver; None unless each key is a column of it."""
+    columns = {}
+    for n, key in keys.items():
+        column = _held_column(held, key)
+        if column is None:
+            return None
+        columns[f"key_{n}"] = _comparable_values(column, key.data_type)
+    return pa.table(columns)
 
 
 def _sorted_distinct(values: pa.ChunkedArray) -> np.ndarray:
@@ -496,6 +537,15 @@ def _comparable_type(target: DataType, source: DataType) -> bool:
     return target == source and _family(target) is not None and not isinstance(target, FloatType | DoubleType)
 
 
+def _comparable_values(values: pa.ChunkedArray, data_type: DataType) -> pa.ChunkedArray:
+    """``values`` of ``data_type``, as Arrow holds them, in ``_comparable``'s form."""
+    if isinstance(data_type, IntegralType):
+        return values.cast(pa.int64())
+    if isinstance(data_type, TimestampType):
+        return values.cast(pa.timestamp("us", tz=values.type.tz)).cast(pa.int64())
+    return values
+
+
 def _comparable(value: Column, data_type: DataType) -> Column:
     """``value`` in a form Python compares as Spark does: integers as long; timestamps as microseconds since
     the epoch (collected datetimes are local wall-clock times, whose order a DST change breaks); dates,
@@ -520,14 +570,15 @@ def reads_source(spark: SparkSession, plan: MergePlan, source: DataFrame) -> boo
 
 def _analyse(
     spark: SparkSession, plan: MergePlan, source: DataFrame
-) -> tuple[list[str], list[tuple[int, str]]] | None:
-    """(stats tests from target-only conjuncts, (target column index, source expression) per equi-join key),
-    or None when the condition cannot be parsed (then nothing is skipped)."""
+) -> tuple[list[str], list[SourceKey]] | None:
+    """(stats tests from target-only conjuncts, the source side of each equi-join key), or None when the
+    condition cannot be parsed (then nothing is skipped)."""
     parts = conjuncts(plan.condition)
     if parts is None:
         return None
     target_index = {f.name.lower(): n for n, f in enumerate(plan.target_schema.fields)}
-    source_names = {f.name.lower() for f in source.schema.fields}
+    source_schema = source.schema
+    source_names = {f.name.lower() for f in source_schema.fields}
     target_alias, source_alias = plan.spec.target_alias.lower(), plan.spec.source_alias.lower()
     aliased = source.alias(plan.spec.source_alias)
 
@@ -565,7 +616,7 @@ def _analyse(
         )
 
     tests: list[str] = []
-    equalities: list[tuple[int, str]] = []
+    equalities: list[SourceKey] = []
     for conjunct in parts:
         test = _constant_test(spark, plan, conjunct, target_column, is_constant)
         if test is not None:
@@ -579,14 +630,36 @@ def _analyse(
                 index = target_column(column_side)
                 if index is None or not is_source_side(other):
                     continue
-                expression = other.sql(dialect="spark")
-                source_type = aliased.select(F.expr(expression)).schema.fields[0].dataType
+                key = _source_key(aliased, source_schema, index, other)
                 if _has_bounds(plan, index) and _same_family(
-                    plan.target_schema.fields[index].dataType, source_type
+                    plan.target_schema.fields[index].dataType, key.data_type
                 ):
-                    equalities.append((index, expression))
+                    equalities.append(key)
                 break
     return tests, equalities
+
+
+@dataclass(frozen=True)
+class SourceKey:
+    """The source side of an equi-join key ``t.c = <expression>``: ``index`` is target column c's."""
+
+    index: int
+    expression: str  # Spark SQL over the source's alias
+    data_type: DataType
+    column: str | None  # the source column's name, where the expression is one
+
+
+def _source_key(aliased: DataFrame, schema: StructType, index: int, node: exp.Expr) -> SourceKey:
+    """The key whose source side is ``node``, over source rows ``aliased`` of ``schema``: a source column's
+    type is read from the schema (an analysis is a round trip to a Connect server), any other expression's
+    from Spark."""
+    expression = node.sql(dialect="spark")
+    node = node.unnest()
+    if isinstance(node, exp.Column):
+        fields = [f for f in schema.fields if f.name.lower() == node.name.lower()]
+        if len(fields) == 1:  # else the names differ only by case: Spark resolves them by the conf
+            return SourceKey(index, expression, fields[0].dataType, fields[0].name)
+    return SourceKey(index, expression, aliased.select(F.expr(expression)).schema.fields[0].dataType, None)
 
 
 def _constant_test(

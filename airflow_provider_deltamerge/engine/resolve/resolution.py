@@ -350,8 +350,10 @@ def check_expressions(
     for checked in expressions:
         if checked.sees not in frames:
             frames[checked.sees] = _empty_join(spark, {alias: schemas[alias] for alias in checked.sees})
-            assigned = [c.text for c in expressions if c.sees == checked.sees and not c.is_condition]
-            analysed |= _value_types(frames[checked.sees], checked.sees, assigned)
+            seen = [c for c in expressions if c.sees == checked.sees]
+            assigned = [c.text for c in seen if not c.is_condition]
+            conditions = [c.text for c in seen if c.is_condition]
+            analysed |= _value_types(frames[checked.sees], checked.sees, assigned, conditions)
         key = (checked.sees, checked.text)
         if key not in analysed:
             analysed[key] = _check(frames[checked.sees], checked, schemas)
@@ -361,19 +363,20 @@ def check_expressions(
 
 
 def _value_types(
-    frame: DataFrame, sees: tuple[str, ...], texts: Sequence[str]
+    frame: DataFrame, sees: tuple[str, ...], texts: Sequence[str], conditions: Sequence[str]
 ) -> dict[tuple[tuple[str, ...], str], ValueType]:
     """The types of the assigned values ``texts``, from one analysis of them all (a wide table's ``*``
-    clauses assign hundreds of values: one round trip to Spark each would cost seconds).
+    clauses assign hundreds of values: one round trip to Spark each would cost seconds); on a Connect
+    session, the ``conditions`` too, where that analysis shows each passes ``_check``.
 
     Empty when that analysis fails or is not a plain projection (an aggregate among them): each value is
     then checked on its own, in the merge's order, so the error names the first bad one.
     """
+    if is_connect(frame.sparkSession):
+        return _value_types_on_connect(frame, sees, list(dict.fromkeys([*texts, *conditions])), conditions)
     distinct = list(dict.fromkeys(texts))
     if not distinct:
         return {}
-    if is_connect(frame.sparkSession):
-        return _value_types_on_connect(frame, sees, distinct)
     try:
         # As SQL text: one parse on the JVM (Columns would cost round trips per value); read by position.
         selected = frame.selectExpr(*distinct)
@@ -421,20 +424,29 @@ def _empty_join(spark: SparkSession, schemas: Mapping[str, StructType]) -> DataF
 
 
 def _value_types_on_connect(
-    frame: DataFrame, sees: tuple[str, ...], distinct: list[str]
+    frame: DataFrame, sees: tuple[str, ...], distinct: list[str], conditions: Sequence[str]
 ) -> dict[tuple[tuple[str, ...], str], ValueType]:
     """``_value_types`` from the plan's text (``plan_text.py``): one analysis for the types, one for
-    determinism (all of them at once; one non-deterministic value makes each count as one: the safe side)."""
+    determinism (all of them at once; one non-deterministic value makes each count as one: the safe side).
+    The conditions among ``distinct`` are given only when all of them are deterministic, with no aggregate
+    and no subquery among them all (``_check``'s tests, each of which costs its own round trips); else each
+    condition is checked on its own."""
+    if not distinct:
+        return {}
     selected = frame.selectExpr(*distinct)
     try:
-        if top_node(analyzed_plan(selected)) != "Project":
-            return {}
+        plan = analyzed_plan(selected)
     except AnalysisException:
         return {}
+    if top_node(plan) != "Project":
+        return {}
     deterministic = all_deterministic(frame, distinct)
+    cleared = deterministic and not has_subquery(plan)
+    fields = selected.schema.fields
     return {
-        (sees, text): ValueType(selected.schema.fields[n].dataType, deterministic)
+        (sees, text): ValueType(fields[n].dataType, deterministic)
         for n, text in enumerate(distinct)
+        if cleared or text not in conditions
     }
 
 
@@ -447,11 +459,14 @@ def _check(frame: DataFrame, checked: _Checked, schemas: Mapping[str, StructType
     except AnalysisException as err:
         raise _analysis_error(checked, err, schemas) from err
     if connect:
-        # An aggregate cannot be a sort key; it is refused for being one before its determinism matters.
+        # Neither an aggregate nor a subquery can be a sort key: each is refused for being one before its
+        # determinism matters (a non-deterministic subquery is refused as a subquery, not as Delta refuses
+        # it, for its non-determinism: refused all the same).
         aggregate = top_node(analyzed) == "Aggregate"
-        deterministic = aggregate or all_deterministic(frame, [checked.text])
+        in_subquery = has_subquery(analyzed)
+        deterministic = aggregate or in_subquery or all_deterministic(frame, [checked.text])
         kind = lambda: "Aggregate" if aggregate else "Project"  # noqa: E731
-        subquery = lambda: has_subquery(analyzed)  # noqa: E731
+        subquery = lambda: in_subquery  # noqa: E731
     else:
         deterministic = bool(analyzed.expressions().head().deterministic())
         kind, subquery = (

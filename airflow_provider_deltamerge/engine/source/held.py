@@ -4,10 +4,12 @@ Delta materializes a source it cannot prove stable (``materialize.py``). As a ch
 its own, beside the reads of the source's key bounds (the append path) and key tuples (pruning): on a warm
 Connect server such round trips, not the rows, are most of a small merge's time. A file source is read once
 instead, up to ``HELD_ROWS`` + 1 rows (a limit stops the scan there). When that is all of it, its rows become
-a local relation in the merge's plan: as stable as a checkpoint, and every later read of them (the key bounds,
-the key tuples, the write) reads no file. Otherwise the merge goes on as before, having read the first rows
-of the source once more. A source of several small files is held as one partition, as a scan of one file
-gives: an insert written straight from it makes one file where a scan of the files might make several.
+a local relation in the merge's plan: as stable as a checkpoint, so the write reads no file. The rows stay on
+the driver too (``PreparedSource.held``), where pruning reads the keys that are source columns with no query
+(``plan/pruning.py``); such a source takes no append path, whose query for the keys' bounds pruning makes
+needless. Otherwise the merge goes on as before, having read the first rows of the source once more. A
+source of several small files is held as one partition, as a scan of one file gives: an insert written
+straight from it makes one file where a scan of the files might make several.
 
 Only file sources without de-duplication are held: a table, a query or a de-duplication may shuffle the whole
 source before its first row, which a limit does not spare. Only types whose values come back from Arrow as
@@ -85,7 +87,7 @@ def hold_small_source(
         # files an insert writes straight from the source are the ones it writes from a scan of one file.
         held = spark.createDataFrame(table, schema=schema).coalesce(1)
     log.info("Source materialized (%s): %d rows held in the plan, read once", reason, table.num_rows)
-    return PreparedSource(held, row_count=table.num_rows)
+    return PreparedSource(held, row_count=table.num_rows, held=table)
 
 
 def estimated_bytes(rows: DataFrame) -> int | None:

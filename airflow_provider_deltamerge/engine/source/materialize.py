@@ -17,7 +17,8 @@ a ``delta.`path``` table inside a source query, read the same way (``source_delt
 rules look at the source as given, before ``deduplicate_source_by``, which is deterministic by construction.
 Materializing is Delta's: an eager ``localCheckpoint`` at ``...materializeSource.rddStorageLevel``
 (``DISK_ONLY``), released when the merge is done, also when it failed. A source to materialize whose keys
-no file can hold is first offered to the append path, which writes it as read (``execute/append.py``).
+no file can hold is first offered to the append path, which writes it as read (``execute/append.py``),
+unless it is small enough to be held on the driver (``held.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -177,11 +179,19 @@ class PreparedSource:
     """The source rows the merge reads; ``release`` frees what materializing them stored, if anything.
 
     ``row_count`` is the number of rows, counted while they were materialized; None when not materialized.
+    ``held``: the rows themselves, where they are held on the driver too (``held.py``).
     """
 
-    def __init__(self, rows: DataFrame, checkpoint: Any = None, row_count: int | None = None) -> None:
+    def __init__(
+        self,
+        rows: DataFrame,
+        checkpoint: Any = None,
+        row_count: int | None = None,
+        held: pa.Table | None = None,
+    ) -> None:
         self.rows = rows
         self.row_count = row_count
+        self.held = held
         self._checkpoint = checkpoint  # the JVM RDD holding the materialized rows
 
     def release(self) -> None:
