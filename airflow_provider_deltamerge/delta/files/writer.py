@@ -140,6 +140,7 @@ def write_files(
     *,
     presized: bool = False,
     schema: StructType | None = None,
+    columns: Sequence[str] | None = None,
 ) -> Written:
     """Write ``rows`` (the table's columns, in order) as new files of the table and describe them.
 
@@ -160,6 +161,7 @@ def write_files(
             shuffle. A partitioned one still does, or each split would write a file into every partition.
         schema: the table's schema as the commit will record it, with its fields' metadata (under column
             mapping, the physical names the files use); None for the schema of ``rows``.
+        columns: the names of ``rows``' columns, where the caller knows them; None to read them from Spark.
 
     Returns:
         The new files holding rows, already in their final place, not yet committed.
@@ -168,19 +170,16 @@ def write_files(
         MergeExecutionError: a written row violates a constraint (Delta's error class and wording).
     """
     table = table_files(spark, snapshot.table_uri)
-    with_changes = CHANGE_TYPE_COLUMN in rows.columns
+    names = list(rows.columns if columns is None else columns)
+    with_changes = CHANGE_TYPE_COLUMN in names
     # The rows carry the schema the commit will have (evolved, if the merge evolves it): Delta collects
     # statistics against that schema, not the one read.
     # Row tracking's materialized columns ride in the data files beside the table's, without stats.
     tracked = materialized_columns(dict(snapshot.configuration))
     extra = [
-        c
-        for c in rows.columns
-        if tracked and tracks_rows(snapshot.protocol.writer_features) and c in tracked.names
+        c for c in names if tracked and tracks_rows(snapshot.protocol.writer_features) and c in tracked.names
     ]
-    table_columns = [
-        c for c in rows.columns if not (with_changes and c == CHANGE_TYPE_COLUMN) and c not in extra
-    ]
+    table_columns = [c for c in names if not (with_changes and c == CHANGE_TYPE_COLUMN) and c not in extra]
     settings = StatsSettings.of(
         dict(snapshot.configuration), session_prefix=spark.conf.get(STRING_PREFIX_LENGTH_CONF, None)
     )

@@ -177,10 +177,17 @@ def rows_written(
     if generating:
         hidden = [F.col(c) for c in written.columns[len(fields) :]]
         written = written.select(*[_generated_column(field, generating) for field in fields], *hidden)
-    names = [f.name for f in fields] + ([*tracked.names] if tracked else [])
+    names = output_names(plan)
     if changes is None:
         return written.select(*[F.col(quote(n)) for n in names]), counts
     return with_change_rows(written, names, clauses, action, changes), counts
+
+
+def output_names(plan: MergePlan) -> list[str]:
+    """The columns of ``rows_written``'s rows without change rows: the table's, then row tracking's
+    materialized ones where the table has them."""
+    tracked = row_tracking_columns(plan.snapshot)
+    return [f.name for f in plan.final_schema.fields] + ([*tracked.names] if tracked else [])
 
 
 def _preserved_row_ids(plan: MergePlan, kinds: frozenset[RowKind], names: tuple[str, str]) -> list[Column]:

@@ -35,6 +35,7 @@ from airflow_provider_deltamerge.engine.execute.clause_output import (
     RowKind,
     action_column,
     observed_counts,
+    output_names,
     rows_written,
 )
 from airflow_provider_deltamerge.engine.execute.joins import (
@@ -334,7 +335,15 @@ def write_with_actions(
     if one_task:
         rows = rows.coalesce(1)
     with balanced_splits(spark, split):
-        written = write_files(spark, rows, plan.snapshot, presized=presized, schema=plan.final_schema)
+        written = write_files(
+            spark,
+            rows,
+            plan.snapshot,
+            presized=presized,
+            schema=plan.final_schema,
+            # Known without asking Spark (an analysis of the whole plan, on Connect a round trip)
+            columns=None if changes else output_names(plan),
+        )
     totals: dict[str, int] = {}
     for with_action, kinds, counts in observations:
         values = observed(counts)
