@@ -150,8 +150,10 @@ def test_the_overhead_bench_times_each_query_of_a_merge_by_its_call_site(
     assert "engine/plan/pruning.py:_key_sets_from_tuples" not in queries, queries
     assert "engine/execute/append.py:append_if_nothing_matches" not in queries, queries
     analyses = {site for kind, site in timed.calls if kind == "analysis"}
-    # The ON condition is cleared in the analysis of the values its clauses assign, not on its own
+    # The ON condition is cleared in the analysis of the values its clauses assign, not on its own; the
+    # writer is told its columns
     assert "engine/resolve/resolution.py:_check" not in analyses, analyses
+    assert "delta/files/writer.py:write_files" not in analyses, analyses
     assert (
         "engine/observed.py:_observed_on_connect" not in analyses
         and "engine/observed.py:observe" not in analyses
