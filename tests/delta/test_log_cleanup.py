@@ -171,19 +171,39 @@ def test_the_cutoff_is_the_midnight_before_the_retention():
 
 
 HOUR = 3600.0
+# An age past the tables' one-hour retention but after the cutoff's midnight, which Delta keeps: hours before
+# a run, resolved by ``aged_table`` (``young_hours``). A fixed age (three hours, once) falls before the
+# midnight when the test runs between 01:00 and 04:00 UTC.
+YOUNG = -1.0
 # Hours since each version's log files (0 to 3, before the merge's 4) were last modified, and the commits
 # Delta's cleanup after the merge's checkpoint keeps. Files of one age have one timestamp, so checkpoint 2,
 # no younger than the commit before it, is adjusted and closes no segment: 0 to 3 go or stay together.
 AGES = {
-    # younger than a day: Delta keeps them whatever the retention (deltalake's cleanup deleted them)
-    "hours old": ([3, 3, 3, 3], [0, 1, 2, 3, 4]),
+    # past the retention, but modified since the cutoff's midnight: Delta keeps them (deltalake's cleanup
+    # deleted them)
+    "hours old": ([YOUNG] * 4, [0, 1, 2, 3, 4]),
     # past the retention: everything before the merge's checkpoint goes
     "days old": ([80, 80, 80, 80], [4]),
     # the segment's newest file is young: all of it stays (deltalake's cleanup deleted 0 to 2)
-    "newest young": ([80, 80, 80, 3], [0, 1, 2, 3, 4]),
+    "newest young": ([80, 80, 80, YOUNG], [0, 1, 2, 3, 4]),
     # the segment's newest file is old: all of it goes, version 0 too, younger than the cutoff though it is
-    "oldest young": ([3, 80, 80, 80], [4]),
+    "oldest young": ([YOUNG, 80, 80, 80], [4]),
 }
+
+
+def young_hours(now: float) -> float:
+    """An age, in hours before ``now``, past a one-hour retention and after the cutoff's midnight: half-way
+    between the two (at least an hour after that midnight, as the cutoff is an hour before ``now``)."""
+    cutoff = cutoff_ms(int(now * 1000), int(HOUR * 1000)) / 1000
+    return 1 + (now - HOUR - cutoff) / HOUR / 2
+
+
+def test_young_hours_lie_between_the_retention_and_the_cutoff():
+    midnight = datetime.datetime(2026, 11, 30, tzinfo=datetime.UTC).timestamp()
+    for hour in (0.5, 1.01, 1.5, 2, 3.5, 12, 23.9):
+        now = midnight + hour * HOUR
+        young = young_hours(now)
+        assert young > 1 and now - young * HOUR > cutoff_ms(int(now * 1000), int(HOUR * 1000)) / 1000
 
 
 def aged_table(
@@ -201,7 +221,8 @@ def aged_table(
     ).collect()
     for first in (0, 10, 20):
         spark.sql(f"INSERT INTO delta.`{target}` VALUES ({first}, 1), ({first + 1}, 2)").collect()
-    age_log(target, ages, time.time())
+    now = time.time()
+    age_log(target, [young_hours(now) if age == YOUNG else age for age in ages], now)
     return str(target)
 
 
@@ -250,9 +271,9 @@ def test_the_merge_keeps_the_log_history_deltas_merge_keeps(spark, tmp_path, age
 
 
 def test_the_merge_deletes_the_middle_of_the_history_where_deltas_merge_does(spark, tmp_path):
-    # Given: a checkpoint at every version; version 0 three hours old, 1 half an hour, 2 and 3 days old (a
+    # Given: a checkpoint at every version; version 0 young (``YOUNG``), 1 half an hour, 2 and 3 days old (a
     # copy's or a restore's times): the first segment (version 0) stays, the second (1 to 3) may go
-    target = aged_table(spark, tmp_path, [3, 0.5, 80, 80], v2=False, checkpoint_interval=1)
+    target = aged_table(spark, tmp_path, [YOUNG, 0.5, 80, 80], v2=False, checkpoint_interval=1)
     theirs = str(tmp_path / "theirs")
     shutil.copytree(target, theirs, copy_function=shutil.copy2)
     source = str(tmp_path / "extract.parquet")

@@ -4,8 +4,8 @@ Delta deletes a log file (a commit, a checkpoint or a version checksum, ``<v>.cr
 
 * its version is below the newest checkpoint's (``_last_checkpoint``), so the table stays readable;
 * it was last modified at or before the cutoff: ``delta.logRetentionDuration`` (30 days by default) before
-  now, truncated to that day's midnight (UTC). Delta keeps a day's files until the next day, so a file
-  younger than a day is never deleted, whatever the retention;
+  now, truncated to that day's midnight (UTC). Delta keeps the files of the cutoff's day, so a file may
+  outlive the retention by up to a day;
 * it lies before a checkpoint in name order, in a segment (the files between two checkpoints) whose newest
   file may be deleted, and every segment before it goes too (``BufferingLogDeletionIterator``). A file of
   a later version that is not younger than the file before it counts as one millisecond younger: time
