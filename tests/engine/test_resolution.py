@@ -114,6 +114,21 @@ FIX = (
             "Subqueries are not supported in the INSERT condition of MERGE operation "
             "(condition = s.id IN (SELECT 1)). (clause 1, WHEN NOT MATCHED INSERT)",
         ),
+        (
+            # Delta checks determinism first (on Connect the engine cannot: docs/spark-connect.md, Limits)
+            "t.id = s.id",
+            (insert_all(condition="s.id IN (SELECT 1) AND rand() > 0.5"),),
+            "DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED",
+            "Non-deterministic functions are not supported in the INSERT condition of MERGE operation "
+            "(condition = s.id IN (SELECT 1) AND rand() > 0.5). (clause 1, WHEN NOT MATCHED INSERT)",
+        ),
+        (
+            "t.id = s.id",
+            (update_all(condition="max(s.value) > rand()"),),
+            "DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED",
+            "Non-deterministic functions are not supported in the UPDATE condition of MERGE operation "
+            "(condition = max(s.value) > rand()). (clause 1, WHEN MATCHED UPDATE)",
+        ),
     ],
     ids=[
         "ambiguous-condition",
@@ -125,6 +140,8 @@ FIX = (
         "aggregate",
         "aggregate-in-on",
         "subquery",
+        "non-deterministic-subquery",
+        "non-deterministic-aggregate",
     ],
 )
 def test_bad_expressions_fail_naming_the_clause_and_change_nothing(
