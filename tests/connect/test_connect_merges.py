@@ -181,6 +181,8 @@ def test_the_overhead_bench_times_each_query_of_a_merge_by_its_call_site(
     # writer is told its columns
     assert "engine/resolve/resolution.py:_check" not in analyses, analyses
     assert "delta/files/writer.py:write_files" not in analyses, analyses
+    # The source's schema is read once, before the plan; its held frame's is known (MergePlan.source_schema)
+    assert "engine/plan/pruning.py:_analyse" not in analyses, analyses
     assert (
         "engine/observed.py:_observed_on_connect" not in analyses
         and "engine/observed.py:observe" not in analyses

@@ -30,7 +30,7 @@ def run_insert_only(
         enter_phase("inserts: source rows against the candidate files", files=len(plan.candidate_files))
         counted, source_count = observe(source, F.count(F.lit(1)).alias("rows"))
         target = target_rows(spark, plan, plan.candidate_files)
-        condition = join_condition(plan, source.schema)
+        condition = join_condition(plan, plan.source_schema)
         unmatched = counted.alias(plan.spec.source_alias).join(target, condition, "left_anti")
         # With no candidate file the anti join is dropped: the source's own scan is written.
         written = write_inserts(spark, plan, unmatched, recorder, presized=not plan.candidate_files)

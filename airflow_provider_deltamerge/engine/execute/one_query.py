@@ -117,10 +117,10 @@ def merge_in_one_query(
     # equality) where Delta's phase 1 reads it once.
     counted = plan.source_rows or 0
     target = target_rows(spark, plan, plan.candidate_files)
-    condition = join_condition(plan, source.schema)
+    condition = join_condition(plan, plan.source_schema)
     # The source is broadcast where it fits (nested columns have no size guess) and the join can build on
     # it, which a full outer join cannot; else it is the hashed side, so neither side is sorted.
-    broadcast = not inserting and fits_in_memory(source.schema, counted, broadcast_budget(spark))
+    broadcast = not inserting and fits_in_memory(plan.source_schema, counted, broadcast_budget(spark))
     rows = source_rows(plan, source)
     built = F.broadcast(rows) if broadcast else rows.hint("shuffle_hash")
     joined = built.join(target, condition, "full_outer" if inserting else "right_outer")

@@ -82,7 +82,7 @@ def run_two_phases(
             touched, written = one_query
             _record_removed(recorder, touched)
             return FileChanges(touched, written.files, change_files=written.change_files)
-    unmatched_by, matched_keys_by = _insert_keys(spark, plan, source)
+    unmatched_by, matched_keys_by = _insert_keys(spark, plan)
     with recorder.timed(m.SCAN_TIME_MS):
         enter_phase("scan: finding the touched files among the candidates", files=len(plan.candidate_files))
         found = find_touched_files(
@@ -124,7 +124,7 @@ def _record_removed(recorder: MetricsRecorder, touched: Sequence[DataFile]) -> N
 
 
 def _insert_keys(
-    spark: SparkSession, plan: MergePlan, source: DataFrame
+    spark: SparkSession, plan: MergePlan
 ) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
     """The source columns by which phase 1 helps the insert branch find the unmatched source rows, as
     ``find_touched_files``' ``unmatched_by`` and ``matched_keys_by`` (at most one of them), or None for both
@@ -144,7 +144,7 @@ def _insert_keys(
     if not has_inserts(plan.clauses) or plan.source_rows is None or not plan.candidate_files:
         return None, None
     columns = source_key_columns(plan)
-    if not fits_in_memory(source.schema, plan.source_rows, broadcast_budget(spark)):
+    if not fits_in_memory(plan.source_schema, plan.source_rows, broadcast_budget(spark)):
         return columns, None
     return None, None if has_not_matched_by_source(plan.clauses) else columns
 

@@ -82,9 +82,9 @@ def rewrite_touched_files(
     inserting = has_inserts(plan.clauses)
     if not found.touched and not inserting:
         return Written(files=())
-    condition = join_condition(plan, source.schema)
+    condition = join_condition(plan, plan.source_schema)
     budget = broadcast_budget(spark)
-    broadcast = fits_in_memory(source.schema, recorder[m.NUM_SOURCE_ROWS], budget)
+    broadcast = fits_in_memory(plan.source_schema, recorder[m.NUM_SOURCE_ROWS], budget)
     # The second scan of the source is counted on one branch that reads every source row once: the inserts'
     # (an anti join), else the touched rows'. Inserts picked by phase 1's unmatched keys may be none at all,
     # a branch Spark then drops: the touched rows' branch counts, where there is one.
@@ -179,7 +179,7 @@ def _source_for_touched(
         return None
     narrowed = source_rows(plan, source).join(F.broadcast(touched), condition, "left_semi")
     narrowed = narrowed.alias(plan.spec.source_alias)
-    return F.broadcast(narrowed) if fits_in_memory(source.schema, rows, budget) else _hashed(narrowed)
+    return F.broadcast(narrowed) if fits_in_memory(plan.source_schema, rows, budget) else _hashed(narrowed)
 
 
 def _fit_one_file(plan: MergePlan, source_rows: int, *, shuffled: bool) -> bool:

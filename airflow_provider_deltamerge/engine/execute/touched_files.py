@@ -280,7 +280,7 @@ def _joined_pairs(
         target = target.withColumn(FILE_ID, ids.column()).alias(plan.spec.target_alias)
     file_key = FILE_COLUMN if ids is None else FILE_ID
     counted_source, source_count = observe(source_rows(plan, source), F.count(F.lit(1)).alias("rows"))
-    condition = join_condition(plan, source.schema)
+    condition = join_condition(plan, plan.source_schema)
     joined = counted_source.join(target, condition, how)
     on_target = F.col(TARGET_PRESENT).isNotNull()
     acting = acting_column(plan, touches)

@@ -57,6 +57,9 @@ class MergePlan:
     spec: MergeSpec
     snapshot: Snapshot
     target_schema: StructType  # the table's schema as read (before any schema evolution)
+    # The source's schema, read once: every frame of the source rows the executors get has it (held,
+    # checkpointed or as loaded), and on Connect each frame's first schema read is a round trip.
+    source_schema: StructType
     condition: str
     clauses: tuple[ResolvedClause, ...]
     candidate_files: tuple[DataFile, ...]
@@ -202,6 +205,7 @@ def make_plan(
         spec,
         snapshot,
         target,
+        source_schema,
         condition,
         clauses,
         snapshot.files,

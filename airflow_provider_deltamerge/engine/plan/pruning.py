@@ -577,7 +577,7 @@ def _analyse(
     if parts is None:
         return None
     target_index = {f.name.lower(): n for n, f in enumerate(plan.target_schema.fields)}
-    source_schema = source.schema
+    source_schema = plan.source_schema
     source_names = {f.name.lower() for f in source_schema.fields}
     target_alias, source_alias = plan.spec.target_alias.lower(), plan.spec.source_alias.lower()
     aliased = source.alias(plan.spec.source_alias)
