@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 from airflow_provider_deltamerge.engine import run_merge
+from airflow_provider_deltamerge.engine.resolve.plan_text import has_subquery, projection_plan, top_node
 from airflow_provider_deltamerge.engine.source.held import estimated_bytes
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError
 from airflow_provider_deltamerge.metrics import NUM_TARGET_ROWS_DELETED, NUM_TARGET_ROWS_INSERTED
@@ -156,6 +157,32 @@ def test_a_non_deterministic_condition_with_a_subquery_or_aggregate_is_refused_f
     assert table_state(target) == before
 
 
+@pytest.mark.parametrize(
+    ("texts", "top", "deterministic", "subquery", "analyses"),
+    [
+        (["id + 1", "upper(region)"], "Project", True, False, 1),
+        (["id", "rand() > 0.5"], "Project", False, False, 1),
+        # none of these can be a sort key: the projection analysed again, non-deterministic (the safe answer)
+        (["map(id, region)"], "Project", False, False, 2),
+        (["max(qty)"], "Aggregate", False, False, 2),
+        (["id IN (SELECT 1)"], "Project", False, True, 2),
+    ],
+    ids=["deterministic", "non-deterministic", "map", "aggregate", "subquery"],
+)
+def test_one_analysis_tells_the_values_plan_and_determinism(
+    remote: SparkSession, texts: list[str], top: str, deterministic: bool, subquery: bool, analyses: int
+) -> None:
+    # Given: an empty frame of the orders' columns, as resolution analyses (no job)
+    frame = remote.createDataFrame([], "id long, qty long, region string").alias("s")
+    # When
+    with timing_connect_calls() as timed:
+        plan, found_deterministic = projection_plan(frame, texts)
+    # Then: the plan's top node, its determinism and its subqueries, in one analysis where Spark can sort by
+    # the values
+    assert (top_node(plan), found_deterministic, has_subquery(plan)) == (top, deterministic, subquery)
+    assert sum(len(s) for (kind, _), s in timed.calls.items() if kind == "analysis") == analyses
+
+
 def test_the_overhead_bench_times_each_query_of_a_merge_by_its_call_site(
     remote: SparkSession, tmp_path: Path
 ) -> None:
@@ -182,6 +209,9 @@ def test_the_overhead_bench_times_each_query_of_a_merge_by_its_call_site(
     assert "engine/resolve/resolution.py:_check" not in analyses, analyses
     assert "delta/files/writer.py:write_files" not in analyses, analyses
     # The source's schema is read once, before the plan; its held frame's is known (MergePlan.source_schema)
+    # Resolution analyses the values of each group of clauses that see the same columns once: MATCHED (the
+    # target's and the source's) and NOT MATCHED (the source's)
+    assert len(timed.calls[("analysis", "engine/resolve/plan_text.py:analyzed_plan")]) == 2
     assert "engine/plan/pruning.py:_analyse" not in analyses, analyses
     assert (
         "engine/observed.py:_observed_on_connect" not in analyses

@@ -17,6 +17,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 _ANALYZED = "== Analyzed Logical Plan =="
+# The name PullOutNondeterministic gives a non-deterministic sort key's projected column
+_NONDETERMINISTIC = "_nondeterministic"
 _OPTIMIZED = "== Optimized Logical Plan =="
 # How Spark prints a scalar, EXISTS or IN subquery in a plan: scalar-subquery#12, exists#12, list#12.
 _SUBQUERY = re.compile(r"\b(?:scalar-subquery|exists|list|lateral-subquery)#\d+")
@@ -42,6 +44,21 @@ def has_subquery(plan: str) -> bool:
     return _SUBQUERY.search(plan) is not None
 
 
+def projection_plan(frame: DataFrame, texts: Sequence[str]) -> tuple[str, bool]:
+    """The analyzed plan of the SQL expressions ``texts`` over ``frame``, and whether all of them are
+    deterministic: one analysis of them over the frame ordered by them, where Spark can order by them all;
+    else one of them alone, with False (``all_deterministic``'s safe answer).
+
+    Raises:
+        AnalysisException: the expressions do not analyse over ``frame``.
+    """
+    try:
+        plan = analyzed_plan(frame.orderBy(*(F.expr(text) for text in texts)).selectExpr(*texts))
+    except AnalysisException:
+        return analyzed_plan(frame.selectExpr(*texts)), False
+    return plan, _NONDETERMINISTIC not in plan
+
+
 def all_deterministic(frame: DataFrame, texts: Sequence[str]) -> bool:
     """Whether every SQL expression of ``texts`` over ``frame`` is deterministic; False when Spark cannot
     order by one of them (a map, say), the safe answer: a value is then evaluated once, not twice."""
@@ -49,4 +66,4 @@ def all_deterministic(frame: DataFrame, texts: Sequence[str]) -> bool:
         plan = analyzed_plan(frame.orderBy(*(F.expr(text) for text in texts)))
     except AnalysisException:
         return False
-    return "_nondeterministic" not in plan
+    return _NONDETERMINISTIC not in plan

@@ -26,6 +26,7 @@ from airflow_provider_deltamerge.engine.resolve.plan_text import (
     all_deterministic,
     analyzed_plan,
     has_subquery,
+    projection_plan,
     top_node,
 )
 from airflow_provider_deltamerge.engine.resolve.struct_fields import assign_struct_fields
@@ -426,23 +427,22 @@ def _empty_join(spark: SparkSession, schemas: Mapping[str, StructType]) -> DataF
 def _value_types_on_connect(
     frame: DataFrame, sees: tuple[str, ...], distinct: list[str], conditions: Sequence[str]
 ) -> dict[tuple[tuple[str, ...], str], ValueType]:
-    """``_value_types`` from the plan's text (``plan_text.py``): one analysis for the types, one for
-    determinism (all of them at once; one non-deterministic value makes each count as one: the safe side).
+    """``_value_types`` from the plan's text (``plan_text.py``): one analysis for the types, one for the
+    plan and determinism (all of them at once; one non-deterministic value makes each count as one: the
+    safe side).
     The conditions among ``distinct`` are given only when all of them are deterministic, with no aggregate
     and no subquery among them all (``_check``'s tests, each of which costs its own round trips); else each
     condition is checked on its own."""
     if not distinct:
         return {}
-    selected = frame.selectExpr(*distinct)
     try:
-        plan = analyzed_plan(selected)
+        plan, deterministic = projection_plan(frame, distinct)
     except AnalysisException:
         return {}
     if top_node(plan) != "Project":
         return {}
-    deterministic = all_deterministic(frame, distinct)
     cleared = deterministic and not has_subquery(plan)
-    fields = selected.schema.fields
+    fields = frame.selectExpr(*distinct).schema.fields
     return {
         (sees, text): ValueType(fields[n].dataType, deterministic)
         for n, text in enumerate(distinct)
