@@ -52,6 +52,7 @@ DELTA_MESSAGES: dict[str, str] = {
         "Updating nested fields is only supported for StructType, but you are trying to update a field of "
         "<columnName>, which is of type: <dataType>."
     ),
+    "FIELD_NOT_FOUND": "No such struct field <fieldName> in <fields>.",
     "INVALID_EXTRACT_BASE_FIELD_TYPE": (
         "Can't extract a value from <base>. Need a complex type [STRUCT, ARRAY, MAP] but got <other>."
     ),

@@ -491,4 +491,34 @@ FAILED_BEFORE: tuple[Case, ...] = (
         partition_by="day",
         confs={"spark.sql.storeAssignmentPolicy": "STRICT", "spark.sql.caseSensitive": "false"},
     ),
+    # Under spark.sql.caseSensitive=true a struct field assigned through a column named in another case
+    # (SET t.ST.b for the column st): Delta cannot resolve t.ST.b (DELTA_MERGE_UNRESOLVED_EXPRESSION), the
+    # engine matched the column ignoring case and committed (fixed in engine/resolve/struct_fields; seed
+    # 20261213, the long run, statement 646).
+    Case(
+        target_columns=("id", "st"),
+        source_columns=("id", "st", "extra"),
+        target_rows=(
+            {"id": 5, "st": None},
+            {"id": 4, "st": None},
+            {"st": {"b": "x", "a": None}, "id": 0},
+            {"id": 4, "st": None},
+        ),
+        source_rows=(
+            {"extra": None, "st": {"b": "x", "a": None}, "id": 5},
+            {"extra": "e", "id": 3, "st": None},
+        ),
+        statement=(
+            "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id\n"
+            "WHEN MATCHED THEN UPDATE SET t.ST.b = 'q'"
+        ),
+        confs={
+            "spark.sql.storeAssignmentPolicy": "LEGACY",
+            "spark.databricks.delta.skipRecordingEmptyCommits": "false",
+            "spark.sql.caseSensitive": "true",
+            "spark.sql.session.timeZone": "America/Los_Angeles",
+        },
+        properties={"delta.checkpointInterval": "2"},
+        features=("checkConstraint", "typeWidening", "v2Checkpoint", "columnMapping"),
+    ),
 )

@@ -9,18 +9,23 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
 
 from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError
+from airflow_provider_deltamerge.session_kind import session_confs_set
 from airflow_provider_deltamerge.spec import (
     MergeSpec,
     PathSource,
     insert,
+    to_merge_sql,
     update,
     update_by_source,
 )
 from tests.conftest import make_table, table_state
+from tests.engine.delta_outcomes import delta_error_classes, jvm_errors
 from tests.oracle import merge_with_deltalake, sorted_rows
 
 GEO = pa.struct([("lat", pa.float64()), ("lon", pa.float64())])
@@ -133,13 +138,13 @@ def test_field_assignment_by_source_and_insert_beside_it(spark, tmp_path):
     [
         (
             {"t.addr.town": "s.city"},
-            "DELTA_MERGE_UNRESOLVED_EXPRESSION",
-            "Cannot resolve addr.town in UPDATE clause given columns addr.city, addr.zip, addr.geo.",
+            "FIELD_NOT_FOUND",
+            "No such struct field `town` in `city`, `zip`, `geo`. (clause 2, WHEN MATCHED UPDATE)",
         ),
         (
             {"t.addr.geo.alt": "s.lat"},
-            "DELTA_MERGE_UNRESOLVED_EXPRESSION",
-            "Cannot resolve addr.geo.alt in UPDATE clause given columns addr.geo.lat, addr.geo.lon.",
+            "FIELD_NOT_FOUND",
+            "No such struct field `alt` in `lat`, `lon`. (clause 2, WHEN MATCHED UPDATE)",
         ),
         (
             {"t.qty.high": "s.lat"},
@@ -166,3 +171,52 @@ def test_bad_field_assignment_names_the_clause_and_changes_nothing(
     assert raised.value.error_class == error_class
     assert text in str(raised.value)
     assert table_state(target) == state
+
+
+@pytest.mark.parametrize(
+    ("column", "when_case_sensitive"),
+    [
+        ("t.ADDR.city", "DELTA_MERGE_UNRESOLVED_EXPRESSION"),
+        ("t.addr.CITY", "FIELD_NOT_FOUND"),
+        ("t.addr.GEO.lat", "FIELD_NOT_FOUND"),
+        ("t.addr.town", "FIELD_NOT_FOUND"),
+    ],
+    ids=["column", "field", "field-above-a-field", "no-such-field"],
+)
+@pytest.mark.parametrize("case_sensitive", [True, False], ids=["case-sensitive", "ignoring-case"])
+def test_a_field_path_resolves_as_delta_resolves_it_under_the_sessions_case_rule(
+    spark, tmp_path, column, when_case_sensitive, case_sensitive
+):
+    # Given: a field assigned through a column or field name in another case than the table's, or a field
+    # the struct lacks
+    specs = [
+        MergeSpec(
+            make_table(tmp_path / name, TARGET),
+            source(tmp_path),
+            "t.id = s.id",
+            (update({column: "CAST(s.lat AS DOUBLE)" if column.endswith("lat") else "s.city"}),),
+        )
+        for name in ("delta", "engine")
+    ]
+    before = [table_state(spec.target) for spec in specs]
+    # When: Delta's own MERGE and the engine, under the session's spark.sql.caseSensitive
+    outcomes: list[str | None] = []
+    with session_confs_set(spark, {"spark.sql.caseSensitive": str(case_sensitive).lower()}):
+        try:
+            spark.sql(to_merge_sql(specs[0])).collect()
+            outcomes.append(None)
+        except (PySparkException, Py4JJavaError) as err:
+            outcomes.append(delta_error_classes(jvm_errors(err))[0])
+        try:
+            run_merge(spark, specs[1])
+            outcomes.append(None)
+        except ClauseResolutionError as err:
+            outcomes.append(err.error_class)
+    # Then: the same outcome: a name the session cannot resolve refused with Delta's class and both tables
+    # unchanged, else the same rows updated
+    expected = when_case_sensitive if case_sensitive or column == "t.addr.town" else None
+    assert outcomes == [expected, expected]
+    if expected is not None:
+        assert [table_state(spec.target) for spec in specs] == before
+    else:
+        assert sorted_rows(specs[0].target) == sorted_rows(specs[1].target) != before[1][1]

@@ -105,7 +105,9 @@ def resolve_clauses(
         _resolve(
             spec,
             position,
-            assign_struct_fields(clause, position, target, target_alias=spec.target_alias),
+            assign_struct_fields(
+                clause, position, target, target_alias=spec.target_alias, case_sensitive=case_sensitive
+            ),
             names,
         )
         for position, clause in enumerate(spec.clauses, start=1)

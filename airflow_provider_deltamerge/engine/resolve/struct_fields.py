@@ -12,7 +12,7 @@ also checked by the spec).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
@@ -26,24 +26,26 @@ FieldUpdates = Sequence[tuple[tuple[str, ...], str]]  # (field path below the co
 
 
 def assign_struct_fields(
-    clause: MergeClause, position: int, target: StructType, *, target_alias: str
+    clause: MergeClause, position: int, target: StructType, *, target_alias: str, case_sensitive: bool = False
 ) -> MergeClause:
     """``clause`` with its struct-field assignments folded into one assignment per struct column.
 
     Assignments of whole columns, and names that are not a field path of a target column, are left as they
-    are (resolution reports unknown columns).
+    are (resolution reports unknown columns). Column and field names match as the session compares names:
+    ignoring case unless ``case_sensitive`` (Spark's ``spark.sql.caseSensitive``), as Delta resolves them.
 
     Raises:
         ClauseResolutionError: a field that the struct does not have, or a field of a non-struct column.
     """
     if not isinstance(clause, MatchedUpdate | NotMatchedBySourceUpdate) or not clause.set:
         return clause
-    columns = {f.name.lower(): f for f in target.fields}
+    key = _name_key(case_sensitive)
+    columns = {key(f.name): f for f in target.fields}
     fields: dict[str, list[tuple[tuple[str, ...], str]]] = {}
     pairs: list[tuple[str, str | None]] = []  # None: the place of a struct whose fields are assigned
     for written, expression in clause.set:
         path = strip_alias(split_column_path(written) or (written,), target_alias)
-        column = columns.get(path[0].lower())
+        column = columns.get(key(path[0]))
         if len(path) == 1 or column is None:
             pairs.append((written, expression))
             continue
@@ -59,7 +61,9 @@ def assign_struct_fields(
         if expression is not None
         else (
             name,
-            struct_with_fields(target_alias, name, columns[name.lower()].dataType, fields[name], where=where),
+            struct_with_fields(
+                target_alias, name, columns[key(name)].dataType, fields[name], where=where, key=key
+            ),
         )
         for name, expression in pairs
     )
@@ -67,33 +71,48 @@ def assign_struct_fields(
 
 
 def struct_with_fields(
-    target_alias: str, column: str, data_type: DataType, updates: FieldUpdates, *, where: str
+    target_alias: str,
+    column: str,
+    data_type: DataType,
+    updates: FieldUpdates,
+    *,
+    where: str,
+    key: Callable[[str], str],
 ) -> str:
-    """The value of struct ``column`` with the fields at ``updates``' paths set, every other field kept."""
-    return _rebuild(f"{quote_part(target_alias)}.{quote_part(column)}", (column,), data_type, updates, where)
+    """The value of struct ``column`` with the fields at ``updates``' paths set, every other field kept;
+    field names compared by ``key`` (``_name_key``)."""
+    current = f"{quote_part(target_alias)}.{quote_part(column)}"
+    return _rebuild(current, (column,), data_type, updates, where, key)
+
+
+def _name_key(case_sensitive: bool) -> Callable[[str], str]:
+    return str if case_sensitive else str.lower
 
 
 def _rebuild(
-    current: str, at: tuple[str, ...], data_type: DataType, updates: FieldUpdates, where: str
+    current: str,
+    at: tuple[str, ...],
+    data_type: DataType,
+    updates: FieldUpdates,
+    where: str,
+    key: Callable[[str], str],
 ) -> str:
     if not isinstance(data_type, StructType):
         raise _not_a_struct(at, data_type, where)
-    known = {f.name.lower() for f in data_type.fields}
+    known = {key(f.name) for f in data_type.fields}
     for path, _ in updates:
-        if path[0].lower() not in known:
+        if key(path[0]) not in known:
             raise _no_such_field((*at, path[0]), data_type, where)
     values = []
     for field in data_type.fields:
-        mine = [
-            (path[1:], expression) for path, expression in updates if path[0].lower() == field.name.lower()
-        ]
+        mine = [(path[1:], expression) for path, expression in updates if key(path[0]) == key(field.name)]
         kept = f"{current}.{quote_part(field.name)}"
         if not mine:
             value = kept
         elif not mine[0][0]:  # the field itself is assigned (the spec allows nothing else below it then)
             value = f"({mine[0][1]})"
         else:
-            value = _rebuild(kept, (*at, field.name), field.dataType, mine, where)
+            value = _rebuild(kept, (*at, field.name), field.dataType, mine, where, key)
         values.append(f"{_string_literal(field.name)}, {value}")
     return f"named_struct({', '.join(values)})"
 
@@ -126,15 +145,17 @@ def _not_a_struct(at: tuple[str, ...], data_type: DataType, where: str) -> Claus
 
 
 def _no_such_field(path: tuple[str, ...], struct: StructType, where: str) -> ClauseResolutionError:
+    """Spark's error for a field the struct lacks, as Delta's MERGE reports it (its analysis of the
+    assignment's target extracts the field: also for a name the struct has in another case, where the
+    session compares names by case)."""
     parent = format_path(path[:-1])
     return as_error(
         problem(
-            "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+            "FIELD_NOT_FOUND",
             where,
             f"`{parent}` has no field `{path[-1]}`; UPDATE SET assigns only fields the struct already has.",
-            sqlExpr=format_path(path),
-            clause="UPDATE clause",
-            cols=", ".join(f"{parent}.{quote_part(f.name)}" for f in struct.fields),
+            fieldName=f"`{path[-1]}`",
+            fields=", ".join(f"`{f.name}`" for f in struct.fields),
         ),
         ClauseResolutionError,
     )
