@@ -207,6 +207,23 @@ def test_the_overhead_bench_times_each_query_of_a_merge_by_its_call_site(
     assert "(outside the package)" not in {site for _, site in timed.calls}
 
 
+def test_a_condition_checked_on_its_own_is_analysed_once(remote: SparkSession, tmp_path: Path) -> None:
+    # Given: a MATCHED clause that assigns a non-deterministic value, so neither its condition nor ON is
+    # cleared with the values (one non-deterministic value makes all of them count as one): each is checked on
+    # its own
+    target = make_table(tmp_path / "t")
+    source = write_extract(tmp_path / "s.parquet", [(1, 5, "eu"), (2, 1, "us")])
+    clause = update({"qty": "s.qty + cast(rand() * 0 AS BIGINT)"}, condition="s.qty > 1")
+    # When
+    with timing_connect_calls() as timed:
+        run_merge(remote, _spec(target, source, clause))
+    # Then: the MATCHED values once, then the clause's condition and ON once each, a condition's plan and
+    # determinism in one analysis (plan_text.projection_plan); the merge did its work
+    assert len(timed.calls[("analysis", "engine/resolve/plan_text.py:analyzed_plan")]) == 3
+    qty = {row[0]: row[1] for row in _rows(target)}
+    assert (qty[1], qty[2]) == (5, 20)
+
+
 def test_the_held_source_is_gated_on_sparks_estimate_as_on_a_classic_session(
     remote: SparkSession, tmp_path: Path
 ) -> None:

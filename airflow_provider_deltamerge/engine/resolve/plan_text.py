@@ -47,7 +47,7 @@ def has_subquery(plan: str) -> bool:
 def projection_plan(frame: DataFrame, texts: Sequence[str]) -> tuple[str, bool]:
     """The analyzed plan of the SQL expressions ``texts`` over ``frame``, and whether all of them are
     deterministic: one analysis of them over the frame ordered by them, where Spark can order by them all;
-    else one of them alone, with False (``all_deterministic``'s safe answer).
+    else them alone, with False: the safe answer (a value is then evaluated once, not twice).
 
     Raises:
         AnalysisException: the expressions do not analyse over ``frame``.
@@ -57,13 +57,3 @@ def projection_plan(frame: DataFrame, texts: Sequence[str]) -> tuple[str, bool]:
     except AnalysisException:
         return analyzed_plan(frame.selectExpr(*texts)), False
     return plan, _NONDETERMINISTIC not in plan
-
-
-def all_deterministic(frame: DataFrame, texts: Sequence[str]) -> bool:
-    """Whether every SQL expression of ``texts`` over ``frame`` is deterministic; False when Spark cannot
-    order by one of them (a map, say), the safe answer: a value is then evaluated once, not twice."""
-    try:
-        plan = analyzed_plan(frame.orderBy(*(F.expr(text) for text in texts)))
-    except AnalysisException:
-        return False
-    return _NONDETERMINISTIC not in plan

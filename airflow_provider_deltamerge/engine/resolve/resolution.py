@@ -23,8 +23,6 @@ from pyspark.sql.types import DataType, StructType
 from airflow_provider_deltamerge.delta.log.protocol import GENERATION_EXPRESSION_KEY
 from airflow_provider_deltamerge.engine.identity import identities
 from airflow_provider_deltamerge.engine.resolve.plan_text import (
-    all_deterministic,
-    analyzed_plan,
     has_subquery,
     projection_plan,
     top_node,
@@ -457,7 +455,11 @@ def _check(frame: DataFrame, checked: _Checked, schemas: Mapping[str, StructType
     try:
         selected = frame.select(F.expr(checked.text))
         # Connect analyses lazily: asking for the plan's text is the analysis.
-        analyzed: Any = analyzed_plan(selected) if connect else selected._jdf.queryExecution().analyzed()
+        if connect:
+            analyzed: Any
+            analyzed, sortable_and_deterministic = projection_plan(frame, [checked.text])
+        else:
+            analyzed = selected._jdf.queryExecution().analyzed()
     except AnalysisException as err:
         raise _analysis_error(checked, err, schemas) from err
     if connect:
@@ -466,7 +468,7 @@ def _check(frame: DataFrame, checked: _Checked, schemas: Mapping[str, StructType
         # it, for its non-determinism: refused all the same).
         aggregate = top_node(analyzed) == "Aggregate"
         in_subquery = has_subquery(analyzed)
-        deterministic = aggregate or in_subquery or all_deterministic(frame, [checked.text])
+        deterministic = aggregate or in_subquery or sortable_and_deterministic
         kind = lambda: "Aggregate" if aggregate else "Project"  # noqa: E731
         subquery = lambda: in_subquery  # noqa: E731
     else:
