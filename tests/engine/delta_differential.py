@@ -590,6 +590,7 @@ def dimensions(case: Case) -> list[str]:
         f"ON: {key}",
         f"source: {source_form(case.statement)}",
         *(["non-deterministic expression"] if "rand()" in case.statement.split(" ON ", 1)[1] else []),
+        *(["SET path: a field in another case or missing"] if OTHER_FIELD.search(case.statement) else []),
         f"schema evolution: {evolution}",
         *(f"clauses: {count} x WHEN {kind}" for kind, count in sorted(Counter(kinds).items())),
         f"source keys: {_keys_met(case)}",
@@ -771,11 +772,14 @@ def matched_actions(
     return "UPDATE SET " + ", ".join(sets)
 
 
-# Assignments to fields of a struct column, nested ones too.
+# Assignments to fields of a struct column, nested ones too; with paths that name a field in another case (it
+# resolves unless the session is case-sensitive) and fields the struct lacks (Spark's FIELD_NOT_FOUND).
 NESTED_SETS = {
-    "st": ("t.st.a = s.st.a", "t.st.b = 'q'"),
-    "nest": ("t.nest.a.b = s.nest.a.b", "t.nest.d = s.nest.d + 1", "t.nest.a = s.nest.a"),
+    "st": ("t.st.a = s.st.a", "t.st.b = 'q'", "t.st.B = 'q'", "t.st.c = 'q'"),
+    "nest": ("t.nest.a.b = s.nest.a.b", "t.nest.d = s.nest.d + 1", "t.nest.a = s.nest.a", "t.nest.a.z = 1"),
 }
+# The paths above that name a field as the struct does not spell it (any case of the column: in_upper_case)
+OTHER_FIELD = re.compile(r"\bt\.(?i:st)\.(?:B|c)\b|\bt\.(?i:nest)\.a\.z\b")
 
 
 def casts(name: str, source: Sequence[str]) -> list[str]:
