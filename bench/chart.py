@@ -18,6 +18,7 @@ COLOURS = {
     "deltalake-streamed": "#dd8452",
     "deltalake-non-streamed": "#55a868",
     "delta-spark": "#c44e52",
+    "delta-spark-warm": "#8172b3",
 }
 TARGET_OVER_FLOOR = 1.5
 

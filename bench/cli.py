@@ -121,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The engine logs a line per phase; the progress lines are what a benchmark run should show.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     print("Starting Spark ...", flush=True)
-    spark, startup = bench_session(delta="delta-spark" in contenders)
+    spark, startup = bench_session(delta=any(c.startswith("delta-spark") for c in contenders))
     print(f"SparkSession started in {startup:.1f} s", flush=True)
     try:
         result = run_benchmark(

@@ -87,7 +87,7 @@ def markdown(
         + (
             "; the session loads Delta's runtime (jars, SQL extension, catalog) for its contender, and its "
             "extension's rules plan every query of the session, the engine's too."
-            if "delta-spark" in result.contenders
+            if any(c.startswith("delta-spark") for c in result.contenders)
             else "; the session has no Delta runtime, as the engine's sessions have."
         ),
         "",
@@ -99,8 +99,9 @@ def markdown(
         "## Times",
         "",
         "| case | engine s | floor s | deltalake streamed s | deltalake non-streamed s "
-        "| Delta (delta-spark) s | ÷ floor | ÷ dl streamed | ÷ dl non-streamed | ÷ Delta |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| Delta (delta-spark) s | Delta, warm snapshot s | ÷ floor | ÷ dl streamed | ÷ dl non-streamed "
+        "| ÷ Delta | ÷ Delta warm |",
+        "|---|" + "---|" * (1 + 2 * len(BASELINES)),
     ]
     for s in summaries:
         lines.append(
@@ -112,7 +113,9 @@ def markdown(
         )
     sums: dict[str, float | None] = {b: summed_ratio(summaries, b) for b in BASELINES}
     lines += [
-        "| **sum of Delta's 16 cases** | | | | | | "
+        "| **sum of Delta's 16 cases** |"
+        + " |" * (1 + len(BASELINES))  # the times' columns: the engine's and each baseline's
+        + " "
         + " | ".join(f"**{_ratio(sums[b])}**" for b in BASELINES)
         + " |",
         "",
@@ -157,7 +160,7 @@ def markdown(
 def _spark_work_lines(result: BenchResult, summaries: Sequence[CaseSummary]) -> list[str]:
     """Per case, the Spark jobs and queries (SQL executions) of each contender run in the session, medians:
     what a merge asks of Spark against the floor's one query."""
-    contenders = [c for c in ("engine", "floor", "delta-spark") if c in result.contenders]
+    contenders = [c for c in ("engine", "floor", "delta-spark", "delta-spark-warm") if c in result.contenders]
     lines = [
         "## Spark jobs and queries",
         "",

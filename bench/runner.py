@@ -198,8 +198,8 @@ def _run_once(
             reset_jvm_peaks(spark)
             run = run_engine(spark, case, data, target)
             memory = driver_memory(spark)
-        elif contender == "delta-spark":
-            run = run_delta_spark(spark, case, data, target)
+        elif contender in ("delta-spark", "delta-spark-warm"):
+            run = run_delta_spark(spark, case, data, target, warm=contender == "delta-spark-warm")
         elif contender == "floor":
             run = run_floor(spark, data, target, run_dir / "floor", changed_rows_only=case.deletion_vectors)
         else:

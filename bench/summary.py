@@ -17,6 +17,7 @@ BASELINES: tuple[ContenderName, ...] = (
     "deltalake-streamed",
     "deltalake-non-streamed",
     "delta-spark",
+    "delta-spark-warm",
 )
 PHASES = ("materialize", "scan", "rewrite", "other", "commit")
 
