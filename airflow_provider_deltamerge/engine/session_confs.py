@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from airflow_provider_deltamerge.delta.log.auto_compaction import AUTO_COMPACT_CONF
 from airflow_provider_deltamerge.session_kind import conf_keys
-from airflow_provider_deltamerge.spec.preflight import AUTO_MERGE_CONF
+from airflow_provider_deltamerge.spec.preflight import AUTO_MERGE_CONF, CASE_SENSITIVE_CONF
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 MATERIALIZE_STORAGE_LEVEL = "spark.databricks.delta.merge.materializeSource.rddStorageLevel"
 MATERIALIZE_UNREADABLE = "spark.databricks.delta.merge.forceSourceMaterializationWithUnreadableFilesConfig"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
-CASE_SENSITIVE = "spark.sql.caseSensitive"
+CASE_SENSITIVE = CASE_SENSITIVE_CONF
 ANSI_ENABLED = "spark.sql.ansi.enabled"
 STORE_ASSIGNMENT_POLICY = "spark.sql.storeAssignmentPolicy"
 

@@ -43,6 +43,7 @@ from airflow_provider_deltamerge.spec.validation import Problem, problem, raise_
 
 # Delta's session conf that turns schema evolution on for every MERGE, as WITH SCHEMA EVOLUTION does.
 AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
+CASE_SENSITIVE_CONF = "spark.sql.caseSensitive"
 
 Role = Literal["target", "source"]
 _ROLES: tuple[Role, ...] = ("target", "source")
@@ -136,6 +137,28 @@ class TableColumns:
             node = node.field(part)
         return None
 
+    def missing_field(
+        self, parts: Sequence[str], *, case_sensitive: bool
+    ) -> tuple[tuple[str, ...], ColumnSchema] | None:
+        """Where ``parts`` names a field that a struct column or field of this table lacks: the path to that
+        field (the table's names, then the missing one as written) and the struct; None otherwise, also
+        when no column is named so. Names compare as the session compares them (``case_sensitive``)."""
+
+        def named(candidates: Sequence[ColumnSchema], name: str) -> ColumnSchema | None:
+            key = (lambda n: n) if case_sensitive else str.lower
+            return next((c for c in candidates if key(c.name) == key(name)), None)
+
+        node = named(self.columns, parts[0]) if parts else None
+        found: tuple[str, ...] = (node.name,) if node is not None else ()
+        for part in parts[1:]:
+            if node is None or node.type_name != "struct":
+                return None
+            child = named(node.fields, part)
+            if child is None:
+                return (*found, part), node
+            node, found = child, (*found, child.name)
+        return None
+
     def paths(self) -> Iterator[tuple[str, ...]]:
         """Every column and nested field, as name parts."""
 
@@ -223,11 +246,27 @@ def _not_a_struct(path: tuple[str, ...], parent: ColumnSchema, where: str) -> Pr
     )
 
 
+def no_such_field(path: tuple[str, ...], fields: Sequence[str], where: str) -> Problem:
+    """Spark's error for a field that the struct at ``path[:-1]``, of ``fields``, lacks, as Delta's MERGE
+    reports an assignment to it (its analysis of the assignment's target extracts the field)."""
+    return problem(
+        "FIELD_NOT_FOUND",
+        where,
+        f"`{format_path(path[:-1])}` has no field `{path[-1]}`; UPDATE SET assigns only fields the struct "
+        "already has.",
+        fieldName=f"`{path[-1]}`",
+        fields=", ".join(f"`{name}`" for name in fields),
+    )
+
+
 class _Checker:
     """Resolves the references of one spec against known schemas, collecting problems."""
 
-    def __init__(self, spec: MergeSpec, target: TableColumns, source: TableColumns | None) -> None:
+    def __init__(
+        self, spec: MergeSpec, target: TableColumns, source: TableColumns | None, *, case_sensitive: bool
+    ) -> None:
         self.spec = spec
+        self.case_sensitive = case_sensitive
         self.schemas: dict[Role, TableColumns | None] = {"target": target, "source": source}
         self.aliases: dict[Role, str] = {"target": spec.target_alias, "source": spec.source_alias}
         self.roles: dict[str, Role] = {
@@ -349,6 +388,11 @@ class _Checker:
                 evolves and (source is None or len(parts) > 1 or source.resolves(parts))
             ):
                 continue
+            missing = target.missing_field(parts, case_sensitive=self.case_sensitive)
+            if missing is not None and not isinstance(clause, NotMatchedInsert):
+                field_path, struct = missing
+                problems.append(no_such_field(field_path, [f.name for f in struct.fields], where))
+                continue
             hint = self.suggest(parts, ["target"], qualified=False)
             if len(parts) > 1:
                 hint += " UPDATE SET can only assign fields the struct already has."
@@ -410,7 +454,11 @@ class _Checker:
 
 
 def preflight_problems(
-    spec: MergeSpec, target_columns: TableColumns, source_columns: TableColumns | None = None
+    spec: MergeSpec,
+    target_columns: TableColumns,
+    source_columns: TableColumns | None = None,
+    *,
+    case_sensitive: bool = False,
 ) -> list[Problem]:
     """Every column reference of ``spec`` that does not resolve, as Delta's analysis would word it.
 
@@ -419,8 +467,11 @@ def preflight_problems(
         target_columns: the target table's schema.
         source_columns: the source's schema, or ``None`` when it is not cheaply known; checks that need it
             are then skipped.
+        case_sensitive: the session compares names by case (``spark.sql.caseSensitive``). The checks
+            otherwise ignore case, so a name in another case is left to the job, which resolves it as
+            Delta does; only a struct field's absence is told under this rule here.
     """
-    checker = _Checker(spec, target_columns, source_columns)
+    checker = _Checker(spec, target_columns, source_columns, case_sensitive=case_sensitive)
     problems = checker.expression(_Slot(spec.condition, "search condition", "ON condition", None))
     for position, clause in enumerate(spec.clauses, start=1):
         problems += [p for slot in _clause_slots(position, clause) for p in checker.expression(slot)]
@@ -444,7 +495,8 @@ def run_preflight(
         read_source_schema: ``(path, format) -> schema or None`` for a path source; ``None`` when the schema
             is not cheaply known. Table and query sources are never read.
         conf: the Spark conf the job runs with: Delta's ``autoMerge`` there evolves the schema as
-            ``WITH SCHEMA EVOLUTION`` does (Delta's canEvolveSchema), so the checks allow what it adds.
+            ``WITH SCHEMA EVOLUTION`` does (Delta's canEvolveSchema), so the checks allow what it adds;
+            ``spark.sql.caseSensitive`` there decides whether a struct has a field named in another case.
 
     Raises:
         ClauseResolutionError: listing every reference that does not resolve.
@@ -456,4 +508,7 @@ def run_preflight(
     if read_source_schema is not None and isinstance(spec.source, PathSource):
         source_schema = read_source_schema(spec.source.path, spec.source.format)
     source = TableColumns.from_delta_schema(source_schema) if source_schema is not None else None
-    raise_problems(preflight_problems(spec, target, source), ClauseResolutionError)
+    case_sensitive = str((conf or {}).get(CASE_SENSITIVE_CONF, "")).strip().lower() == "true"
+    raise_problems(
+        preflight_problems(spec, target, source, case_sensitive=case_sensitive), ClauseResolutionError
+    )

@@ -13,6 +13,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 
 from airflow_provider_deltamerge import metrics as m
+from airflow_provider_deltamerge.delta.log.log_schema import read_table_schema
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError
 from airflow_provider_deltamerge.session_kind import session_confs_set
@@ -24,6 +25,7 @@ from airflow_provider_deltamerge.spec import (
     update,
     update_by_source,
 )
+from airflow_provider_deltamerge.spec.preflight import run_preflight
 from tests.conftest import make_table, table_state
 from tests.engine.delta_outcomes import delta_error_classes, jvm_errors
 from tests.oracle import merge_with_deltalake, sorted_rows
@@ -174,18 +176,21 @@ def test_bad_field_assignment_names_the_clause_and_changes_nothing(
 
 
 @pytest.mark.parametrize(
-    ("column", "when_case_sensitive"),
+    ("column", "when_case_sensitive", "when_ignoring_case"),
     [
-        ("t.ADDR.city", "DELTA_MERGE_UNRESOLVED_EXPRESSION"),
-        ("t.addr.CITY", "FIELD_NOT_FOUND"),
-        ("t.addr.GEO.lat", "FIELD_NOT_FOUND"),
-        ("t.addr.town", "FIELD_NOT_FOUND"),
+        ("t.ADDR.city", "DELTA_MERGE_UNRESOLVED_EXPRESSION", None),
+        ("t.addr.CITY", "FIELD_NOT_FOUND", None),
+        ("t.addr.GEO.lat", "FIELD_NOT_FOUND", None),
+        ("t.addr.town", "FIELD_NOT_FOUND", "FIELD_NOT_FOUND"),
+        ("t.addr.geo.alt", "FIELD_NOT_FOUND", "FIELD_NOT_FOUND"),
+        # the long run's seed 20261215, statement 50: pre-flight called it an unresolved name
+        ("t.ADDR.town", "DELTA_MERGE_UNRESOLVED_EXPRESSION", "FIELD_NOT_FOUND"),
     ],
-    ids=["column", "field", "field-above-a-field", "no-such-field"],
+    ids=["column", "field", "field-above-a-field", "no-such-field", "no-such-deep-field", "column-no-field"],
 )
 @pytest.mark.parametrize("case_sensitive", [True, False], ids=["case-sensitive", "ignoring-case"])
 def test_a_field_path_resolves_as_delta_resolves_it_under_the_sessions_case_rule(
-    spark, tmp_path, column, when_case_sensitive, case_sensitive
+    spark, tmp_path, column, when_case_sensitive, when_ignoring_case, case_sensitive
 ):
     # Given: a field assigned through a column or field name in another case than the table's, or a field
     # the struct lacks
@@ -199,22 +204,25 @@ def test_a_field_path_resolves_as_delta_resolves_it_under_the_sessions_case_rule
         for name in ("delta", "engine")
     ]
     before = [table_state(spec.target) for spec in specs]
-    # When: Delta's own MERGE and the engine, under the session's spark.sql.caseSensitive
+    # When: Delta's own MERGE, and the engine after the operator's pre-flight checks, under the session's
+    # spark.sql.caseSensitive
     outcomes: list[str | None] = []
-    with session_confs_set(spark, {"spark.sql.caseSensitive": str(case_sensitive).lower()}):
+    conf = {"spark.sql.caseSensitive": str(case_sensitive).lower()}
+    with session_confs_set(spark, conf):
         try:
             spark.sql(to_merge_sql(specs[0])).collect()
             outcomes.append(None)
         except (PySparkException, Py4JJavaError) as err:
             outcomes.append(delta_error_classes(jvm_errors(err))[0])
         try:
+            run_preflight(specs[1], read_target_schema=read_table_schema, conf=conf)
             run_merge(spark, specs[1])
             outcomes.append(None)
         except ClauseResolutionError as err:
             outcomes.append(err.error_class)
     # Then: the same outcome: a name the session cannot resolve refused with Delta's class and both tables
     # unchanged, else the same rows updated
-    expected = when_case_sensitive if case_sensitive or column == "t.addr.town" else None
+    expected = when_case_sensitive if case_sensitive else when_ignoring_case
     assert outcomes == [expected, expected]
     if expected is not None:
         assert [table_state(spec.target) for spec in specs] == before

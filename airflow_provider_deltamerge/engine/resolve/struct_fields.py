@@ -20,6 +20,7 @@ from airflow_provider_deltamerge.exceptions import ClauseResolutionError
 from airflow_provider_deltamerge.spec import MatchedUpdate, MergeClause, NotMatchedBySourceUpdate
 from airflow_provider_deltamerge.spec.clauses import describe_clause
 from airflow_provider_deltamerge.spec.names import format_path, quote_part, split_column_path, strip_alias
+from airflow_provider_deltamerge.spec.preflight import no_such_field
 from airflow_provider_deltamerge.spec.validation import as_error, problem
 
 FieldUpdates = Sequence[tuple[tuple[str, ...], str]]  # (field path below the column, SQL expression)
@@ -148,17 +149,7 @@ def _no_such_field(path: tuple[str, ...], struct: StructType, where: str) -> Cla
     """Spark's error for a field the struct lacks, as Delta's MERGE reports it (its analysis of the
     assignment's target extracts the field: also for a name the struct has in another case, where the
     session compares names by case)."""
-    parent = format_path(path[:-1])
-    return as_error(
-        problem(
-            "FIELD_NOT_FOUND",
-            where,
-            f"`{parent}` has no field `{path[-1]}`; UPDATE SET assigns only fields the struct already has.",
-            fieldName=f"`{path[-1]}`",
-            fields=", ".join(f"`{f.name}`" for f in struct.fields),
-        ),
-        ClauseResolutionError,
-    )
+    return as_error(no_such_field(path, [f.name for f in struct.fields], where), ClauseResolutionError)
 
 
 def _string_literal(text: str) -> str:
