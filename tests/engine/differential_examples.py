@@ -543,4 +543,37 @@ FAILED_BEFORE: tuple[Case, ...] = (
         two_phases=True,
         excepted="st",
     ),
+    # Under schema evolution, a MATCHED UPDATE of a field neither the struct nor the source has (SET
+    # t.nest.a.z): Delta resolves the name on the source, then refuses it as
+    # DELTA_MERGE_UNRESOLVED_EXPRESSION; the engine said Spark's FIELD_NOT_FOUND (fixed in
+    # engine/resolve/struct_fields; seed 20261217, the long run, statement 95).
+    Case(
+        target_columns=("id", "dbl", "nest", "m", "st"),
+        source_columns=("id", "dbl", "nest", "m", "st", "extra"),
+        target_rows=(
+            {
+                "id": None,
+                "nest": {"a": {"c": None, "b": 2}, "d": None},
+                "dbl": 3.75,
+                "m": None,
+                "st": {"a": None, "b": "y"},
+            },
+        ),
+        source_rows=(
+            {"dbl": -0.5, "extra": "e", "st": None, "m": None, "id": 5, "nest": None},
+            {"m": {"l": 2}, "st": None, "extra": "e", "id": 2, "nest": {"a": None, "d": 2}, "dbl": None},
+        ),
+        statement=(
+            "MERGE WITH SCHEMA EVOLUTION INTO delta.`{target}` AS t USING (SELECT * FROM parquet.`{source}` "
+            "WHERE rand() < 2) AS s ON t.id BETWEEN s.id AND s.id + 1\n"
+            "WHEN MATCHED THEN UPDATE SET t.nest.a.z = 1\n"
+            "WHEN NOT MATCHED AND s.dbl < 1.0 THEN INSERT *\n"
+            "WHEN NOT MATCHED THEN INSERT *"
+        ),
+        confs={
+            "spark.databricks.delta.skipRecordingEmptyCommits": "false",
+            "spark.databricks.delta.updateAndMergeCastingFollowsAnsiEnabledFlag": "true",
+        },
+        two_phases=True,
+    ),
 )

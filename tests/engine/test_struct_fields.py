@@ -206,8 +206,58 @@ def test_a_field_path_resolves_as_delta_resolves_it_under_the_sessions_case_rule
     before = [table_state(spec.target) for spec in specs]
     # When: Delta's own MERGE, and the engine after the operator's pre-flight checks, under the session's
     # spark.sql.caseSensitive
+    outcomes = _delta_and_engine_outcomes(
+        spark, specs, {"spark.sql.caseSensitive": str(case_sensitive).lower()}
+    )
+    # Then: the same outcome: a name the session cannot resolve refused with Delta's class and both tables
+    # unchanged, else the same rows updated
+    expected = when_case_sensitive if case_sensitive else when_ignoring_case
+    assert outcomes == [expected, expected]
+    if expected is not None:
+        assert [table_state(spec.target) for spec in specs] == before
+    else:
+        assert sorted_rows(specs[0].target) == sorted_rows(specs[1].target) != before[1][1]
+
+
+@pytest.mark.parametrize(
+    ("clause", "expected"),
+    [
+        # Delta resolves a MATCHED UPDATE's target name the table lacks on the source (its message lost to
+        # Spark's error catalogue, its class kept: tests/engine/delta_outcomes.py)
+        (update({"t.addr.town": "s.city"}), "DELTA_MERGE_UNRESOLVED_EXPRESSION"),
+        (update({"t.addr.geo.alt": "1.0"}), "DELTA_MERGE_UNRESOLVED_EXPRESSION"),
+        # NOT MATCHED BY SOURCE clauses take no name from the source: Spark's error, as without evolution
+        (update_by_source({"t.addr.town": "'x'"}), "FIELD_NOT_FOUND"),
+    ],
+    ids=["matched", "matched-deep", "not-matched-by-source"],
+)
+def test_under_schema_evolution_a_field_neither_side_has_is_refused_as_delta_refuses_it(
+    spark, tmp_path, clause, expected
+):
+    # Given: schema evolution on, and a field that neither the table's struct nor the source has (the long
+    # run's seed 20261217, statement 95: the engine said FIELD_NOT_FOUND)
+    specs = [
+        MergeSpec(
+            make_table(tmp_path / name, TARGET),
+            source(tmp_path),
+            "t.id = s.id",
+            (clause,),
+            schema_evolution=True,
+        )
+        for name in ("delta", "engine")
+    ]
+    before = [table_state(spec.target) for spec in specs]
+    # When
+    outcomes = _delta_and_engine_outcomes(spark, specs, {})
+    # Then: Delta's class on both sides, and both tables unchanged
+    assert outcomes == [expected, expected]
+    assert [table_state(spec.target) for spec in specs] == before
+
+
+def _delta_and_engine_outcomes(spark, specs: list[MergeSpec], conf: dict[str, str]) -> list[str | None]:
+    """The error class of Delta's own MERGE of ``specs[0]`` and of the engine's of ``specs[1]`` (after the
+    operator's pre-flight checks), None where one succeeds, under the session confs ``conf``."""
     outcomes: list[str | None] = []
-    conf = {"spark.sql.caseSensitive": str(case_sensitive).lower()}
     with session_confs_set(spark, conf):
         try:
             spark.sql(to_merge_sql(specs[0])).collect()
@@ -220,11 +270,4 @@ def test_a_field_path_resolves_as_delta_resolves_it_under_the_sessions_case_rule
             outcomes.append(None)
         except ClauseResolutionError as err:
             outcomes.append(err.error_class)
-    # Then: the same outcome: a name the session cannot resolve refused with Delta's class and both tables
-    # unchanged, else the same rows updated
-    expected = when_case_sensitive if case_sensitive else when_ignoring_case
-    assert outcomes == [expected, expected]
-    if expected is not None:
-        assert [table_state(spec.target) for spec in specs] == before
-    else:
-        assert sorted_rows(specs[0].target) == sorted_rows(specs[1].target) != before[1][1]
+    return outcomes

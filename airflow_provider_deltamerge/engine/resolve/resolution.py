@@ -28,6 +28,7 @@ from airflow_provider_deltamerge.engine.resolve.plan_text import (
     top_node,
 )
 from airflow_provider_deltamerge.engine.resolve.struct_fields import assign_struct_fields
+from airflow_provider_deltamerge.engine.resolve.unresolved import unresolved
 from airflow_provider_deltamerge.engine.spark_errors import summarize
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError
 from airflow_provider_deltamerge.session_kind import is_connect
@@ -104,12 +105,24 @@ def resolve_clauses(
             spec,
             position,
             assign_struct_fields(
-                clause, position, target, target_alias=spec.target_alias, case_sensitive=case_sensitive
+                clause,
+                position,
+                target,
+                target_alias=spec.target_alias,
+                case_sensitive=case_sensitive,
+                evolving_from=_evolving_from(spec, source),
             ),
             names,
         )
         for position, clause in enumerate(spec.clauses, start=1)
     )
+
+
+def _evolving_from(spec: MergeSpec, source: StructType) -> tuple[str, StructType] | None:
+    """The source (alias and schema) that schema evolution resolves an assigned name on where the target
+    cannot: Delta's MERGE tries the source for an UPDATE or INSERT clause's target column
+    (``DeltaMergeActionResolver.resolveSingleTargetColumn``); None without schema evolution."""
+    return (spec.source_alias, source) if spec.schema_evolution else None
 
 
 @dataclass(frozen=True)
@@ -221,7 +234,7 @@ def _star(
             if column not in names.identity and column not in names.generated:
                 out[column] = names.inserted(column)
         else:
-            raise _unresolved(
+            raise unresolved(
                 position,
                 clause,
                 quote_part(column),
@@ -248,7 +261,7 @@ def _explicit(
         resolved = by_key.get(names.key(column))
         if resolved is None:
             clause_name = "INSERT clause" if clause.kind == "not_matched_insert" else "UPDATE clause"
-            raise _unresolved(
+            raise unresolved(
                 position,
                 clause,
                 raw_column,
@@ -269,23 +282,6 @@ def _strip_alias(column: str, alias: str) -> str:
     if name.lower().startswith(alias.lower() + "."):
         name = name[len(alias) + 1 :]
     return name.replace("`", "")
-
-
-def _unresolved(
-    position: int, clause: MergeClause, name: str, columns: Sequence[str], clause_name: str, fix: str
-) -> ClauseResolutionError:
-    """Delta's DELTA_MERGE_UNRESOLVED_EXPRESSION for ``name``, then where it stands and how to fix it."""
-    return as_error(
-        problem(
-            "DELTA_MERGE_UNRESOLVED_EXPRESSION",
-            describe_clause(position, clause),
-            fix,
-            sqlExpr=name,
-            clause=clause_name,
-            cols=", ".join(columns),
-        ),
-        ClauseResolutionError,
-    )
 
 
 # Delta's texts for conditions Delta refuses (delta-error-classes.json). They live here rather than in

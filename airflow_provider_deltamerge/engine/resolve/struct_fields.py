@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
+from airflow_provider_deltamerge.engine.resolve.unresolved import unresolved
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError
 from airflow_provider_deltamerge.spec import MatchedUpdate, MergeClause, NotMatchedBySourceUpdate
 from airflow_provider_deltamerge.spec.clauses import describe_clause
@@ -27,13 +28,25 @@ FieldUpdates = Sequence[tuple[tuple[str, ...], str]]  # (field path below the co
 
 
 def assign_struct_fields(
-    clause: MergeClause, position: int, target: StructType, *, target_alias: str, case_sensitive: bool = False
+    clause: MergeClause,
+    position: int,
+    target: StructType,
+    *,
+    target_alias: str,
+    case_sensitive: bool = False,
+    evolving_from: tuple[str, StructType] | None = None,
 ) -> MergeClause:
     """``clause`` with its struct-field assignments folded into one assignment per struct column.
 
     Assignments of whole columns, and names that are not a field path of a target column, are left as they
     are (resolution reports unknown columns). Column and field names match as the session compares names:
     ignoring case unless ``case_sensitive`` (Spark's ``spark.sql.caseSensitive``), as Delta resolves them.
+
+    Args:
+        evolving_from: under schema evolution, the source's alias and schema: Delta's MERGE resolves a
+            MATCHED UPDATE's field path the target lacks on the source, and a path neither has is then its
+            DELTA_MERGE_UNRESOLVED_EXPRESSION over the source's columns (without evolution, and in NOT
+            MATCHED BY SOURCE clauses, Spark's FIELD_NOT_FOUND).
 
     Raises:
         ClauseResolutionError: a field that the struct does not have, or a field of a non-struct column.
@@ -50,6 +63,8 @@ def assign_struct_fields(
         if len(path) == 1 or column is None:
             pairs.append((written, expression))
             continue
+        if evolving_from is not None and isinstance(clause, MatchedUpdate):
+            _check_path_on_the_source(path, column.dataType, evolving_from, position, clause, key)
         if column.name not in fields:
             fields[column.name] = []
             pairs.append((column.name, None))
@@ -84,6 +99,43 @@ def struct_with_fields(
     field names compared by ``key`` (``_name_key``)."""
     current = f"{quote_part(target_alias)}.{quote_part(column)}"
     return _rebuild(current, (column,), data_type, updates, where, key)
+
+
+def _check_path_on_the_source(
+    path: tuple[str, ...],
+    column_type: DataType,
+    source: tuple[str, StructType],
+    position: int,
+    clause: MergeClause,
+    key: Callable[[str], str],
+) -> None:
+    """Raise Delta's unresolved-name error where neither the target column (of ``column_type``) nor the
+    source has the field ``path``. A path only the source has is left to ``_rebuild``: nested fields are
+    not added by schema evolution through an assignment (not built)."""
+    alias, schema = source
+    if _has_fields(column_type, path[1:], key) or _has_fields(schema, path, key):
+        return
+    raise unresolved(
+        position,
+        clause,
+        format_path(path),
+        [f"{quote_part(alias)}.{quote_part(f.name)}" for f in schema.fields],
+        "UPDATE clause",
+        f"Neither the table nor the source has `{format_path(path)}`: schema evolution adds only fields the "
+        "source has.",
+    )
+
+
+def _has_fields(data_type: DataType, path: tuple[str, ...], key: Callable[[str], str]) -> bool:
+    """Whether ``path`` names a field of the struct ``data_type`` at any depth (names compared by ``key``)."""
+    for name in path:
+        if not isinstance(data_type, StructType):
+            return False
+        found = next((f for f in data_type.fields if key(f.name) == key(name)), None)
+        if found is None:
+            return False
+        data_type = found.dataType
+    return True
 
 
 def _name_key(case_sensitive: bool) -> Callable[[str], str]:
