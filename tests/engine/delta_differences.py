@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -207,6 +208,34 @@ def _source_rows_counted_where_no_target_row_qualifies(delta: Outcome, ours: Out
     )
 
 
+# The WHEN MATCHED clauses of a statement: their conditions and actions.
+_MATCHED = re.compile(r"^WHEN MATCHED\b(.*)$", re.M)
+
+
+def _rows_delta_drops_deduplicating_change_data(delta: Outcome, ours: Outcome) -> bool:
+    """Delta's table lacks rows that ours has and that its own counts and change data count, all else the
+    same: with the change data feed on, the statement's one MATCHED clause an unconditional DELETE and a NOT
+    MATCHED clause beside it (the case in which Delta deduplicates the delete rows of a target row matched
+    more than once, keying inserted rows with the target's); no more rows lost than inserted, as each is
+    lost to an inserted row's key."""
+    if delta.error_class or ours.error_class:
+        return False
+    if ours.table.get("properties", {}).get("delta.enableChangeDataFeed") != "true":
+        return False
+    if [c.strip() for c in _MATCHED.findall(ours.statement)] != ["THEN DELETE"]:
+        return False
+    if not re.search(r"^WHEN NOT MATCHED (?!BY SOURCE)", ours.statement, re.M):
+        return False
+    kept = [json.dumps(r, sort_keys=True, default=str) for r in delta.rows]
+    mine = [json.dumps(r, sort_keys=True, default=str) for r in ours.rows]
+    lost = Counter(mine) - Counter(kept)
+    return (
+        0 < sum(lost.values()) <= ours.counts.get(m.NUM_TARGET_ROWS_INSERTED, 0)
+        and not Counter(kept) - Counter(mine)
+        and dataclasses.replace(delta, rows=ours.rows).observed() == ours.observed()
+    )
+
+
 DIFFERENCES = (
     Difference(
         "only-files-a-clause-acts-on",
@@ -263,6 +292,17 @@ DIFFERENCES = (
         "have the classic name already; it makes no copy, and its cleanup deletes that older checkpoint "
         "as expired.",
         _no_compatibility_checkpoint,
+    ),
+    Difference(
+        "rows-delta-drops-deduplicating-change-data",
+        "Delta 4.4 loses rows. With the change data feed on, where a target row is matched more than once "
+        "and the one MATCHED clause is an unconditional DELETE, Delta drops the repeated delete rows of its "
+        "output by a row key (ClassicMergeExecutor.deduplicateCDFDeletes: dropDuplicates over a target row "
+        "index and the change type), where an inserted row takes a source row index as its key; an inserted "
+        "row and a copied or updated target row whose indexes coincide share a key and a change type (none, "
+        "for data rows), and one of them is not written, though Delta's metrics and change data count it. "
+        "The engine writes every row, and its counts and change data are Delta's.",
+        _rows_delta_drops_deduplicating_change_data,
     ),
 )
 

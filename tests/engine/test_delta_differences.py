@@ -42,6 +42,7 @@ NO_TARGET_ROW_QUALIFIES = next(
     d for d in DIFFERENCES if d.name == "source-rows-counted-where-no-target-row-qualifies"
 )
 NO_COMPATIBILITY_CHECKPOINT = next(d for d in DIFFERENCES if d.name == "no-compatibility-checkpoint")
+DELTA_DROPS_ROWS = next(d for d in DIFFERENCES if d.name == "rows-delta-drops-deduplicating-change-data")
 EVERY_METRIC, AS_WRITTEN_IN_THE_COMMIT = IN_EVERY_COMMIT
 DAY = datetime.date(2026, 1, 2)
 NEXT_DAY = datetime.date(2026, 1, 3)
@@ -510,3 +511,40 @@ def test_delta_copies_the_v2_checkpoint_it_read_before_cleaning_up_and_the_engin
     for history in ({"first commit": 2, "checkpoints": (1,)}, {"first commit": 0, "checkpoints": (2,)}):
         other = dataclasses.replace(ours, table={**ours.table, "history": history})
         assert explained_by(delta, other) is None
+
+
+def test_delta_drops_an_inserted_or_copied_row_deduplicating_its_change_data_and_the_engine_writes_it(
+    spark, tmp_path
+):
+    # Given: the change data feed on; target rows 1, 1 and 5 in one file, source rows 1, 1 and 9: each target
+    # row 1 is matched twice by the lone unconditional DELETE, row 5 is copied, row 9 inserted; the copied
+    # row is the target's third and the inserted one the source's third (the long run's seed 20261217,
+    # statements 176 and 210, on other rows)
+    case = Case(
+        target_columns=("id", "v"),
+        source_columns=("id", "v"),
+        target_rows=({"id": 1, "v": 1}, {"id": 1, "v": 2}, {"id": 5, "v": 5}),
+        source_rows=({"id": 1, "v": 10}, {"id": 1, "v": 11}, {"id": 9, "v": 9}),
+        statement=(
+            "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id\n"
+            "WHEN MATCHED THEN DELETE\n"
+            "WHEN NOT MATCHED THEN INSERT *"
+        ),
+        properties={"delta.enableChangeDataFeed": "true"},
+    )
+    # When
+    delta, ours = run_case(spark, case, tmp_path)
+    # Then: the engine's table holds the copied row and the inserted one; Delta's only one of them, though
+    # its counts (one row inserted, one copied) and its change data are the engine's
+    assert sorted(r["id"] for r in ours.rows) == [5, 9]
+    assert len(delta.rows) == 1 and delta.rows[0] in ours.rows
+    assert delta.counts == ours.counts and delta.changes == ours.changes
+    assert (ours.counts[m.NUM_TARGET_ROWS_INSERTED], ours.counts[m.NUM_TARGET_ROWS_COPIED]) == (1, 1)
+    assert explained_by(delta, ours) is DELTA_DROPS_ROWS
+    # And: not explained where ours lacks Delta's row, has more rows than were inserted, or has no change
+    # data feed
+    missing = [r for r in ours.rows if r not in delta.rows]
+    assert explained_by(delta, dataclasses.replace(ours, rows=missing)) is None
+    assert explained_by(delta, dataclasses.replace(ours, rows=[*ours.rows, *missing])) is None
+    plain = {**ours.table, "properties": {}}
+    assert not DELTA_DROPS_ROWS.differs_so(delta, dataclasses.replace(ours, table=plain))
