@@ -236,6 +236,26 @@ def _rows_delta_drops_deduplicating_change_data(delta: Outcome, ours: Outcome) -
     )
 
 
+def _delta_raises_on_an_unmatched_row(delta: Outcome, ours: Outcome) -> bool:
+    """Delta failed the statement with its merge output's own assertion that a row matched no clause, left
+    its table at the version it found, and we committed; the table writes deletion vectors and ON holds a
+    null-safe equality (the case in which Delta's runtime raises it)."""
+    on = _ON.search(ours.statement)
+    return (
+        delta.error_class == "USER_RAISED_EXCEPTION"
+        and _UNEXPECTED_ROW in (delta.message or "")
+        and ours.error_class is None
+        and on is not None
+        and "<=>" in on[1]
+        and ours.table.get("properties", {}).get("delta.enableDeletionVectors") == "true"
+        and delta.version == (ours.version or 0) - 1
+    )
+
+
+# The assertion Delta's merge output raises for a row no clause's action covers
+_UNEXPECTED_ROW = "Unexpected row: did not match any merge clause"
+
+
 DIFFERENCES = (
     Difference(
         "only-files-a-clause-acts-on",
@@ -292,6 +312,15 @@ DIFFERENCES = (
         "have the classic name already; it makes no copy, and its cleanup deletes that older checkpoint "
         "as expired.",
         _no_compatibility_checkpoint,
+    ),
+    Difference(
+        "unmatched-row-merged-where-delta-raises",
+        "On a table that writes deletion vectors, with a null-safe equality (<=>) in ON, Delta 4.4 fails "
+        'the merge with USER_RAISED_EXCEPTION ("Unexpected row: did not match any merge clause"), its '
+        "merge output's own assertion that a row matched no clause (seen where some source rows match no "
+        "target row and no NOT MATCHED condition holds for them, which a merge leaves out). The engine "
+        "completes the merge, as Delta does on the same table without deletion vectors or with = in ON.",
+        _delta_raises_on_an_unmatched_row,
     ),
     Difference(
         "rows-delta-drops-deduplicating-change-data",

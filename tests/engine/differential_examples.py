@@ -620,4 +620,34 @@ FAILED_BEFORE: tuple[Case, ...] = (
         properties={"delta.enableChangeDataFeed": "true"},
         features=("typeWidening",),
     ),
+    # On a table writing deletion vectors, ON with <=>: Delta raised its merge output's assertion
+    # (USER_RAISED_EXCEPTION, "Unexpected row: did not match any merge clause") where the engine merged (the
+    # deliberate difference unmatched-row-merged-where-delta-raises; seed 20261220, the long run, statement
+    # 45).
+    Case(
+        target_columns=("id", "ts"),
+        source_columns=("id", "ts"),
+        target_rows=(
+            {"ts": datetime.datetime(2026, 1, 1, 0, 55, 57, 105, tzinfo=datetime.UTC), "id": 1},
+            {"ts": datetime.datetime(2026, 1, 1, 0, 55, 57, 105, tzinfo=datetime.UTC), "id": 1},
+        ),
+        source_rows=(
+            {"id": 4, "ts": None},
+            {"id": 1, "ts": datetime.datetime(2026, 1, 1, 21, 53, 39, 638, tzinfo=datetime.UTC)},
+            {"id": 5, "ts": None},
+            {"id": 0, "ts": None},
+            {"ts": None, "id": None},
+        ),
+        statement=(
+            "MERGE INTO delta.`{target}` AS t USING (SELECT id, max(ts) AS ts FROM parquet.`{source}` "
+            "GROUP BY id) AS s ON t.id <=> s.id\n"
+            "WHEN MATCHED AND t.ts < TIMESTAMP'2026-01-02 00:00:00' THEN DELETE\n"
+            "WHEN MATCHED THEN DELETE\n"
+            "WHEN NOT MATCHED AND s.ts < TIMESTAMP'2026-01-02 00:00:00' THEN INSERT (id) VALUES (s.id)\n"
+            "WHEN NOT MATCHED AND s.ts < TIMESTAMP'2026-01-02 00:00:00' THEN INSERT (id) VALUES (s.id)"
+        ),
+        confs={"spark.databricks.delta.merge.optimizeInsertOnlyMerge.enabled": "false"},
+        properties={"delta.enableDeletionVectors": "true", "delta.checkpointInterval": "1"},
+        features=("v2Checkpoint", "identity", "notNull", "default", "rowTracking"),
+    ),
 )

@@ -42,6 +42,7 @@ NO_TARGET_ROW_QUALIFIES = next(
     d for d in DIFFERENCES if d.name == "source-rows-counted-where-no-target-row-qualifies"
 )
 NO_COMPATIBILITY_CHECKPOINT = next(d for d in DIFFERENCES if d.name == "no-compatibility-checkpoint")
+UNMATCHED_ROW_MERGED = next(d for d in DIFFERENCES if d.name == "unmatched-row-merged-where-delta-raises")
 DELTA_DROPS_ROWS = next(d for d in DIFFERENCES if d.name == "rows-delta-drops-deduplicating-change-data")
 EVERY_METRIC, AS_WRITTEN_IN_THE_COMMIT = IN_EVERY_COMMIT
 DAY = datetime.date(2026, 1, 2)
@@ -548,3 +549,40 @@ def test_delta_drops_an_inserted_or_copied_row_deduplicating_its_change_data_and
     assert explained_by(delta, dataclasses.replace(ours, rows=[*ours.rows, *missing])) is None
     plain = {**ours.table, "properties": {}}
     assert not DELTA_DROPS_ROWS.differs_so(delta, dataclasses.replace(ours, table=plain))
+
+
+def test_delta_raises_on_a_row_no_clause_takes_under_deletion_vectors_and_the_engine_merges_as_without(
+    spark, tmp_path
+):
+    # Given: a table writing deletion vectors, ON with a null-safe equality, the source's rows 0 and NULL
+    # matching no target row and failing the NOT MATCHED condition (the long run's seed 20261220,
+    # statement 45, on fewer rows)
+    case = Case(
+        target_columns=("id", "v"),
+        source_columns=("id", "v"),
+        target_rows=({"id": 1, "v": 1}, {"id": 1, "v": 2}),
+        source_rows=({"id": 1, "v": 10}, {"id": 0, "v": None}, {"id": None, "v": None}),
+        statement=(
+            "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id <=> s.id\n"
+            "WHEN MATCHED THEN DELETE\n"
+            "WHEN NOT MATCHED AND s.v > 0 THEN INSERT *"
+        ),
+        properties={"delta.enableDeletionVectors": "true"},
+    )
+    # When: on that table, and on the same table without deletion vectors
+    delta, ours = run_case(spark, case, tmp_path / "vectors")
+    plain_delta, plain_ours = run_case(spark, dataclasses.replace(case, properties={}), tmp_path / "plain")
+    # Then: Delta raised its assertion and left its table; the engine deleted the matched rows and inserted
+    # nothing, as Delta (and the engine) do without deletion vectors
+    assert (delta.error_class, delta.version, ours.error_class, ours.version) == (
+        "USER_RAISED_EXCEPTION",
+        0,
+        None,
+        1,
+    )
+    assert plain_delta.error_class is None and plain_delta.rows == plain_ours.rows == ours.rows == []
+    assert explained_by(delta, ours) is UNMATCHED_ROW_MERGED
+    # And: not explained without the null-safe equality, nor where the engine failed too
+    plain_on = dataclasses.replace(ours, statement=ours.statement.replace("<=>", "="))
+    assert explained_by(delta, plain_on) is None
+    assert explained_by(delta, dataclasses.replace(ours, error_class="X", version=0)) is None
