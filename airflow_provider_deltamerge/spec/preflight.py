@@ -144,8 +144,9 @@ class TableColumns:
         field (the table's names, then the missing one as written) and the struct; None otherwise, also
         when no column is named so. Names compare as the session compares them (``case_sensitive``)."""
 
+        key = str if case_sensitive else str.lower
+
         def named(candidates: Sequence[ColumnSchema], name: str) -> ColumnSchema | None:
-            key = (lambda n: n) if case_sensitive else str.lower
             return next((c for c in candidates if key(c.name) == key(name)), None)
 
         node = named(self.columns, parts[0]) if parts else None

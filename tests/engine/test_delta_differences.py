@@ -21,6 +21,7 @@ from tests.engine.delta_differences import (
     explained_by,
     internal_failure_explained_by,
     message_explained_by,
+    same_merge,
 )
 from tests.engine.delta_differential import (
     AUTO_MERGE,
@@ -429,6 +430,13 @@ def test_under_strict_delta_fails_on_an_up_cast_to_a_timestamp_and_the_engine_wr
     assert [row["ts"] for row in ours.rows] == [midnight.astimezone(datetime.UTC)]
     verdict = internal_failure_explained_by(delta, ours)
     assert verdict is not None and verdict.name == "strict-up-cast-to-a-timestamp"
+    # And: under ANSI's store assignment, as the suite runs it again, Delta makes the same merge, and not one
+    # whose value is another time
+    assert verdict.as_delta_runs_it is not None
+    ansi, _ = run_case(spark, verdict.as_delta_runs_it(case), tmp_path / "ansi")
+    assert same_merge(ansi, ours)
+    utc_midnight = [{**row, "ts": datetime.datetime(2026, 1, 2, tzinfo=datetime.UTC)} for row in ours.rows]
+    assert not same_merge(ansi, dataclasses.replace(ours, rows=utc_midnight))
     # And: no verdict outside STRICT, nor for an internal error of Delta's other than this cast
     assert internal_failure_explained_by(delta, dataclasses.replace(ours, confs={})) is None
     other = dataclasses.replace(delta, message="[INTERNAL_ERROR] Found the unresolved Cast: cast(v as int)")
@@ -569,11 +577,12 @@ def test_delta_raises_on_a_row_no_clause_takes_under_deletion_vectors_and_the_en
         ),
         properties={"delta.enableDeletionVectors": "true"},
     )
-    # When: on that table, and on the same table without deletion vectors
+    # When: on that table, and on the same table without deletion vectors, as the suite runs it again
     delta, ours = run_case(spark, case, tmp_path / "vectors")
-    plain_delta, plain_ours = run_case(spark, dataclasses.replace(case, properties={}), tmp_path / "plain")
+    assert UNMATCHED_ROW_MERGED.as_delta_runs_it is not None
+    plain_delta, plain_ours = run_case(spark, UNMATCHED_ROW_MERGED.as_delta_runs_it(case), tmp_path / "plain")
     # Then: Delta raised its assertion and left its table; the engine deleted the matched rows and inserted
-    # nothing, as Delta (and the engine) do without deletion vectors
+    # nothing, as Delta (and the engine) do without deletion vectors: the same merge
     assert (delta.error_class, delta.version, ours.error_class, ours.version) == (
         "USER_RAISED_EXCEPTION",
         0,
@@ -581,7 +590,13 @@ def test_delta_raises_on_a_row_no_clause_takes_under_deletion_vectors_and_the_en
         1,
     )
     assert plain_delta.error_class is None and plain_delta.rows == plain_ours.rows == ours.rows == []
+    assert plain_delta.counts[m.NUM_TARGET_ROWS_DELETED] == 2
+    assert same_merge(plain_delta, ours)
     assert explained_by(delta, ours) is UNMATCHED_ROW_MERGED
+    # And: not the same merge where ours had kept a row or counted another
+    kept = dataclasses.replace(ours, rows=[{"id": 1, "v": 1}])
+    miscounted = dataclasses.replace(ours, counts={**ours.counts, m.NUM_TARGET_ROWS_DELETED: 1})
+    assert not same_merge(plain_delta, kept) and not same_merge(plain_delta, miscounted)
     # And: not explained without the null-safe equality, nor where the engine failed too
     plain_on = dataclasses.replace(ours, statement=ours.statement.replace("<=>", "="))
     assert explained_by(delta, plain_on) is None
