@@ -29,6 +29,7 @@ from airflow_provider_deltamerge.delta.commit.log_cleanup import (
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.spec import parse_merge_sql
 from tests.delta.helpers import PLAIN_UPSERT, age_log, delta_merge
+from tests.run_profile import covering
 
 
 def walk(timestamps: list[int], *, max_timestamp: int, max_version: int) -> list[int]:
@@ -240,8 +241,12 @@ def kept(table: str) -> dict[str, list[int]]:
     }
 
 
-@pytest.mark.parametrize("v2", [False, True], ids=["classic checkpoints", "v2 checkpoints"])
-@pytest.mark.parametrize("ages", sorted(AGES))
+# Every age with either checkpoint kind locally; in CI each of them and each kind (tests/run_profile.py)
+@pytest.mark.parametrize(
+    ("ages", "v2"),
+    covering(sorted(AGES), [False, True]),
+    ids=lambda value: {False: "classic checkpoints", True: "v2 checkpoints"}.get(value, value),
+)
 def test_the_merge_keeps_the_log_history_deltas_merge_keeps(spark, tmp_path, ages, v2):
     hours, commits = AGES[ages]
     target = aged_table(spark, tmp_path, hours, v2=v2)

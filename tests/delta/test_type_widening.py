@@ -43,6 +43,7 @@ from tests.delta.helpers import (
 )
 from tests.engine.conftest import ENGINE_SETTINGS
 from tests.engine.delta_outcomes import delta_error_classes, first_sentence, jvm_errors
+from tests.run_profile import covering
 
 WIDENING = "'delta.enableTypeWidening' = 'true', 'delta.feature.timestampNtz' = 'supported'"
 COLUMNS = (
@@ -148,8 +149,12 @@ def merge_statement(executor: str, evolve: bool) -> str:
     return statement.replace("MERGE INTO", "MERGE WITH SCHEMA EVOLUTION INTO") if evolve else statement
 
 
-@pytest.mark.parametrize("evolve", [False, True], ids=["same-types", "evolution-widens"])
-@pytest.mark.parametrize("executor", sorted(STATEMENTS))
+# Every executor with and without evolution locally; in CI each executor and each way (tests/run_profile.py)
+@pytest.mark.parametrize(
+    ("executor", "evolve"),
+    covering(sorted(STATEMENTS), [False, True]),
+    ids=lambda value: {False: "same-types", True: "evolution-widens"}.get(value, value),
+)
 def test_merge_into_widened_table_gives_deltas_rows_schema_and_protocol(spark, tmp_path, executor, evolve):
     # Given: a table Delta widened between two writes (old files hold INT, DECIMAL(6,2), TINYINT and INT
     # where the schema now says BIGINT, DECIMAL(10,4), INT and BIGINT)
