@@ -6,6 +6,10 @@ stores), each combination a Spark job of tens of seconds. Locally every combinat
 of every dimension, not every combination: the ``covering`` rows, which the day shifts, so that the pairings
 CI runs change from one day to the next and each pairing is reached within a few days. A failing pairing is
 named in its test id; the local profile runs it again, with all the others.
+
+A matrix or list that compares a table feature with Delta's own merge, where the differential suite draws
+that feature in every run, runs one pairing or value a day in CI (``pairing_of_the_day``, ``of_the_day``): the
+suite compares the feature with Delta every day, and CI's 40 minutes do not hold both whole.
 """
 
 from __future__ import annotations
@@ -38,6 +42,15 @@ def covering(*dimensions: Sequence[Any]) -> list[tuple[Any, ...]]:
 def of_the_day(values: Sequence[Any]) -> list[Any]:
     """Every one of ``values`` locally; in CI, one of them, another each day."""
     return list(values) if LOCAL else [values[_today() % len(values)]]
+
+
+def pairing_of_the_day(*dimensions: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """Every combination of ``dimensions``' values locally; in CI one of them, another each day.
+
+    For a matrix that compares one table feature with Delta's own merge where the differential suite
+    (tests/engine/test_differential_delta.py) draws that feature in every run: CI compares the feature with
+    Delta every day there, and here runs the matrix's pairings one a day in turn."""
+    return of_the_day(list(itertools.product(*dimensions)))
 
 
 def _today() -> int:

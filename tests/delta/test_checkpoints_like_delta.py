@@ -16,6 +16,7 @@ from airflow_provider_deltamerge.delta.log.log_reader import LogReader
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.spec import parse_merge_sql
 from tests.delta.helpers import PLAIN_UPSERT, copy_of, delta_merge
+from tests.run_profile import of_the_day
 
 FEATURES = {
     "rowTracking": "'delta.enableRowTracking' = 'true'",
@@ -47,7 +48,9 @@ def rows_by_delta(spark: SparkSession, table: str, feature: str) -> list[tuple[A
     return sorted(tuple(row) for row in frame.collect())
 
 
-@pytest.mark.parametrize("feature", sorted(FEATURES))
+# Every feature locally; in CI one a day: the differential suite draws checkpoint intervals, row tracking
+# and v2 checkpoints in every run (tests/run_profile.py)
+@pytest.mark.parametrize("feature", of_the_day(sorted(FEATURES)))
 def test_the_merge_checkpoints_where_delta_does_and_delta_reads_the_table_from_it(spark, tmp_path, feature):
     target = delta_table(spark, tmp_path, feature)
     source = str(tmp_path / "extract.parquet")

@@ -25,6 +25,7 @@ from tests.delta.helpers import (
     log_actions,
 )
 from tests.delta.test_delta_reads_our_merges import TARGET_ROWS, source
+from tests.run_profile import of_the_day
 
 
 def clustered_table(spark: SparkSession, path: Path) -> str:
@@ -50,7 +51,9 @@ def clustering_domain(table: str) -> dict[str, Any] | None:
     return None
 
 
-@pytest.mark.parametrize("executor", sorted(STATEMENTS))
+# Every executor locally; in CI one a day: the differential suite draws clustered tables in every run
+# (tests/run_profile.py)
+@pytest.mark.parametrize("executor", of_the_day(sorted(STATEMENTS)))
 def test_merge_into_clustered_table_gives_deltas_rows_and_delta_clusters_it_after(spark, tmp_path, executor):
     # Given: a table Delta clustered by (region, id)
     target = clustered_table(spark, tmp_path / "ours")

@@ -36,6 +36,7 @@ from tests.delta.helpers import (
     ours,
 )
 from tests.oracle import sorted_rows
+from tests.run_profile import of_the_day
 
 COLUMN_MAPPING = {
     "delta.columnMapping.mode": "name",
@@ -127,7 +128,9 @@ FEATURES: dict[str, tuple[Mapping[str, str], bool]] = {
 }
 
 
-@pytest.mark.parametrize("feature", sorted(FEATURES))
+# Every feature locally; in CI one a day: the differential suite draws each of them in every run
+# (tests/run_profile.py)
+@pytest.mark.parametrize("feature", of_the_day(sorted(FEATURES)))
 def test_delta_reads_our_merge_its_history_and_merges_next(spark, tmp_path, feature):
     # Given: a table Delta made with the feature, an identical copy, and an upsert (bringing a new column
     # `note` under schema evolution)

@@ -29,7 +29,7 @@ from airflow_provider_deltamerge.delta.commit.log_cleanup import (
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.spec import parse_merge_sql
 from tests.delta.helpers import PLAIN_UPSERT, age_log, delta_merge
-from tests.run_profile import covering
+from tests.run_profile import pairing_of_the_day
 
 
 def walk(timestamps: list[int], *, max_timestamp: int, max_version: int) -> list[int]:
@@ -241,10 +241,11 @@ def kept(table: str) -> dict[str, list[int]]:
     }
 
 
-# Every age with either checkpoint kind locally; in CI each of them and each kind (tests/run_profile.py)
+# Every age with either checkpoint kind locally; in CI one pairing a day: the differential suite draws aged
+# logs, checkpoint intervals and v2 checkpoints in every run (tests/run_profile.py)
 @pytest.mark.parametrize(
     ("ages", "v2"),
-    covering(sorted(AGES), [False, True]),
+    pairing_of_the_day(sorted(AGES), [False, True]),
     ids=lambda value: {False: "classic checkpoints", True: "v2 checkpoints"}.get(value, value),
 )
 def test_the_merge_keeps_the_log_history_deltas_merge_keeps(spark, tmp_path, ages, v2):

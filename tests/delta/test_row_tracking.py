@@ -40,7 +40,7 @@ from tests.delta.test_delta_reads_our_merges import (
     delta_table,
     source,
 )
-from tests.run_profile import covering
+from tests.run_profile import pairing_of_the_day
 
 ROW_TRACKING = {"delta.enableRowTracking": "true"}
 TABLES: dict[str, Mapping[str, str]] = {
@@ -89,8 +89,9 @@ def domain_mark(table: str, version: int) -> int | None:
     return marks[-1] if marks else None
 
 
-# Each executor and each table kind in every run; every pairing of them in the local profile.
-@pytest.mark.parametrize(("executor", "table_kind"), covering(sorted(STATEMENTS), sorted(TABLES)))
+# Every pairing of executor and table kind locally; in CI one a day: the differential suite draws row
+# tracking in every run (tests/run_profile.py)
+@pytest.mark.parametrize(("executor", "table_kind"), pairing_of_the_day(sorted(STATEMENTS), sorted(TABLES)))
 def test_our_merge_keeps_and_assigns_row_ids_as_deltas_merge_does(spark, tmp_path, table_kind, executor):
     # Given: a table Delta made with row tracking and updated once (version 1)
     target = tracked_table(spark, tmp_path / "ours", TABLES[table_kind])

@@ -33,6 +33,7 @@ from tests.delta.test_delta_reads_our_merges import (
     log_actions,
     ours,
 )
+from tests.run_profile import of_the_day
 
 # (id, JSON text or None): an object, one with an array, a JSON null, a SQL NULL.
 TARGET = [(1, '{"a":1}'), (2, '{"a":2,"b":[1,2]}'), (3, "null"), (4, None)]
@@ -127,7 +128,9 @@ def parquet_variant_group(table: str, version: int) -> list[str]:
     return sorted({c.path for f in files for c in pq.ParquetFile(f).schema if c.path.startswith("v.")})
 
 
-@pytest.mark.parametrize("name", sorted(STATEMENTS))
+# Each list here: every case locally; in CI one a day: the differential suite draws VARIANT columns in
+# every run (tests/run_profile.py)
+@pytest.mark.parametrize("name", of_the_day(sorted(STATEMENTS)))
 def test_merge_with_variant_columns_gives_deltas_rows_stats_and_layout(spark, tmp_path, name):
     # Given: a table Delta made with VARIANT columns (top level and in a struct), and an identical copy
     target = variant_table(spark, tmp_path / "ours")
@@ -174,7 +177,7 @@ def outcome(run: Any) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("name", sorted(MIXED))
+@pytest.mark.parametrize("name", of_the_day(sorted(MIXED)))
 def test_variant_meeting_other_types_ends_as_deltas_merge_does(spark, tmp_path, name):
     # Given: a table Delta made with VARIANT columns, an identical copy
     target = variant_table(spark, tmp_path / "ours")
@@ -249,7 +252,7 @@ def nested_variants(rows: list[tuple[int, str | None]]) -> str:
     )
 
 
-@pytest.mark.parametrize("name", ["update-star", "matched-only-into-map"])
+@pytest.mark.parametrize("name", of_the_day(["update-star", "matched-only-into-map"]))
 def test_variants_in_arrays_and_maps_merge_as_deltas_merge_does(spark, tmp_path, name):
     # Given: a table Delta made with VARIANT in an array and in a map, an identical copy, a source alike
     target = str(tmp_path / "ours")

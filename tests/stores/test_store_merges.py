@@ -33,7 +33,7 @@ from airflow_provider_deltamerge.spec import (
     update_all,
 )
 from tests.oracle import sorted_rows
-from tests.run_profile import covering
+from tests.run_profile import covering, of_the_day
 
 # Spark jobs against the stores' servers: run early in a worker's share, with the other slow tests.
 pytestmark = pytest.mark.slow
@@ -147,7 +147,8 @@ def test_a_merge_on_a_store_equals_the_same_merge_on_disk(store_lake, tmp_path, 
         assert _changes(spark, store_table) == _changes(spark, disk_table) != []
 
 
-@pytest.mark.parametrize("store_lake", ["s3", "azure", "gcs"], indirect=True)
+# Every store locally; in CI one a day, the others merging every day above (tests/run_profile.py)
+@pytest.mark.parametrize("store_lake", of_the_day(["s3", "azure", "gcs"]), indirect=True)
 def test_the_log_cleanup_on_a_store_deletes_what_it_deletes_on_disk(store_lake, tmp_path, monkeypatch):
     spark, lake = store_lake
     # Three days on, every log file Delta's runtime wrote is past an hour's retention (files of the last day
