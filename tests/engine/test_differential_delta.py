@@ -81,7 +81,7 @@ def as_delta_runs_it(
     difference: Difference,
 ) -> None:
     """Where Delta failed a statement we merged and ``difference`` says how Delta runs it, Delta's merge of
-    that is ours: the version, rows, schema, row counts and change data."""
+    that is ours: the version, rows, schema, change data and the counts of source and changed rows."""
     if difference.as_delta_runs_it is None:
         return
     changed = difference.as_delta_runs_it(case)
