@@ -41,8 +41,10 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_HOOK, os.environ.get("PY
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # The session's own SparkSession is the exception: it runs thousands of queries over the whole session
 # (the differential suite's 150 statements took 628 s with C1 alone against 511 s), so C2 is back for it;
-# its driver options come after SPARK_SUBMIT_OPTS on the JVM's command line, and the last one wins.
-LONG_LIVED_JVM = "-XX:TieredStopAtLevel=4"
+# its driver options come after SPARK_SUBMIT_OPTS on the JVM's command line, and the last one wins. Its heap
+# starts at its maximum (the driver memory below): from the serial collector's small initial heap the old
+# generation grew and shrank all run long, 88 full collections in a CI run with a 3 GB maximum (jstat).
+LONG_LIVED_JVM = "-XX:TieredStopAtLevel=4 -Xms3g"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -153,6 +155,12 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         # 45 minutes and half of it in the worst minutes (jstat: 74 full collections, 203 s of 1,705 s), on
         # two cores the run keeps busy
         .config("spark.driver.memory", "3g")
+        # Spark's status store keeps the last 1,000 jobs, stages and SQL executions, plans and metrics, though
+        # the UI is off: the live heap every full collection walks. The tests read the few executions of the
+        # merge they run (tests/engine/conftest.py).
+        .config("spark.ui.retainedJobs", "200")
+        .config("spark.ui.retainedStages", "200")
+        .config("spark.sql.ui.retainedExecutions", "200")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.extraJavaOptions", LONG_LIVED_JVM)
     )

@@ -111,32 +111,14 @@ def standalone_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
             shutil.rmtree(logs / f"work-{n}", ignore_errors=True)
 
 
-def test_merge_runs_on_a_standalone_cluster_in_client_mode(tmp_path, monkeypatch, standalone_master):
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_SPARK_CLUSTER",
-        json.dumps({"conn_type": "spark", "host": standalone_master, "extra": {"deploy-mode": "client"}}),
-    )
-    target = make_table(tmp_path / "orders", partition_by=["region"])
-    spec = upsert_from_extract(target, tmp_path / "extract.parquet", [(2, 5, "eu"), (77, 6, "us")])
-    hook = DeltaMergeHook(
-        "spark_cluster", conf={"spark.executor.memory": "512m", "spark.pyspark.python": sys.executable}
-    )
-
-    metrics = hook.run_merge(spec)
-
-    assert (metrics[m.NUM_TARGET_ROWS_UPDATED], metrics[m.NUM_TARGET_ROWS_INSERTED]) == (1, 1)
-    rows = sorted_rows(target)
-    assert {"id": 2, "qty": 5, "region": "eu"} in rows and {"id": 77, "qty": 6, "region": "us"} in rows
-    assert len(rows) == 11
-
-
-def test_a_canary_secret_reaches_no_command_line_event_log_metrics_or_commit(
+def test_a_merge_in_client_mode_keeps_a_canary_secret_off_every_command_line_event_log_metric_and_commit(
     tmp_path, monkeypatch, standalone_master
 ):
-    # A storage key from a connection whose variable name Spark's default redaction misses, and a secret
-    # in the source's reader options (inside the spec): neither may show in any process's command line,
-    # Spark's event log (what its UI shows), the metrics or the commit. The big option once made the spec
-    # argument too long for one command line.
+    # An upsert into a partitioned table, submitted to the cluster in client mode, merges. A storage key
+    # from a connection whose variable name Spark's default redaction misses, and a secret in the source's
+    # reader options (inside the spec): neither may show in any process's command line, Spark's event log
+    # (what its UI shows), the metrics or the commit. The big option once made the spec argument too long
+    # for one command line.
     storage_key, option_secret = "CANARY-storage-5f1e2d", "CANARY-option-9a8b7c"
     monkeypatch.setenv(
         "AIRFLOW_CONN_SPARK_CLUSTER",
@@ -148,8 +130,8 @@ def test_a_canary_secret_reaches_no_command_line_event_log_metrics_or_commit(
     )
     events = tmp_path / "events"
     events.mkdir()
-    target = make_table(tmp_path / "orders")
-    spec = upsert_from_extract(target, tmp_path / "extract.parquet", [(2, 5, "eu")])
+    target = make_table(tmp_path / "orders", partition_by=["region"])
+    spec = upsert_from_extract(target, tmp_path / "extract.parquet", [(2, 5, "eu"), (77, 6, "us")])
     # Random, so no compression could make it fit one argument (Linux takes at most 128 KiB per argument).
     options = (("secret_token", option_secret), ("padding", secrets.token_hex(100_000)))
     spec = dataclasses.replace(spec, source=dataclasses.replace(spec.source, options=options))
@@ -164,7 +146,10 @@ def test_a_canary_secret_reaches_no_command_line_event_log_metrics_or_commit(
     )
     metrics, command_lines = run_watching_command_lines(lambda: hook.run_merge(spec))
 
-    assert metrics[m.NUM_TARGET_ROWS_UPDATED] == 1
+    assert (metrics[m.NUM_TARGET_ROWS_UPDATED], metrics[m.NUM_TARGET_ROWS_INSERTED]) == (1, 1)
+    rows = sorted_rows(target)
+    assert {"id": 2, "qty": 5, "region": "eu"} in rows and {"id": 77, "qty": 6, "region": "us"} in rows
+    assert len(rows) == 11
     assert any("deltamerge" in line and "--request-file" in line for line in command_lines)
     event_log = event_log_text(events)
     assert "AZURE_STORAGE_ACCOUNT_KEY" in event_log  # the entry is there, its value redacted
