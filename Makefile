@@ -22,7 +22,7 @@ AT_ONCE ?= 4
 STORE ?= s3
 CASES ?= upsert
 
-.PHONY: demo test bench bench-overhead bench-first-dag bench-backfill bench-store bench-one-query venv java docker-compose chromium postgresql maven npm go clean
+.PHONY: demo test bench bench-overhead bench-first-dag bench-first-dag-scheduled bench-backfill bench-store bench-one-query venv java docker-compose chromium postgresql maven npm go clean
 
 demo: $(STAMP) java
 	$(BIN)/python scripts/demo.py
@@ -41,6 +41,9 @@ bench-overhead: $(STAMP) java
 
 bench-first-dag: $(STAMP) java
 	$(BIN)/python -m bench first-dag --runs $(RUNS)
+
+bench-first-dag-scheduled: $(STAMP) java postgresql
+	$(BIN)/python -m bench first-dag-scheduled --runs $(RUNS)
 
 bench-backfill: $(STAMP) java postgresql
 	$(BIN)/python -m bench backfill --at-once $(AT_ONCE)

@@ -23,7 +23,6 @@ import datetime
 import json
 import os
 import shutil
-import statistics
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from deltalake import DeltaTable, write_deltalake
 from airflow_provider_deltamerge import __version__
 from airflow_provider_deltamerge import metrics as m
 from bench.connect_server import connection_of, server_for
+from bench.first_dag import median_range
 from bench.result_files import write_result
 from tests.e2e.airflow_services import Airflow, airflow_services
 from tests.e2e.postgres import postgres_server
@@ -96,7 +96,7 @@ def measure_backfill(at_once: int, work: Path, progress: Callable[[str], None]) 
     shutil.rmtree(work, ignore_errors=True)
     lake = work / "lake"
     _write_lake(lake)
-    env = _user_env(work / "home")
+    env = user_env(work / "home")
     with (
         server_for(("connect",), work, progress) as server,
         postgres_server(work / "postgres.log", env) as postgres,
@@ -162,7 +162,7 @@ def _rows(day: datetime.date, ids: range, factor: float) -> pa.Table:
     )
 
 
-def _user_env(home: Path) -> dict[str, str]:
+def user_env(home: Path) -> dict[str, str]:
     """A user's shell with only this Airflow home set (the services get their own on top), and this
     environment's ``airflow`` first on its path."""
     home.mkdir(parents=True)
@@ -229,7 +229,7 @@ def backfill_markdown(result: BackfillResult) -> str:
         seconds = [getattr(r, figure) for r in result.records]
         if not seconds:
             return "-"
-        return f"{statistics.median(seconds):.1f} ({min(seconds):.1f}-{max(seconds):.1f})"
+        return median_range(seconds)
 
     problems = result.disagreements()
     lines = [

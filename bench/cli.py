@@ -2,6 +2,7 @@
 ``python -m bench overhead``: the fixed cost per merge (bench/overhead.py);
 ``python -m bench dag-parse``: what the provider adds to a DAG file's parse (bench/dag_parse.py);
 ``python -m bench first-dag``: the README's first DAG, the task's real time (bench/first_dag.py);
+``python -m bench first-dag-scheduled``: the same through a scheduler (bench/first_dag_scheduled.py);
 ``python -m bench backfill``: a backfill of 30 small dates through a scheduler (bench/backfill.py);
 ``python -m bench store``: a small merge's requests and time on an S3 server (bench/object_store.py);
 ``python -m bench one-query``: a small merge's one query against its two phases (bench/one_query.py)."""
@@ -77,9 +78,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark (or, as ``overhead``, bench/overhead.py; as ``dag-parse``, bench/dag_parse.py; as
-    ``first-dag``, bench/first_dag.py; as ``backfill``, bench/backfill.py; as ``store``,
-    bench/object_store.py; as ``one-query``, bench/one_query.py); exit status 1 when any run
-    disagreed or failed."""
+    ``first-dag``, bench/first_dag.py; as ``first-dag-scheduled``, bench/first_dag_scheduled.py; as
+    ``backfill``, bench/backfill.py; as ``store``, bench/object_store.py; as ``one-query``,
+    bench/one_query.py); exit status 1 when any run disagreed or failed."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["overhead"]:
         # Imported here: it loads Airflow (the hook), whose logging set-up would put the engine's INFO lines
@@ -91,6 +92,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench.first_dag import first_dag_main
 
         return first_dag_main(argv[1:], work=HERE / "work" / "first-dag", results_dir=HERE / "results")
+    if argv[:1] == ["first-dag-scheduled"]:
+        from bench.first_dag_scheduled import scheduled_first_dag_main
+
+        return scheduled_first_dag_main(
+            argv[1:], work=HERE / "work" / "first-dag-scheduled", results_dir=HERE / "results"
+        )
     if argv[:1] == ["backfill"]:
         from bench.backfill import backfill_main
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_provider_deltamerge import __version__
 from airflow_provider_deltamerge import metrics as m
@@ -56,6 +56,32 @@ def readme_first_dag_blocks(title: str = "Your first DAG", document: str = "READ
     return [re.sub(rf"^{indent}", "", body, flags=re.MULTILINE) for indent, body in blocks]
 
 
+def readme_dag_in(work: Path) -> tuple[str, Path]:
+    """A fresh ``work`` with the README's DAG file in its ``dags`` folder, its lake moved to ``work/my-lake``:
+    the README's code block that writes the table and extract, and that lake."""
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "dags").mkdir(parents=True)
+    lake = work / "my-lake"
+    setup, dag, _ = readme_first_dag_blocks()
+    (work / "dags" / f"{DAG_ID}.py").write_text(dag.replace(README_LAKE, str(lake)))
+    return setup, lake
+
+
+def median_range(seconds: Sequence[float]) -> str:
+    """A report's cell: the median (min-max)."""
+    return f"{statistics.median(seconds):.1f} ({min(seconds):.1f}-{max(seconds):.1f})"
+
+
+def server_sentence(result: WaysResult, ways: Sequence[Way]) -> str:
+    """The report's sentence on the Connect server's start, when a way used it."""
+    if "connect" not in ways:
+        return ""
+    return (
+        f" The Connect server (`local[*]`) started once in {result.server_startup_seconds:.1f} s, in no "
+        "figure below."
+    )
+
+
 # A log line's time, as Airflow's console log starts it: "2026-11-27T12:04:37.385385Z [info ...".
 LOG_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z) \[")
 # The lines that open each phase after the first, in order (Airflow's, the operator's, the job's).
@@ -76,6 +102,16 @@ PHASE_MEANINGS = {
     "finish": "the job's end (Spark's stop) and the task's: XCom, asset event",
     "airflow end": "the run marked done, the command's exit",
 }
+
+
+class PhasedRun(Protocol):
+    """A run whose time a report splits into phases: its way, and its seconds per phase (empty if none)."""
+
+    @property
+    def way(self) -> Way: ...
+
+    @property
+    def phases(self) -> dict[str, float]: ...
 
 
 @dataclass(frozen=True)
@@ -104,11 +140,7 @@ def measure_first_dag(
     runs: int, work: Path, progress: Callable[[str], None], ways: Sequence[Way] = WAYS
 ) -> FirstDagResult:
     """Run the README's first DAG ``runs`` times each of ``ways``, alternating, under ``work``."""
-    shutil.rmtree(work, ignore_errors=True)
-    (work / "dags").mkdir(parents=True)
-    lake = work / "my-lake"
-    setup, dag, _ = readme_first_dag_blocks()
-    (work / "dags" / f"{DAG_ID}.py").write_text(dag.replace(README_LAKE, str(lake)))
+    setup, lake = readme_dag_in(work)
     template = work / "airflow.db"
     progress("Migrating a fresh metadata database (not timed) ...")
     _airflow(["db", "migrate"], _env(work / "template-home", work, connection=None), template.parent)
@@ -185,14 +217,27 @@ def run_phases(output: str, started: float, ended: float) -> dict[str, float]:
         stamp = LOG_STAMP.match(line)
         if stamp:
             stamps.append((datetime.datetime.fromisoformat(stamp[1]).timestamp(), line))
+    return split_phases(stamps, PHASE_OPENINGS, PHASES, started, ended)
+
+
+def split_phases(
+    stamps: Sequence[tuple[float, str]],
+    openings: Sequence[str],
+    phases: Sequence[str],
+    started: float,
+    ended: float,
+) -> dict[str, float]:
+    """Seconds per phase of ``phases``: the first from ``started`` to the first of the timed lines
+    (``stamps``) that holds ``openings[0]``, each next one from there to the first later line that holds the
+    next opening, the last to ``ended``; empty when a line is missing."""
     bounds = [started]
-    for marker in PHASE_OPENINGS:
+    for marker in openings:
         at = next((t for t, line in stamps if marker in line and t >= bounds[-1]), None)
         if at is None:
             return {}
         bounds.append(at)
     bounds.append(ended)
-    edges = zip(PHASES, bounds[:-1], bounds[1:], strict=True)
+    edges = zip(phases, bounds[:-1], bounds[1:], strict=True)
     return {name: round(end - start, 3) for name, start, end in edges}
 
 
@@ -227,15 +272,9 @@ def first_dag_markdown(result: FirstDagResult) -> str:
     ways = [way for way in WAYS if any(r.way == way for r in result.records)]
 
     def cell(way: Way, figure: str) -> str:
-        seconds = [getattr(r, figure) for r in result.records if r.way == way]
-        return f"{statistics.median(seconds):.1f} ({min(seconds):.1f}-{max(seconds):.1f})"
+        return median_range([getattr(r, figure) for r in result.records if r.way == way])
 
-    server = (
-        f" The Connect server (`local[*]`) started once in {result.server_startup_seconds:.1f} s, in no "
-        "figure below."
-        if "connect" in ways
-        else ""
-    )
+    server = server_sentence(result, ways)
     return "\n".join(
         [
             "# The README's first DAG: the task's real time",
@@ -260,7 +299,7 @@ def first_dag_markdown(result: FirstDagResult) -> str:
             "Medians per phase, seconds, split by the first log line of each (runs whose log lacked one are "
             "left out):",
             "",
-            *_phase_table(result, ways),
+            *phase_table(result.records, ways, PHASE_MEANINGS),
             "",
             "## Every run",
             "",
@@ -276,15 +315,18 @@ def first_dag_markdown(result: FirstDagResult) -> str:
     )
 
 
-def _phase_table(result: FirstDagResult, ways: Sequence[Way]) -> list[str]:
+def phase_table(records: Sequence[PhasedRun], ways: Sequence[Way], meanings: dict[str, str]) -> list[str]:
+    """A report's table of each phase's median seconds per way (``-`` where no run had phases), in the order
+    of ``meanings``, with what each phase holds."""
+
     def median(way: Way, phase: str) -> str:
-        seconds = [r.phases[phase] for r in result.records if r.way == way and r.phases]
+        seconds = [r.phases[phase] for r in records if r.way == way and r.phases]
         return f"{statistics.median(seconds):.1f}" if seconds else "-"
 
     return [
         f"| phase | {' | '.join(ways)} | what |",
         f"|---|{'---|' * len(ways)}---|",
-        *(f"| {p} | {' | '.join(median(w, p) for w in ways)} | {PHASE_MEANINGS[p]} |" for p in PHASES),
+        *(f"| {p} | {' | '.join(median(w, p) for w in ways)} | {what} |" for p, what in meanings.items()),
     ]
 
 
