@@ -40,8 +40,9 @@ from airflow_provider_deltamerge.engine.resolve.type_widening import (
 )
 from airflow_provider_deltamerge.engine.session_confs import case_sensitive, optimize_insert_only
 from airflow_provider_deltamerge.exceptions import MergeSpecError
-from airflow_provider_deltamerge.spec import MatchedUpdate, MergeSpec
+from airflow_provider_deltamerge.spec import MatchedUpdate, MergeSpec, NotMatchedInsert
 from airflow_provider_deltamerge.spec.clauses import CLAUSE_SQL_NAMES, describe_clause
+from airflow_provider_deltamerge.spec.names import split_column_path, strip_alias
 
 ExecutorName = Literal["insert_only", "matched_only", "classic"]
 
@@ -170,14 +171,11 @@ def make_plan(
     types = check_expressions(spark, spec, condition, clauses, target, source_schema)
     final = target
     if spec.schema_evolution:
-        assigned = {
-            c for clause in clauses if clause.group != "not_matched_by_source" for c in clause.assignments
-        }
         final = evolved_schema(
             spark,
             target,
             source_schema,
-            assigned,
+            _assigned_paths(spec, clauses),
             features=features,
             widening=widening_mode(
                 dict(snapshot.configuration), features, spark.conf.get(AUTOMATIC_CONF, None)
@@ -216,6 +214,25 @@ def make_plan(
         # As Delta's InsertOnlyMergeExecutor: a commit of added files only is read as inserts.
         writes_change_data=executor != "insert_only" and change_data,
     )
+
+
+def _assigned_paths(spec: MergeSpec, clauses: Sequence[ResolvedClause]) -> set[tuple[str, ...]]:
+    """The paths schema evolution takes from the source: each column a ``*`` clause assigns, and each path an
+    UPDATE or INSERT of a WHEN MATCHED / WHEN NOT MATCHED clause writes (``SET t.addr.city``: the field
+    alone, not the source's whole ``addr``), without the target's alias."""
+    paths: set[tuple[str, ...]] = set()
+    for clause in clauses:
+        if clause.group == "not_matched_by_source":
+            continue
+        written = spec.clauses[clause.position - 1]
+        if isinstance(written, MatchedUpdate | NotMatchedInsert) and written.star:
+            paths.update((column,) for column in clause.assignments)
+        elif isinstance(written, MatchedUpdate | NotMatchedInsert):
+            pairs = written.set if isinstance(written, MatchedUpdate) else written.values
+            paths.update(
+                strip_alias(split_column_path(name) or (name,), spec.target_alias) for name, _ in pairs
+            )
+    return paths
 
 
 def _cast_values(

@@ -255,10 +255,23 @@ def _explicit(
     names: _Names,
 ) -> dict[str, str]:
     by_key = {names.key(name): name for name in target}
+    in_target = {names.key(name) for name in names.target}
     out: dict[str, str] = {}
     for raw_column, expression in pairs:
         column = _strip_alias(raw_column, spec.target_alias)
         resolved = by_key.get(names.key(column))
+        if resolved is not None and names.key(resolved) not in in_target and column != raw_column.strip():
+            # A column only the source has, named with the target's alias: Delta resolves a name the target
+            # lacks on the source (DeltaMergeActionResolver), where the target's alias names nothing.
+            raise unresolved(
+                position,
+                clause,
+                raw_column,
+                [f"{quote_part(spec.source_alias)}.{quote_part(c)}" for c in names.source],
+                "INSERT clause" if clause.kind == "not_matched_insert" else "UPDATE clause",
+                f"Schema evolution adds a column named as the source names it: write `{column}` without "
+                f"`{spec.target_alias}.`.",
+            )
         if resolved is None:
             clause_name = "INSERT clause" if clause.kind == "not_matched_insert" else "UPDATE clause"
             raise unresolved(

@@ -1,9 +1,10 @@
 """The target schema after a merge with schema evolution, by Delta's rules.
 
 Delta (``DeltaMergeInto.resolveReferencesAndSchema``) merges the target schema with the part of the source
-schema that the merge assigns (``filterSchema``): a source field is kept when an UPDATE or INSERT of a
-WHEN MATCHED / WHEN NOT MATCHED clause assigns its column (``*`` assigns every source column), and a struct
-field is kept with its nested fields. WHEN NOT MATCHED BY SOURCE clauses never add columns.
+schema that the merge assigns (``filterSchema``): a source field is kept whole when an UPDATE or INSERT of a
+WHEN MATCHED / WHEN NOT MATCHED clause assigns its path (``*`` assigns every source column), and a struct
+only some of whose fields are assigned (``SET t.addr.city = ...``) is kept with those fields alone: the
+source's other fields of that struct are not added. WHEN NOT MATCHED BY SOURCE clauses never add columns.
 
 The two are merged as ``SchemaMergingUtils.mergeSchemas(allowImplicitConversions=true)`` does: fields match
 by name (case-insensitively); new fields are appended, nullable, at the end of their struct, at any depth and
@@ -67,16 +68,16 @@ def evolved_schema(
     spark: SparkSession,
     target: StructType,
     source: StructType,
-    assigned: Collection[str],
+    assigned: Collection[tuple[str, ...]],
     *,
     features: Collection[str],
     widening: WideningMode | None = None,
 ) -> StructType:
-    """The target schema after the merge: ``target`` merged with the ``assigned`` columns of ``source``.
+    """The target schema after the merge: ``target`` merged with the ``assigned`` paths of ``source``.
 
     Args:
-        assigned: names of the columns (any case) that some WHEN MATCHED UPDATE or WHEN NOT MATCHED INSERT
-            assigns, ``*`` expanded.
+        assigned: the paths (a column's name, then its fields' names; any case) that some WHEN MATCHED
+            UPDATE or WHEN NOT MATCHED INSERT assigns, ``*`` expanded to its columns.
         features: the table's protocol's writer features: TIMESTAMP_NTZ and VARIANT columns may be added
             only under theirs.
         widening: the type changes the table lets a merge apply (None: the table does not widen types).
@@ -85,9 +86,24 @@ def evolved_schema(
         SchemaEvolutionError: a source type does not merge into the target's, or a new column has no type
             or a type the table's protocol does not allow.
     """
-    wanted = {name.lower() for name in assigned}
-    migration = StructType([f for f in source.fields if f.name.lower() in wanted])
+    migration = _assigned_part(source, {tuple(p.lower() for p in path) for path in assigned}, ())
     return _Merger(spark, features=features, widening=widening).structs(target, migration, ())
+
+
+def _assigned_part(
+    struct: StructType, assigned: Collection[tuple[str, ...]], at: tuple[str, ...]
+) -> StructType:
+    """The fields of ``struct`` (at path ``at``) that an ``assigned`` path names, whole, and the structs that
+    hold one, with only their assigned fields (Delta's ``filterSchema``)."""
+    kept = []
+    for field in struct.fields:
+        path = (*at, field.name.lower())
+        if path in assigned:
+            kept.append(field)
+        elif isinstance(field.dataType, StructType) and any(p[: len(path)] == path for p in assigned):
+            part = _assigned_part(field.dataType, assigned, path)
+            kept.append(StructField(field.name, part, field.nullable, field.metadata))
+    return StructType(kept)
 
 
 class _Merger:

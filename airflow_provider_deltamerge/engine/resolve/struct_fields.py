@@ -58,13 +58,15 @@ def assign_struct_fields(
     fields: dict[str, list[tuple[tuple[str, ...], str]]] = {}
     pairs: list[tuple[str, str | None]] = []  # None: the place of a struct whose fields are assigned
     for written, expression in clause.set:
-        path = strip_alias(split_column_path(written) or (written,), target_alias)
+        parts = split_column_path(written) or (written,)
+        path = strip_alias(parts, target_alias)
         column = columns.get(key(path[0]))
         if len(path) == 1 or column is None:
             pairs.append((written, expression))
             continue
         if evolving_from is not None and isinstance(clause, MatchedUpdate):
-            _check_path_on_the_source(path, column.dataType, evolving_from, position, clause, key)
+            qualified = len(path) < len(parts)
+            _check_path_on_the_source(path, column.dataType, evolving_from, position, clause, key, qualified)
         if column.name not in fields:
             fields[column.name] = []
             pairs.append((column.name, None))
@@ -108,12 +110,15 @@ def _check_path_on_the_source(
     position: int,
     clause: MergeClause,
     key: Callable[[str], str],
+    qualified: bool,
 ) -> None:
-    """Raise Delta's unresolved-name error where neither the target column (of ``column_type``) nor the
-    source has the field ``path``. A path only the source has is left to ``_rebuild``: nested fields are
-    not added by schema evolution through an assignment (not built)."""
+    """Raise Delta's unresolved-name error where the target column (of ``column_type``) lacks the field
+    ``path`` and the source cannot resolve it: the source lacks it too, or the path was written with the
+    target's alias (``qualified``), which names nothing in the source, where Delta resolves such a path. A
+    path written without it that only the source has is left to ``_rebuild``: nested fields are not added by
+    schema evolution through an assignment (not built)."""
     alias, schema = source
-    if _has_fields(column_type, path[1:], key) or _has_fields(schema, path, key):
+    if _has_fields(column_type, path[1:], key) or (not qualified and _has_fields(schema, path, key)):
         return
     raise unresolved(
         position,
@@ -121,8 +126,8 @@ def _check_path_on_the_source(
         format_path(path),
         [f"{quote_part(alias)}.{quote_part(f.name)}" for f in schema.fields],
         "UPDATE clause",
-        f"Neither the table nor the source has `{format_path(path)}`: schema evolution adds only fields the "
-        "source has.",
+        f"The table has no `{format_path(path)}`, and schema evolution adds only fields the source has, "
+        "named as the source names them (without the target's alias).",
     )
 
 
