@@ -328,6 +328,51 @@ COLUMNS: dict[str, Column] = {
         ("{a}.{c}.a.b > 0", "{a}.{c}.a IS NULL"),
     ),
 }
+# The struct columns as a user's grown extract has them: a field the target's struct lacks (between its
+# fields, so that fields are matched by name). Schema evolution adds it where a clause assigns the whole
+# struct or a `*` does; a clause that assigns some of the struct's fields takes only those.
+WIDER = {
+    "st": dataclasses.replace(
+        COLUMNS["st"],
+        sql="STRUCT<a: INT, c: STRING, b: STRING>",
+        arrow=pa.struct([("a", pa.int32()), ("c", pa.string()), ("b", pa.string())]),
+        values=st.one_of(
+            st.none(),
+            st.fixed_dictionaries(
+                {
+                    "a": st.one_of(st.none(), st.integers(-2, 2)),
+                    "c": st.sampled_from(["w", None]),
+                    "b": st.sampled_from(["x", "y", None]),
+                }
+            ),
+        ),
+    ),
+    "nest": dataclasses.replace(
+        COLUMNS["nest"],
+        sql="STRUCT<a: STRUCT<b: INT, z: INT, c: STRING>, d: INT>",
+        arrow=pa.struct(
+            [("a", pa.struct([("b", pa.int32()), ("z", pa.int32()), ("c", pa.string())])), ("d", pa.int32())]
+        ),
+        values=st.one_of(
+            st.none(),
+            st.fixed_dictionaries(
+                {
+                    "a": st.one_of(
+                        st.none(),
+                        st.fixed_dictionaries(
+                            {
+                                "b": st.one_of(st.none(), st.integers(0, 2)),
+                                "z": st.one_of(st.none(), st.integers(0, 2)),
+                                "c": st.sampled_from(["p", None]),
+                            }
+                        ),
+                    ),
+                    "d": st.one_of(st.none(), st.integers(0, 2)),
+                }
+            ),
+        ),
+    ),
+}
 # A source column the target lacks: schema evolution adds it, or INSERT * / UPDATE SET * leave it out.
 # Source columns of other types a column may be set from: store assignment casts them (and may overflow).
 CASTS = {
@@ -378,18 +423,25 @@ class Case:
     # last age for the later versions): with a short log retention a checkpoint's cleanup deletes the old.
     row_commits: bool = False
     log_ages: tuple[float, ...] = ()
+    # The source's struct columns are ``WIDER`` than the target's.
+    wider: bool = False
 
     @property
     def evolving(self) -> bool:
         return AUTO_MERGE in self.confs or "WITH SCHEMA EVOLUTION" in self.statement
 
 
-def column(name: str) -> Column:
+def column(name: str, *, wider: bool = False) -> Column:
+    """The column ``name``; as the source has it when its structs are ``wider``."""
+    if wider and name in WIDER:
+        return WIDER[name]
     return KEY if name == "id" else EXTRA if name == "extra" else COLUMNS[name]
 
 
-def arrow_table(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> pa.Table:
-    schema = pa.schema([(name, column(name).arrow) for name in columns])
+def arrow_table(
+    columns: Sequence[str], rows: Sequence[Mapping[str, Any]], *, wider: bool = False
+) -> pa.Table:
+    schema = pa.schema([(name, column(name, wider=wider).arrow) for name in columns])
     return pa.Table.from_pylist([dict(row) for row in rows], schema=schema)
 
 
@@ -406,8 +458,13 @@ def cases(draw: st.DrawFn) -> Case:
     partitionable = [c for c in others if COLUMNS[c].partitionable]
     partition_by = draw(st.sampled_from([None, *partitionable]))
 
-    def rows(columns: Sequence[str], size: int, *, unique: bool = False) -> tuple[Mapping[str, Any], ...]:
-        row = st.fixed_dictionaries({name: column(name).values for name in columns})
+    # the source's struct columns with a field the target's lack in one draw of three where it has one
+    wider = any(name in WIDER for name in kept) and one_in(draw, 3)
+
+    def rows(
+        columns: Sequence[str], size: int, *, unique: bool = False, wide: bool = False
+    ) -> tuple[Mapping[str, Any], ...]:
+        row = st.fixed_dictionaries({name: column(name, wider=wide).values for name in columns})
         keys = (lambda r: r["id"]) if unique else None
         empty_too = one_in(draw, 8)  # an empty table or source in one draw of eight
         return tuple(draw(st.lists(row, min_size=0 if empty_too else 1, max_size=size, unique_by=keys)))
@@ -415,7 +472,7 @@ def cases(draw: st.DrawFn) -> Case:
     # Source keys repeat in one draw of five (a target row matched twice fails the merge), else are unique.
     repeated_keys = one_in(draw, 5)
     target_rows = rows(target_columns, 6)
-    source_rows = rows(source_columns, 5, unique=not repeated_keys)
+    source_rows = rows(source_columns, 5, unique=not repeated_keys, wide=wider)
     features: tuple[str, ...] = ()
     if one_in(draw, 4):
         features = tuple(draw(st.lists(st.sampled_from(sorted(FEATURES)), min_size=1, unique=True)))
@@ -489,6 +546,7 @@ def cases(draw: st.DrawFn) -> Case:
         # Delta's runtime makes a featured table with one INSERT
         row_commits=not features and one_in(draw, 5),
         log_ages=log_ages,
+        wider=wider,
     )
     # ``* EXCEPT`` in one draw of four where a ``*`` clause takes every column from the source; under schema
     # evolution only of a column no other part of the statement reads from the source (see delta_statement)
@@ -603,8 +661,20 @@ def dimensions(case: Case) -> list[str]:
         f"target: {'a catalog table' if case.catalog else 'a path'}",
         *([f"* EXCEPT, schema evolution {'on' if case.evolving else 'off'}"] if case.excepted else []),
         *(["history: a commit per target row"] if case.row_commits else []),
+        *(["source: structs wider than the target's"] if case.wider else []),
+        *(f"assigns the new column: {how}" for how in _new_column_assignments(case.statement)),
         *([f"history: aged log, {_age_order(case.log_ages)}"] if case.log_ages else []),
     ]
+
+
+def _new_column_assignments(statement: str) -> list[str]:
+    """How the statement's explicit clauses name the source's new column, if they do."""
+    named = re.findall(r"(?<![\w.])((?:t\.)?extra) = s\.extra", statement)
+    for columns in re.findall(r"INSERT \(([^)]*)\)", statement):
+        named += [c.strip() for c in columns.split(",") if c.strip() in NEW_COLUMN_NAMES]
+    return sorted(
+        {"with the target's alias" if n.startswith("t.") else "as the source names it" for n in named}
+    )
 
 
 def _keys_met(case: Case) -> str:
@@ -769,7 +839,16 @@ def matched_actions(
         # a non-deterministic value of the INT column in one draw of 32
         value = NON_DETERMINISTIC_VALUE if name == "v" and one_in(draw, 32) else None
         sets.append(f"t.{name} = {value or draw(st.sampled_from(options)).format(c=name)}")
+    if "extra" in source and one_in(draw, 5):
+        sets.append(f"{draw(st.sampled_from(NEW_COLUMN_NAMES))} = s.extra")
     return "UPDATE SET " + ", ".join(sets)
+
+
+# The source's new column as an UPDATE or INSERT names it (in one clause of five where the source has it):
+# Delta adds it under schema evolution when named as the source names it; with the target's alias it cannot
+# resolve it (it resolves a name the target lacks on the source), which fails every such statement: drawn
+# in one of three, so that most statements still change rows.
+NEW_COLUMN_NAMES = ("extra", "extra", "t.extra")
 
 
 # Assignments to fields of a struct column, nested ones too; with paths that name a field in another case (it
@@ -801,6 +880,9 @@ def insert_actions(draw: st.DrawFn, target: Sequence[str], source: Sequence[str]
         same = [e for e in col.source_exprs if "t." not in e and name in source]
         options = [*same, *casts(name, source)] or ["NULL"]
         values.append("s.id" if name == "id" else draw(st.sampled_from(options)).format(c=name))
+    if "extra" in source and one_in(draw, 5):
+        names.append(draw(st.sampled_from(NEW_COLUMN_NAMES)))
+        values.append("s.extra")
     return f"INSERT ({', '.join(names)}) VALUES ({', '.join(values)})"
 
 
@@ -881,7 +963,7 @@ def write_case(spark: SparkSession, case: Case, folder: Path) -> tuple[str, str,
         now = time.time()
         for table in (target, copy):
             age_log(table, case.log_ages, now)
-    pq.write_table(arrow_table(case.source_columns, case.source_rows), source)
+    pq.write_table(arrow_table(case.source_columns, case.source_rows, wider=case.wider), source)
     return str(target), str(copy), str(source)
 
 
