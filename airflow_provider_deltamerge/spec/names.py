@@ -52,6 +52,17 @@ def strip_alias(parts: tuple[str, ...], alias: str) -> tuple[str, ...]:
     return parts
 
 
+def unqualified(text: str, alias: str) -> tuple[tuple[str, ...], bool]:
+    """The parts of the column path ``text`` without a leading ``alias``, and whether ``text`` had it.
+
+    >>> unqualified("`t`.`x`", "t")
+    (('x',), True)
+    """
+    parts = split_column_path(text) or (text.strip(),)
+    path = strip_alias(parts, alias)
+    return path, len(path) < len(parts)
+
+
 def folded(parts: tuple[str, ...]) -> tuple[str, ...]:
     """Case-folded parts: Spark's default analysis (``spark.sql.caseSensitive=false``) ignores case."""
     return tuple(p.lower() for p in parts)

@@ -41,6 +41,9 @@ AGREED = {
     # a new column named as the source names it is added; with the target's alias Delta cannot resolve it
     "new column": "WHEN MATCHED THEN UPDATE SET x = s.x",
     "new column, qualified": "WHEN MATCHED THEN UPDATE SET t.x = s.x",
+    # backticks quote a name; they do not qualify it
+    "new column, backticked": "WHEN MATCHED THEN UPDATE SET `x` = s.x",
+    "new column, qualified and backticked": "WHEN MATCHED THEN UPDATE SET `t`.`x` = s.x",
     "new column inserted": "WHEN NOT MATCHED THEN INSERT (id, x) VALUES (s.id, s.x)",
     "new column inserted, qualified": "WHEN NOT MATCHED THEN INSERT (id, t.x) VALUES (s.id, s.x)",
     # a new field named with the target's alias: unresolved

@@ -40,7 +40,7 @@ from airflow_provider_deltamerge.spec import (
     NotMatchedInsert,
 )
 from airflow_provider_deltamerge.spec.clauses import ClauseKind, MatchGroup, describe_clause
-from airflow_provider_deltamerge.spec.names import format_path, quote_part, split_column_path
+from airflow_provider_deltamerge.spec.names import format_path, quote_part, split_column_path, unqualified
 from airflow_provider_deltamerge.spec.validation import as_error, problem
 
 NULL = "NULL"
@@ -258,9 +258,10 @@ def _explicit(
     in_target = {names.key(name) for name in names.target}
     out: dict[str, str] = {}
     for raw_column, expression in pairs:
-        column = _strip_alias(raw_column, spec.target_alias)
+        path, qualified = unqualified(raw_column, spec.target_alias)
+        column = ".".join(path)
         resolved = by_key.get(names.key(column))
-        if resolved is not None and names.key(resolved) not in in_target and column != raw_column.strip():
+        if resolved is not None and names.key(resolved) not in in_target and qualified:
             # A column only the source has, named with the target's alias: Delta resolves a name the target
             # lacks on the source (DeltaMergeActionResolver), where the target's alias names nothing.
             raise unresolved(
@@ -288,13 +289,6 @@ def _explicit(
             )
         out[resolved] = expression
     return out
-
-
-def _strip_alias(column: str, alias: str) -> str:
-    name = column.strip()
-    if name.lower().startswith(alias.lower() + "."):
-        name = name[len(alias) + 1 :]
-    return name.replace("`", "")
 
 
 # Delta's texts for conditions Delta refuses (delta-error-classes.json). They live here rather than in

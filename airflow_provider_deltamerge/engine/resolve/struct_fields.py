@@ -20,7 +20,7 @@ from airflow_provider_deltamerge.engine.resolve.unresolved import unresolved
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError
 from airflow_provider_deltamerge.spec import MatchedUpdate, MergeClause, NotMatchedBySourceUpdate
 from airflow_provider_deltamerge.spec.clauses import describe_clause
-from airflow_provider_deltamerge.spec.names import format_path, quote_part, split_column_path, strip_alias
+from airflow_provider_deltamerge.spec.names import format_path, quote_part, unqualified
 from airflow_provider_deltamerge.spec.preflight import no_such_field
 from airflow_provider_deltamerge.spec.validation import as_error, problem
 
@@ -58,14 +58,12 @@ def assign_struct_fields(
     fields: dict[str, list[tuple[tuple[str, ...], str]]] = {}
     pairs: list[tuple[str, str | None]] = []  # None: the place of a struct whose fields are assigned
     for written, expression in clause.set:
-        parts = split_column_path(written) or (written,)
-        path = strip_alias(parts, target_alias)
+        path, qualified = unqualified(written, target_alias)
         column = columns.get(key(path[0]))
         if len(path) == 1 or column is None:
             pairs.append((written, expression))
             continue
         if evolving_from is not None and isinstance(clause, MatchedUpdate):
-            qualified = len(path) < len(parts)
             _check_path_on_the_source(path, column.dataType, evolving_from, position, clause, key, qualified)
         if column.name not in fields:
             fields[column.name] = []
