@@ -479,7 +479,7 @@ def cases(draw: st.DrawFn) -> Case:
     # `*` takes every target column from the source: drawn rarely where the source lacks some (a column a
     # feature adds is never in it)
     lacking = not set(target_columns) <= set(source_columns) or any(FEATURES[f].column for f in features)
-    statement = draw(statements(target_columns, source_columns, star_fails=lacking))
+    statement = draw(statements(target_columns, source_columns, star_fails=lacking, wider=wider))
     source_rows = keyed_like(
         draw, source_rows, target_rows, inserting_only=INSERTING_ONLY.match(statement) is not None
     )
@@ -662,6 +662,11 @@ def dimensions(case: Case) -> list[str]:
         *([f"* EXCEPT, schema evolution {'on' if case.evolving else 'off'}"] if case.excepted else []),
         *(["history: a commit per target row"] if case.row_commits else []),
         *(["source: structs wider than the target's"] if case.wider else []),
+        *(
+            [f"SET path: a field only the source has, evolution {evolution}"]
+            if NEW_FIELD.search(case.statement)
+            else []
+        ),
         *(f"assigns the new column: {how}" for how in _new_column_assignments(case.statement)),
         *([f"history: aged log, {_age_order(case.log_ages)}"] if case.log_ages else []),
     ]
@@ -721,7 +726,12 @@ def one_in(draw: st.DrawFn, n: int) -> bool:
 
 @st.composite
 def statements(
-    draw: st.DrawFn, target: Sequence[str], source: Sequence[str], *, star_fails: bool = False
+    draw: st.DrawFn,
+    target: Sequence[str],
+    source: Sequence[str],
+    *,
+    star_fails: bool = False,
+    wider: bool = False,
 ) -> str:
     """A MERGE INTO statement over ``target`` t and ``source`` s, in Spark's grammar (clause kinds in order,
     only each kind's last clause without a condition)."""
@@ -746,7 +756,7 @@ def statements(
         return picks
 
     matched = [
-        (cond, draw(matched_actions(target, source, shared, star_fails)))
+        (cond, draw(matched_actions(target, source, shared, star_fails, wider)))
         for cond in clause_conditions(draw(st.integers(0, 2)), "ts")
     ]
     not_matched = [
@@ -819,7 +829,12 @@ def conditions(target: Sequence[str], source: Sequence[str], aliases: str) -> li
 
 @st.composite
 def matched_actions(
-    draw: st.DrawFn, target: Sequence[str], source: Sequence[str], shared: list[str], star_fails: bool
+    draw: st.DrawFn,
+    target: Sequence[str],
+    source: Sequence[str],
+    shared: list[str],
+    star_fails: bool,
+    wider: bool,
 ) -> str:
     star = one_in(draw, 8) if star_fails else one_in(draw, 4)
     kind = "star" if star else draw(st.sampled_from(["set", "set", "delete"]))
@@ -834,7 +849,7 @@ def matched_actions(
         col = column(name)
         options = [*col.target_exprs, *(e for e in col.source_exprs if name in source), *casts(name, source)]
         if name in NESTED_SETS and name in source:
-            sets.append(draw(st.sampled_from(NESTED_SETS[name])))
+            sets.append(draw(st.sampled_from([*NESTED_SETS[name], *(NEW_FIELD_SETS[name] if wider else ())])))
             continue
         # a non-deterministic value of the INT column in one draw of 32
         value = NON_DETERMINISTIC_VALUE if name == "v" and one_in(draw, 32) else None
@@ -857,6 +872,10 @@ NESTED_SETS = {
     "st": ("t.st.a = s.st.a", "t.st.b = 'q'", "t.st.B = 'q'", "t.st.c = 'q'"),
     "nest": ("t.nest.a.b = s.nest.a.b", "t.nest.d = s.nest.d + 1", "t.nest.a = s.nest.a", "t.nest.a.z = 1"),
 }
+# The field a ``WIDER`` source's struct adds, named as the source names it: schema evolution adds it to the
+# struct, else it is the target's FIELD_NOT_FOUND.
+NEW_FIELD_SETS = {"st": ("st.c = s.st.c",), "nest": ("nest.a.z = s.nest.a.z",)}
+NEW_FIELD = re.compile(r"(?<![\w.])(?:st\.c|nest\.a\.z) = ")
 # The paths above that name a field as the struct does not spell it (any case of the column: in_upper_case)
 OTHER_FIELD = re.compile(r"\bt\.(?i:st)\.(?:B|c)\b|\bt\.(?i:nest)\.a\.z\b")
 

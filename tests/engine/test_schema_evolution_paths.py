@@ -1,9 +1,9 @@
 """Schema evolution through explicit assignments, against Delta's runtime: which names add a column or a
 struct field, and which Delta cannot resolve.
 
-The differential suite's sources have the target's struct types, and its assignments name target columns
-(tests/engine/delta_differential.py); here the source's struct has a field the target's lacks, and a column
-the target lacks, as a user's new extract does. Each statement runs on Delta and on the engine, each on its
+The differential suite draws sources whose structs have a field the target's lack, and assignments of the
+source's new column (tests/engine/delta_differential.py); here each shape of name is written once, as a
+user's grown extract has them. Each statement runs on Delta and on the engine, each on its
 own copy of the table: the schema and rows after it, or the error class, must be the same.
 """
 
@@ -23,12 +23,18 @@ from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.spec import parse_merge_sql
 from tests.engine.delta_outcomes import delta_error_classes, jvm_errors
 
-# The source: `st` with a field `c` the target's `st` lacks (between its two), and a column `x` it lacks.
+# The source: `st` with a field `c` the target's `st` lacks (between its two), `nest.a` with a field `z` the
+# target's lacks, and a column `x` the target lacks.
 SOURCE = (
-    "SELECT 1 AS id, named_struct('a', 5, 'c', 'new', 'b', 'y') AS st, 'xx' AS x "
-    "UNION ALL SELECT 2, named_struct('a', 6, 'c', 'n2', 'b', 'z'), 'yy'"
+    "SELECT 1 AS id, named_struct('a', 5, 'c', 'new', 'b', 'y') AS st, 'xx' AS x, "
+    "named_struct('a', named_struct('b', 7, 'z', 8), 'd', 9) AS nest "
+    "UNION ALL SELECT 2, named_struct('a', 6, 'c', 'n2', 'b', 'z'), 'yy', "
+    "named_struct('a', named_struct('b', 3, 'z', 4), 'd', 5)"
 )
-TARGET = "SELECT 1 AS id, named_struct('a', 1, 'b', 'x') AS st"
+TARGET = (
+    "SELECT 1 AS id, named_struct('a', 1, 'b', 'x') AS st, "
+    "named_struct('a', named_struct('b', 1), 'd', 2) AS nest"
+)
 
 AGREED = {
     # an existing field assigned: the source's other fields of the struct are not added
@@ -46,8 +52,37 @@ AGREED = {
     "new column, qualified and backticked": "WHEN MATCHED THEN UPDATE SET `t`.`x` = s.x",
     "new column inserted": "WHEN NOT MATCHED THEN INSERT (id, x) VALUES (s.id, s.x)",
     "new column inserted, qualified": "WHEN NOT MATCHED THEN INSERT (id, t.x) VALUES (s.id, s.x)",
-    # a new field named with the target's alias: unresolved
+    # a new field named as the source names it is added at the end of its struct; with the target's alias
+    # it is unresolved
+    "new field": "WHEN MATCHED THEN UPDATE SET st.c = s.st.c, st.a = s.st.a",
+    "new field alone": "WHEN MATCHED THEN UPDATE SET st.c = upper(s.st.c)",
     "new field, qualified": "WHEN MATCHED THEN UPDATE SET t.st.c = s.st.c",
+    "new nested field": "WHEN MATCHED THEN UPDATE SET nest.a.z = s.nest.a.z, nest.d = 0",
+    "new field and INSERT *": "WHEN MATCHED THEN UPDATE SET st.c = s.st.c WHEN NOT MATCHED THEN INSERT *",
+    "new field and INSERT of its struct": (
+        "WHEN MATCHED THEN UPDATE SET st.c = s.st.c WHEN NOT MATCHED THEN INSERT (id, st) VALUES (s.id, s.st)"
+    ),
+    # the clause that updates the row does not assign the field another clause adds
+    "new field, another clause updates": (
+        "WHEN MATCHED AND s.id = 2 THEN UPDATE SET st.c = s.st.c WHEN MATCHED THEN UPDATE SET st.a = s.st.a"
+    ),
+    "new field, by source beside": (
+        "WHEN MATCHED THEN UPDATE SET st.c = s.st.c WHEN NOT MATCHED BY SOURCE THEN UPDATE SET st.a = 0"
+    ),
+}
+
+
+# A source whose structs are the target's: a field neither has, named as the source would name it, is the
+# source's missing field (the source resolves the column); with the target's alias, an unresolved name.
+NARROW = (
+    "SELECT 1 AS id, named_struct('a', 5, 'b', 'y') AS st, "
+    "named_struct('a', named_struct('b', 7), 'd', 9) AS nest"
+)
+NEITHER_HAS = {
+    "field neither has": "WHEN MATCHED THEN UPDATE SET st.c = 'q'",
+    "nested field neither has": "WHEN MATCHED THEN UPDATE SET nest.a.z = 1, st.a = 1",
+    "field neither has, qualified": "WHEN MATCHED THEN UPDATE SET t.st.c = 'q'",
+    "field of a column neither has": "WHEN MATCHED THEN UPDATE SET y.c = 'q'",
 }
 
 
@@ -63,10 +98,12 @@ def outcome(spark: SparkSession, table: str, merge: Callable[[], Any]) -> tuple[
     return (after.schema.simpleString(), sorted(str(row) for row in after.collect()))
 
 
-def both_sides(spark: SparkSession, tmp_path: Path, clauses: str) -> tuple[tuple[object, ...], ...]:
+def both_sides(
+    spark: SparkSession, tmp_path: Path, clauses: str, source_rows: str = SOURCE
+) -> tuple[tuple[object, ...], ...]:
     """Delta's outcome and the engine's of ``MERGE WITH SCHEMA EVOLUTION ... <clauses>``, each on its copy."""
     source = str(tmp_path / "source")
-    spark.sql(SOURCE).write.parquet(source)
+    spark.sql(source_rows).write.parquet(source)
     outcomes = []
     for side in ("delta", "engine"):
         table = str(tmp_path / side)
@@ -92,14 +129,10 @@ def test_explicit_assignments_evolve_the_schema_as_delta_does(
     assert engine == delta
 
 
-def test_a_new_struct_field_named_as_the_source_names_it_is_not_added_where_delta_adds_it(
-    spark: SparkSession, tmp_path: Path
+@pytest.mark.parametrize("clauses", NEITHER_HAS.values(), ids=NEITHER_HAS.keys())
+def test_a_field_neither_side_has_fails_as_on_delta(
+    spark: SparkSession, tmp_path: Path, clauses: str
 ) -> None:
-    # Not built (docs/semantics.md): Delta adds `st.c`; the engine refuses the path as Spark does without
-    # schema evolution.
-    delta, engine = both_sides(spark, tmp_path, "WHEN MATCHED THEN UPDATE SET st.c = s.st.c, st.a = s.st.a")
-    assert delta == (
-        "struct<id:int,st:struct<a:int,b:string,c:string>>",
-        ["Row(id=1, st=Row(a=5, b='x', c='new'))"],
-    )
-    assert engine == ("error", "FIELD_NOT_FOUND")
+    delta, engine = both_sides(spark, tmp_path, clauses, NARROW)
+    assert delta[0] == "error"
+    assert engine == delta

@@ -6,7 +6,9 @@ NULL struct becomes a struct with only the assigned fields set (Delta 4.4 does t
 ``named_struct(...)`` expression per column, which the engine casts to the column's type like any other
 assignment; no Python runs on the executors. Only UPDATE clauses may name fields (the spec refuses them in
 INSERT), and a clause cannot assign a struct together with one of its fields (DELTA_CONFLICT_SET_COLUMN,
-also checked by the spec).
+also checked by the spec). Under schema evolution a WHEN MATCHED UPDATE may assign a field only the source
+has, named as the source names it (``SET addr.zip = s.addr.zip``): the struct is rebuilt with it, at the end
+of its struct as schema evolution adds it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from pyspark.sql.types import ArrayType, DataType, MapType, StructType
+from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
 from airflow_provider_deltamerge.engine.resolve.unresolved import unresolved
 from airflow_provider_deltamerge.exceptions import ClauseResolutionError
@@ -72,16 +74,17 @@ def assign_struct_fields(
     if not fields:
         return clause
     where = describe_clause(position, clause)
+    source = {key(f.name): f.dataType for f in evolving_from[1].fields} if evolving_from is not None else {}
+
+    def value(name: str) -> str:
+        updates = fields[name]
+        data_type = columns[key(name)].dataType
+        if isinstance(clause, MatchedUpdate) and key(name) in source:
+            data_type = _grown(data_type, source[key(name)], [path for path, _ in updates], key)
+        return struct_with_fields(target_alias, name, data_type, updates, where=where, key=key)
+
     rebuilt = tuple(
-        (name, expression)
-        if expression is not None
-        else (
-            name,
-            struct_with_fields(
-                target_alias, name, columns[key(name)].dataType, fields[name], where=where, key=key
-            ),
-        )
-        for name, expression in pairs
+        (name, expression if expression is not None else value(name)) for name, expression in pairs
     )
     return dataclasses.replace(clause, set=rebuilt)
 
@@ -110,14 +113,19 @@ def _check_path_on_the_source(
     key: Callable[[str], str],
     qualified: bool,
 ) -> None:
-    """Raise Delta's unresolved-name error where the target column (of ``column_type``) lacks the field
-    ``path`` and the source cannot resolve it: the source lacks it too, or the path was written with the
-    target's alias (``qualified``), which names nothing in the source, where Delta resolves such a path. A
-    path written without it that only the source has is left to ``_rebuild``: nested fields are not added by
-    schema evolution through an assignment (not built)."""
+    """Raise Delta's error where the target column (of ``column_type``) lacks the field ``path`` and the
+    source cannot resolve it: unresolved where the source lacks the column, or the path was written with the
+    target's alias (``qualified``), which names nothing in the source, where Delta resolves such a path;
+    Spark's FIELD_NOT_FOUND where the source's column lacks the field. A path written without the alias that
+    the source has is added (``_grown``), as Delta's evolution adds it."""
     alias, schema = source
     if _has_fields(column_type, path[1:], key) or (not qualified and _has_fields(schema, path, key)):
         return
+    missing = None if qualified else _missing_field(schema, path, key)
+    if missing is not None:
+        # The source resolves the column but not the field: Spark's extraction fails there, before Delta
+        # could call the name unresolved.
+        raise as_error(no_such_field(*missing, describe_clause(position, clause)), ClauseResolutionError)
     raise unresolved(
         position,
         clause,
@@ -127,6 +135,57 @@ def _check_path_on_the_source(
         f"The table has no `{format_path(path)}`, and schema evolution adds only fields the source has, "
         "named as the source names them (without the target's alias).",
     )
+
+
+def _grown(
+    target: DataType, source: DataType, paths: Sequence[tuple[str, ...]], key: Callable[[str], str]
+) -> DataType:
+    """The struct ``target`` with each field that a path of ``paths`` names, the target lacks and the
+    ``source`` struct has, appended after its fields in the source's order, as schema evolution adds them
+    (``schema_evolution.evolved_schema``): a field assigned whole with the source's type, a struct that holds
+    an assigned path with that path alone. Other types are returned as they are."""
+    if not isinstance(target, StructType) or not isinstance(source, StructType):
+        return target
+    twins = {key(f.name): f.dataType for f in source.fields}
+    fields = []
+    for field in target.fields:
+        below = [path[1:] for path in paths if len(path) > 1 and key(path[0]) == key(field.name)]
+        if below and key(field.name) in twins:
+            field = StructField(
+                field.name,
+                _grown(field.dataType, twins[key(field.name)], below, key),
+                field.nullable,
+                field.metadata,
+            )
+        fields.append(field)
+    known = {key(f.name) for f in target.fields}
+    for added in source.fields:
+        below = [path[1:] for path in paths if key(path[0]) == key(added.name)]
+        if key(added.name) in known or not below:
+            continue
+        whole = any(not path for path in below)
+        fields.append(
+            StructField(
+                added.name, added.dataType if whole else _grown(StructType([]), added.dataType, below, key)
+            )
+        )
+    return StructType(fields)
+
+
+def _missing_field(
+    schema: StructType, path: tuple[str, ...], key: Callable[[str], str]
+) -> tuple[tuple[str, ...], list[str]] | None:
+    """Where ``path`` leaves ``schema`` at a field a struct column of it lacks: the path to that field and the
+    struct's field names; None where ``schema`` lacks the column or a non-struct stands in the way."""
+    data_type: DataType = schema
+    for depth, name in enumerate(path):
+        if not isinstance(data_type, StructType):
+            return None
+        found = next((f for f in data_type.fields if key(f.name) == key(name)), None)
+        if found is None:
+            return (path[: depth + 1], [f.name for f in data_type.fields]) if depth > 0 else None
+        data_type = found.dataType
+    return None
 
 
 def _has_fields(data_type: DataType, path: tuple[str, ...], key: Callable[[str], str]) -> bool:
