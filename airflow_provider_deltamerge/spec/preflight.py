@@ -116,14 +116,17 @@ class TableColumns:
         """The top-level column called ``name`` (case-insensitively), if there is one."""
         return next((c for c in self.columns if c.name.lower() == name.lower()), None)
 
-    def resolves(self, parts: Sequence[str]) -> bool:
-        """Whether ``parts`` (a column, then struct fields) names something in this table."""
+    def resolves(self, parts: Sequence[str], *, case_sensitive: bool = False) -> bool:
+        """Whether ``parts`` (a column, then struct fields) names something in this table; names compare
+        ignoring case unless ``case_sensitive``."""
         node = self.column(parts[0]) if parts else None
+        spelled = node is not None and node.name == parts[0]
         for part in parts[1:]:
             if node is None or node.any_field:
                 break
             node = node.field(part)
-        return node is not None
+            spelled = spelled and node is not None and node.name == part
+        return node is not None and (spelled or not case_sensitive)
 
     def non_struct_parent(self, parts: Sequence[str]) -> tuple[tuple[str, ...], ColumnSchema] | None:
         """The path and schema of the known non-struct column or field that ``parts`` names a field of, if
@@ -268,6 +271,9 @@ class _Checker:
     ) -> None:
         self.spec = spec
         self.case_sensitive = case_sensitive
+        # A name that matched only ignoring case in a case-sensitive session: left to the job, which resolves
+        # it as Delta does and reports it before anything written after it, so nothing after it is told here.
+        self.deferred = False
         self.schemas: dict[Role, TableColumns | None] = {"target": target, "source": source}
         self.aliases: dict[Role, str] = {"target": spec.target_alias, "source": spec.source_alias}
         self.roles: dict[str, Role] = {
@@ -323,6 +329,7 @@ class _Checker:
         if qualifier is not None:
             schema = self.schemas[qualifier]
             if schema is None or schema.resolves(parts[1:]):
+                self.defer_if_cased(schema, parts[1:])
                 return None
             fix = (
                 self.suggest(parts, [qualifier], qualified=True)
@@ -340,9 +347,16 @@ class _Checker:
                 name=f"`{format_path(parts)}`",
                 referenceNames=f"[{names}]",
             )
+        for role in matches:
+            self.defer_if_cased(self.schemas[role], parts)
         if matches or len(known) < len(visible):
             return None
         return self.unresolved(parts, slot, visible, self.unresolved_fix(parts, slot, visible))
+
+    def defer_if_cased(self, schema: TableColumns | None, parts: tuple[str, ...]) -> None:
+        """Note a name of ``schema`` that the session, comparing names by case, may not resolve."""
+        if self.case_sensitive and schema is not None and not schema.resolves(parts, case_sensitive=True):
+            self.deferred = True
 
     def unresolved_fix(self, parts: tuple[str, ...], slot: _Slot, visible: Sequence[Role]) -> str:
         hidden = [r for r in _ROLES if r not in visible and self.schemas[r] is not None]
@@ -369,7 +383,13 @@ class _Checker:
                     error=repr(references.near),
                 )
             ]
-        return [p for parts in references if (p := self.reference(parts, slot)) is not None]
+        problems = []
+        for parts in references:
+            if self.deferred:
+                break
+            found = self.reference(parts, slot)
+            problems += [found] if found is not None else []
+        return problems
 
     def assignment_targets(self, position: int, clause: MergeClause) -> list[Problem]:
         """Assigned columns the target lacks, unless schema evolution may add them from the source."""
@@ -380,14 +400,17 @@ class _Checker:
         evolves = self.spec.schema_evolution and clause.group != "not_matched_by_source"
         problems = []
         for column, _ in _assignments(clause):
+            if self.deferred:
+                break
             parts = strip_alias(split_column_path(column) or (column,), self.spec.target_alias)
             parent = target.non_struct_parent(parts)
             if parent is not None and not isinstance(clause, NotMatchedInsert):
                 problems.append(_not_a_struct(*parent, where))
                 continue
-            if target.resolves(parts) or (
-                evolves and (source is None or len(parts) > 1 or source.resolves(parts))
-            ):
+            if target.resolves(parts):
+                self.defer_if_cased(target, parts)
+                continue
+            if evolves and (source is None or len(parts) > 1 or source.resolves(parts)):
                 continue
             missing = target.missing_field(parts, case_sensitive=self.case_sensitive)
             if missing is not None and not isinstance(clause, NotMatchedInsert):

@@ -650,4 +650,61 @@ FAILED_BEFORE: tuple[Case, ...] = (
         properties={"delta.enableDeletionVectors": "true", "delta.checkpointInterval": "1"},
         features=("v2Checkpoint", "identity", "notNull", "default", "rowTracking"),
     ),
+    # In a case-sensitive session, ON names the key in another case (`t.ID`, which does not resolve) and a
+    # clause assigns a field the struct lacks: Delta resolves the ON condition first and reports it
+    # (DELTA_MERGE_UNRESOLVED_EXPRESSION), where the operator's pre-flight checks reported the field
+    # (FIELD_NOT_FOUND) and left the name in another case to the job (seed 20261305, the long run, statement
+    # 474).
+    Case(
+        target_columns=("id", "nest", "day", "f", "dbl"),
+        source_columns=("id", "nest", "day", "f", "dbl", "extra"),
+        target_rows=(
+            {"id": 1, "dbl": 3.75, "day": None, "nest": {"a": {"c": "p", "b": None}, "d": None}, "f": -1.5},
+            {"day": None, "dbl": 3.75, "id": 1, "nest": {"a": {"b": None, "c": None}, "d": None}, "f": -1.5},
+        ),
+        source_rows=(
+            {"day": None, "nest": None, "id": None, "extra": None, "f": 0.0, "dbl": 3.75},
+            {"id": 1, "extra": None, "nest": None, "day": None, "dbl": None, "f": -1.5},
+            {
+                "day": None,
+                "dbl": 0.0,
+                "id": 2,
+                "extra": "e",
+                "f": 10000000000.0,
+                "nest": {"a": {"c": "p", "b": 2}, "d": None},
+            },
+            {"dbl": 0.0, "id": 4, "f": 0.0, "nest": None, "extra": "e", "day": datetime.date(2026, 1, 1)},
+            {
+                "f": 2.25,
+                "extra": "e",
+                "dbl": 3.75,
+                "id": 5,
+                "nest": {"d": 0, "a": None},
+                "day": datetime.date(2026, 1, 4),
+            },
+        ),
+        statement=(
+            "MERGE INTO delta.`{target}` AS t USING (SELECT * FROM parquet.`{source}` AS s "
+            "WHERE s.nest.a.b > 0) AS s ON t.ID <=> s.ID\n"
+            "WHEN MATCHED THEN UPDATE SET t.nest.a.z = 1, t.f = s.f + 0.5\n"
+            "WHEN NOT MATCHED BY SOURCE AND t.nest.a IS NULL THEN DELETE\n"
+            "WHEN NOT MATCHED BY SOURCE THEN DELETE"
+        ),
+        partition_by="day",
+        confs={
+            "spark.sql.storeAssignmentPolicy": "LEGACY",
+            "spark.sql.ansi.enabled": "false",
+            "spark.sql.caseSensitive": "true",
+            "spark.databricks.delta.updateAndMergeCastingFollowsAnsiEnabledFlag": "true",
+            "spark.sql.session.timeZone": "America/Los_Angeles",
+        },
+        properties={
+            "delta.enableDeletionVectors": "true",
+            "delta.enableChangeDataFeed": "true",
+            "delta.checkpointInterval": "1",
+            "delta.deletedFileRetentionDuration": "interval 1 hours",
+            "delta.logRetentionDuration": "interval 2 days",
+        },
+        log_ages=(80.0, 0.5, 0.5),
+    ),
 )

@@ -211,6 +211,52 @@ def test_star_over_a_source_without_a_target_column_fails_as_in_delta(
     assert run_merge(spark, evolving).metrics[evolved] == 1
 
 
+def with_struct(ids: list[int]) -> pa.Table:
+    """``rows(ids)`` with a struct column ``st`` of one field, ``a``."""
+    return rows(ids).append_column("st", pa.array([{"a": i} for i in ids], pa.struct([("a", pa.int64())])))
+
+
+@pytest.mark.parametrize(
+    ("condition", "clauses", "case_sensitive", "unresolved"),
+    [
+        ("t.nope = s.id", (update({"t.st.z": "1"}),), False, "t.nope"),
+        ("t.ID = s.id", (update({"t.st.z": "1"}),), True, "t.ID"),
+        (
+            "t.id = s.id",
+            (update({"t.value": "s.nope"}, condition="s.id > 0"), update({"t.st.z": "1"})),
+            False,
+            "s.nope",
+        ),
+    ],
+    ids=["on-condition", "on-condition-in-another-case", "earlier-clause"],
+)
+def test_a_name_delta_resolves_first_fails_the_merge_before_a_later_clause_s_missing_field(
+    spark, tmp_path, condition, clauses, case_sensitive, unresolved
+):
+    # Given: an unknown name in the ON condition or an earlier clause, and after it an assignment to a field
+    # the struct lacks (FIELD_NOT_FOUND, were it resolved first)
+    source = source_file(tmp_path, with_struct([2, 3]))
+    specs = [
+        MergeSpec(make_table(tmp_path / name, with_struct([1, 2])), source, condition, clauses)
+        for name in ("delta", "engine")
+    ]
+    before = table_state(specs[1].target)
+    spark.conf.set("spark.sql.caseSensitive", str(case_sensitive).lower())
+    try:
+        # When: Delta's own MERGE, and the engine
+        with pytest.raises((PySparkException, Py4JJavaError)) as by_delta:
+            spark.sql(to_merge_sql(specs[0])).collect()
+        with pytest.raises(ClauseResolutionError) as by_engine:
+            run_merge(spark, specs[1])
+    finally:
+        spark.conf.unset("spark.sql.caseSensitive")
+    # Then: both fail on the unknown name (Delta's runtime lacks the message of its class: the class alone)
+    deltas = delta_error_classes(jvm_errors(by_delta.value))[0]
+    assert deltas == by_engine.value.error_class == "DELTA_MERGE_UNRESOLVED_EXPRESSION"
+    assert by_engine.value.message.startswith(f"Cannot resolve {unresolved} in")
+    assert table_state(specs[1].target) == before
+
+
 def test_non_deterministic_on_condition_is_refused_but_assignments_may_be(spark, tmp_path):
     target = make_table(tmp_path / "t", rows([1, 2]))
     source = source_file(tmp_path, rows([2, 3]))

@@ -78,6 +78,24 @@ def test_unknown_nested_field() -> None:
 
 
 @pytest.mark.parametrize(
+    ("condition", "told"),
+    [
+        ("t.id = s.id", ["FIELD_NOT_FOUND"]),
+        # a name in another case, which the session may not resolve: Delta resolves ON first, so the job tells
+        ("t.ID = s.id", []),
+        ("t.id = s.ID", []),
+    ],
+    ids=["as-spelled", "target-name-in-another-case", "source-name-in-another-case"],
+)
+def test_in_a_case_sensitive_session_nothing_after_a_name_in_another_case_is_told(
+    condition: str, told: list[str]
+) -> None:
+    spec = merge(update({"t.addr.town": "s.city"}), condition=condition)
+    problems = preflight_problems(spec, TARGET, SOURCE, case_sensitive=True)
+    assert [p.error_class for p in problems] == told
+
+
+@pytest.mark.parametrize(
     ("clause", "text"),
     [
         (

@@ -25,6 +25,7 @@ from airflow_provider_deltamerge.engine.resolve.resolution import (
     ResolvedClause,
     ValueType,
     check_expressions,
+    check_resolution,
     pin_current_time,
     quote,
     resolve_clauses,
@@ -159,7 +160,13 @@ def make_plan(
     features = snapshot.protocol.writer_features
     check_type_changes(snapshot.schema, features)
     target = table_schema(snapshot)
-    resolved = resolve_clauses(spec, target, source_schema, case_sensitive=case_sensitive(spark))
+    resolved = resolve_clauses(
+        spec,
+        target,
+        source_schema,
+        case_sensitive=case_sensitive(spark),
+        resolved_first=lambda before: check_resolution(spark, spec, before, target, source_schema),
+    )
     if forced is not None and not SERVES[forced](resolved):
         raise MergeSpecError(_cannot_serve(forced, resolved), error_class="DELTAMERGE_EXECUTOR_CANNOT_SERVE")
     condition, clauses = pin_current_time(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import zoneinfo
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -78,11 +78,21 @@ def quote(name: str) -> str:
 
 
 def resolve_clauses(
-    spec: MergeSpec, target: StructType, source: StructType, *, case_sensitive: bool = False
+    spec: MergeSpec,
+    target: StructType,
+    source: StructType,
+    *,
+    case_sensitive: bool = False,
+    resolved_first: Callable[[Sequence[ResolvedClause]], None] | None = None,
 ) -> tuple[ResolvedClause, ...]:
     """Expand and check every clause of ``spec`` against the target and source schemas; assignments of
     struct fields become one assignment of their column (``struct_fields``). Names match ignoring case
     unless ``case_sensitive`` (Spark's ``spark.sql.caseSensitive``).
+
+    Args:
+        resolved_first: where a clause does not resolve, called with the clauses before it before the
+            error is raised: Delta resolves the ON condition and those clauses first, and reports an error of
+            theirs (``check_resolution``) rather than this clause's.
 
     Raises:
         ClauseResolutionError: with Delta's wording, naming the clause and the columns it could use.
@@ -100,22 +110,23 @@ def resolve_clauses(
         generated,
         identity,
     )
-    return tuple(
-        _resolve(
-            spec,
-            position,
-            assign_struct_fields(
+    resolved: list[ResolvedClause] = []
+    for position, clause in enumerate(spec.clauses, start=1):
+        try:
+            with_fields = assign_struct_fields(
                 clause,
                 position,
                 target,
                 target_alias=spec.target_alias,
                 case_sensitive=case_sensitive,
                 evolving_from=_evolving_from(spec, source),
-            ),
-            names,
-        )
-        for position, clause in enumerate(spec.clauses, start=1)
-    )
+            )
+            resolved.append(_resolve(spec, position, with_fields, names))
+        except ClauseResolutionError:
+            if resolved_first is not None:
+                resolved_first(resolved)
+            raise
+    return tuple(resolved)
 
 
 def _evolving_from(spec: MergeSpec, source: StructType) -> tuple[str, StructType] | None:
@@ -364,6 +375,33 @@ def check_expressions(
         if checked.assigns is not None:
             types[checked.assigns] = analysed[key]
     return types
+
+
+def check_resolution(
+    spark: SparkSession,
+    spec: MergeSpec,
+    clauses: Sequence[ResolvedClause],
+    target: StructType,
+    source: StructType,
+) -> None:
+    """Raise the first of the ON condition and ``clauses``' conditions and assignments that does not
+    resolve, as ``check_expressions`` reports it; what resolves is not checked further (Delta refuses a
+    non-deterministic condition, say, only once the whole merge has resolved). Only empty frames are
+    analysed.
+
+    Raises:
+        ClauseResolutionError: naming the expression's clause, with Delta's (or Spark's) error class.
+    """
+    schemas = {spec.target_alias: target, spec.source_alias: source}
+    frames: dict[tuple[str, ...], DataFrame] = {}
+    for checked in _expressions(spec, spec.condition, clauses):
+        if checked.sees not in frames:
+            frames[checked.sees] = _empty_join(spark, {alias: schemas[alias] for alias in checked.sees})
+        try:
+            # Connect analyses lazily: asking for the schema is the analysis.
+            frames[checked.sees].select(F.expr(checked.text)).schema  # noqa: B018
+        except AnalysisException as err:
+            raise _analysis_error(checked, err, schemas) from err
 
 
 def _value_types(
