@@ -347,15 +347,16 @@ class _Checker:
                 name=f"`{format_path(parts)}`",
                 referenceNames=f"[{names}]",
             )
-        for role in matches:
+        for role in matches if len(known) == len(visible) else visible:
             self.defer_if_cased(self.schemas[role], parts)
         if matches or len(known) < len(visible):
             return None
         return self.unresolved(parts, slot, visible, self.unresolved_fix(parts, slot, visible))
 
     def defer_if_cased(self, schema: TableColumns | None, parts: tuple[str, ...]) -> None:
-        """Note a name of ``schema`` that the session, comparing names by case, may not resolve."""
-        if self.case_sensitive and schema is not None and not schema.resolves(parts, case_sensitive=True):
+        """Note a name that the session, comparing names by case, may not resolve: one ``schema`` has only
+        in another case, or any name of a schema not known here (a query source's)."""
+        if self.case_sensitive and (schema is None or not schema.resolves(parts, case_sensitive=True)):
             self.deferred = True
 
     def unresolved_fix(self, parts: tuple[str, ...], slot: _Slot, visible: Sequence[Role]) -> str:
