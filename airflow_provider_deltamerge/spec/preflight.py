@@ -271,8 +271,9 @@ class _Checker:
     ) -> None:
         self.spec = spec
         self.case_sensitive = case_sensitive
-        # A name that matched only ignoring case in a case-sensitive session: left to the job, which resolves
-        # it as Delta does and reports it before anything written after it, so nothing after it is told here.
+        # A name a case-sensitive session may not resolve (it matched only ignoring case, or names a schema
+        # not known here): left to the job, which resolves it as Delta does and reports it before anything
+        # written after it, so nothing after it is told here.
         self.deferred = False
         self.schemas: dict[Role, TableColumns | None] = {"target": target, "source": source}
         self.aliases: dict[Role, str] = {"target": spec.target_alias, "source": spec.source_alias}
@@ -494,7 +495,8 @@ def preflight_problems(
             are then skipped.
         case_sensitive: the session compares names by case (``spark.sql.caseSensitive``). The checks
             otherwise ignore case, so a name in another case is left to the job, which resolves it as
-            Delta does; only a struct field's absence is told under this rule here.
+            Delta does, with everything written after it; only a struct field's absence is told under this
+            rule here.
     """
     checker = _Checker(spec, target_columns, source_columns, case_sensitive=case_sensitive)
     problems = checker.expression(_Slot(spec.condition, "search condition", "ON condition", None))
