@@ -875,7 +875,13 @@ NESTED_SETS = {
 # The field a ``WIDER`` source's struct adds, named as the source names it: schema evolution adds it to the
 # struct, else it is the target's FIELD_NOT_FOUND.
 NEW_FIELD_SETS = {"st": ("st.c = s.st.c",), "nest": ("nest.a.z = s.nest.a.z",)}
-NEW_FIELD = re.compile(r"(?<![\w.])(?:st\.c|nest\.a\.z) = ")
+NEW_FIELD = re.compile(
+    "|".join(
+        rf"(?<![\w.]){re.escape(path.split(' = ')[0])} = "
+        for paths in NEW_FIELD_SETS.values()
+        for path in paths
+    )
+)
 # The paths above that name a field as the struct does not spell it (any case of the column: in_upper_case)
 OTHER_FIELD = re.compile(r"\bt\.(?i:st)\.(?:B|c)\b|\bt\.(?i:nest)\.a\.z\b")
 

@@ -8,6 +8,7 @@ analyses every condition and assignment with Spark against the columns its claus
 
 from __future__ import annotations
 
+import functools
 import re
 import zoneinfo
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -358,20 +359,21 @@ def check_expressions(
         ClauseResolutionError: naming the clause, with Delta's (or Spark's) error class and wording.
     """
     schemas = {spec.target_alias: target, spec.source_alias: source}
-    frames: dict[tuple[str, ...], DataFrame] = {}
+    frame = _empty_frames(spark, schemas)
+    batched: set[tuple[str, ...]] = set()
     analysed: dict[tuple[tuple[str, ...], str], ValueType] = {}
     types: dict[tuple[int, str], ValueType] = {}
     expressions = list(_expressions(spec, condition, clauses))
     for checked in expressions:
-        if checked.sees not in frames:
-            frames[checked.sees] = _empty_join(spark, {alias: schemas[alias] for alias in checked.sees})
+        if checked.sees not in batched:
+            batched.add(checked.sees)
             seen = [c for c in expressions if c.sees == checked.sees]
             assigned = [c.text for c in seen if not c.is_condition]
             conditions = [c.text for c in seen if c.is_condition]
-            analysed |= _value_types(frames[checked.sees], checked.sees, assigned, conditions)
+            analysed |= _value_types(frame(checked.sees), checked.sees, assigned, conditions)
         key = (checked.sees, checked.text)
         if key not in analysed:
-            analysed[key] = _check(frames[checked.sees], checked, schemas)
+            analysed[key] = _check(frame(checked.sees), checked, schemas)
         if checked.assigns is not None:
             types[checked.assigns] = analysed[key]
     return types
@@ -385,21 +387,19 @@ def check_resolution(
     source: StructType,
 ) -> None:
     """Raise the first of the ON condition and ``clauses``' conditions and assignments that does not
-    resolve, as ``check_expressions`` reports it; what resolves is not checked further (Delta refuses a
-    non-deterministic condition, say, only once the whole merge has resolved). Only empty frames are
-    analysed.
+    resolve, as ``check_expressions`` reports it. Resolution alone: Delta's refusals of what resolves (a
+    non-deterministic condition, say) keep the order ``check_expressions`` gives them after every clause has
+    resolved. Only empty frames are analysed.
 
     Raises:
         ClauseResolutionError: naming the expression's clause, with Delta's (or Spark's) error class.
     """
     schemas = {spec.target_alias: target, spec.source_alias: source}
-    frames: dict[tuple[str, ...], DataFrame] = {}
+    frame = _empty_frames(spark, schemas)
     for checked in _expressions(spec, spec.condition, clauses):
-        if checked.sees not in frames:
-            frames[checked.sees] = _empty_join(spark, {alias: schemas[alias] for alias in checked.sees})
         try:
             # Connect analyses lazily: asking for the schema is the analysis.
-            frames[checked.sees].select(F.expr(checked.text)).schema  # noqa: B018
+            frame(checked.sees).select(F.expr(checked.text)).schema  # noqa: B018
         except AnalysisException as err:
             raise _analysis_error(checked, err, schemas) from err
 
@@ -457,12 +457,20 @@ def _expressions(spec: MergeSpec, condition: str, clauses: Sequence[ResolvedClau
             )
 
 
-def _empty_join(spark: SparkSession, schemas: Mapping[str, StructType]) -> DataFrame:
-    frames = [spark.createDataFrame([], schema).alias(alias) for alias, schema in schemas.items()]
-    joined = frames[0]
-    for frame in frames[1:]:
-        joined = joined.crossJoin(frame)
-    return joined
+def _empty_frames(
+    spark: SparkSession, schemas: Mapping[str, StructType]
+) -> Callable[[tuple[str, ...]], DataFrame]:
+    """The empty join of the aliases an expression sees (``schemas`` by alias), made once per set of them."""
+
+    @functools.cache
+    def frame(sees: tuple[str, ...]) -> DataFrame:
+        frames = [spark.createDataFrame([], schemas[alias]).alias(alias) for alias in sees]
+        joined = frames[0]
+        for other in frames[1:]:
+            joined = joined.crossJoin(other)
+        return joined
+
+    return frame
 
 
 def _value_types_on_connect(
