@@ -465,6 +465,25 @@ FAILED_BEFORE: tuple[Case, ...] = (
         ),
         two_phases=True,
     ),
+    # The same, on a table with deletion vectors and change data, where a NOT MATCHED BY SOURCE clause makes
+    # Delta's phase 1 touch the file: Delta's deletion-vector path tracks no marks for its write of no row, so
+    # its commit holds commitInfo alone (SnapshotIsolation), where the engine's carried the schema
+    # (Serializable; fixed in engine/merge._tracks_unwritten_marks, the variants in
+    # tests/engine/test_identity_marks.py). Reduced from seed 20261310, the long run, statements 317-321.
+    Case(
+        target_columns=("id", "f"),
+        source_columns=("id", "f"),
+        target_rows=({"id": 0, "f": -1.5},),
+        source_rows=({"id": 4, "f": None},),
+        statement=(
+            "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id\n"
+            "WHEN NOT MATCHED AND s.f > 0 THEN INSERT (id, f) VALUES (s.id, s.f)\n"
+            "WHEN NOT MATCHED BY SOURCE AND t.f > 100 THEN DELETE"
+        ),
+        confs={"spark.databricks.delta.skipRecordingEmptyCommits": "false"},
+        properties={"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"},
+        features=("identity",),
+    ),
     # Under storeAssignmentPolicy=STRICT a DATE written into a TIMESTAMP column: Delta's analyzer fails on its
     # own up-cast (INTERNAL_ERROR, "Found the unresolved Cast"), the engine wrote the value, which no verdict
     # explained (now strict-up-cast-to-a-timestamp, WHEN_DELTA_FAILS_INTERNALLY; seed 20261210, the long run,

@@ -48,6 +48,11 @@ class FileChanges:
     added: tuple[WrittenFile, ...]
     vectors: tuple[VectorChange, ...] = ()
     change_files: tuple[ChangeFile, ...] = ()  # the change data feed's files
+    # Whether Delta would take its deletion-vector path: the table writes vectors and Delta's phase 1 finds a
+    # file to rewrite (for a merge with inserts, every file holding a matched target row, and with a NOT
+    # MATCHED BY SOURCE clause every file), whether or not a clause then acts on it. The identity marks a
+    # commit records depend on it (merge._committed_schema).
+    delta_vector_path: bool = False
 
     @property
     def written(self) -> tuple[WrittenFile | ChangeFile, ...]:
@@ -107,7 +112,12 @@ def run_two_phases(
         vectors = vector_changes(plan.snapshot, found.touched, found.modified_rows)
         for name, value in _vector_metrics(vectors).items():
             recorder.set(name, value)
-        return FileChanges(found.touched, written.files, vectors, written.change_files)
+        delta_touched = bool(found.matched) or (
+            has_not_matched_by_source(plan.clauses) and bool(plan.snapshot.files)
+        )
+        return FileChanges(
+            found.touched, written.files, vectors, written.change_files, delta_vector_path=delta_touched
+        )
     _record_removed(recorder, found.touched)
     return FileChanges(found.touched, written.files, change_files=written.change_files)
 
