@@ -18,6 +18,7 @@ from airflow_provider_deltamerge.delta.log.row_tracking import DOMAIN as ROW_TRA
 from airflow_provider_deltamerge.delta.log.row_tracking import HIGH_WATER_MARK_KEY as HIGH_WATER_MARK
 from tests.engine.delta_differential import (
     ENGINE_ONLY_METRICS,
+    MATERIALIZE_SOURCE,
     SKIP_EMPTY_COMMITS,
     STORE_ASSIGNMENT,
     Case,
@@ -234,12 +235,51 @@ def _source_rows_counted_where_no_target_row_qualifies(delta: Outcome, ours: Out
         return False
     if counted[0] not in (0, 2 * counted[1]):
         return False
-    alike = dataclasses.replace(delta, counts={**delta.counts, m.NUM_SOURCE_ROWS: counted[1]})
-    return alike.observed() == ours.observed() or any(
-        d.differs_so(alike, ours)
-        for d in DIFFERENCES
-        if d.differs_so is not _source_rows_counted_where_no_target_row_qualifies
+    return _same_but_for_the_source_count(delta, ours, _source_rows_counted_where_no_target_row_qualifies)
+
+
+def _same_but_for_the_source_count(
+    delta: Outcome, ours: Outcome, this: Callable[[Outcome, Outcome], bool]
+) -> bool:
+    """With Delta's numSourceRows taken as ours, the outcomes are the same, or differ as a difference other
+    than ``this`` says."""
+    alike = dataclasses.replace(
+        delta, counts={**delta.counts, m.NUM_SOURCE_ROWS: ours.counts[m.NUM_SOURCE_ROWS]}
     )
+    return alike.observed() == ours.observed() or any(
+        d.differs_so(alike, ours) for d in DIFFERENCES if d.differs_so is not this
+    )
+
+
+# A source query grouped by one column, and an ON equality of a target column with that source column.
+_GROUPED_BY = re.compile(r"\bGROUP BY (\w+)\)", re.IGNORECASE)
+_EQUALITY = re.compile(r"\bt\.\w+ = s\.(\w+)\b")
+
+
+def _source_rows_uncounted_where_the_source_is_unique(delta: Outcome, ours: Outcome) -> bool:
+    """Delta's numSourceRows is 0 where ours counts the source; the outcomes are otherwise the same, or
+    differ as another difference says. The merge writes deletion vectors and has a NOT MATCHED BY SOURCE
+    clause and no NOT MATCHED one (Delta then takes numSourceRows from its phase 1), its source is not
+    materialized (materializeSource=none) and is a query grouped by a column that an equality of ON joins
+    on: the source is unique on its join key, and Spark's optimizer removes phase 1's right outer join,
+    whose output keeps nothing of the source, together with the source and its count."""
+    counted = [o.counts.get(m.NUM_SOURCE_ROWS) for o in (delta, ours)]
+    if delta.error_class or ours.error_class or counted[0] != 0 or not counted[1]:
+        return False
+    statement = ours.statement
+    on = _ON.search(statement)
+    grouped = _GROUPED_BY.search(statement)
+    if on is None or grouped is None or grouped[1] not in _EQUALITY.findall(on[1]):
+        return False
+    if not re.search(r"^WHEN NOT MATCHED BY SOURCE\b", statement, re.M):
+        return False
+    if re.search(r"^WHEN NOT MATCHED(?! BY SOURCE)\b", statement, re.M):
+        return False
+    if ours.confs.get(MATERIALIZE_SOURCE) != "none":
+        return False
+    if ours.table.get("properties", {}).get("delta.enableDeletionVectors") != "true":
+        return False
+    return _same_but_for_the_source_count(delta, ours, _source_rows_uncounted_where_the_source_is_unique)
 
 
 # The WHEN MATCHED clauses of a statement: their conditions and actions.
@@ -329,6 +369,16 @@ DIFFERENCES = (
         "read the source twice in a nested loop; Delta's numSourceRows is then 0 or twice the source's rows. "
         "Delta counts the source again only where its candidate files hold no row at all.",
         _source_rows_counted_where_no_target_row_qualifies,
+    ),
+    Difference(
+        "source-rows-counted-where-the-source-is-unique",
+        "numSourceRows counts each source row once. Under deletion vectors, a merge with a NOT MATCHED BY "
+        "SOURCE clause and no NOT MATCHED clause reports the count of Delta's phase 1, a right outer join "
+        "of the source with the target's files whose output keeps nothing of the source. Where the source "
+        "is not materialized (materializeSource=none) and is unique on ON's equality key (a query grouped "
+        "by it), Spark's optimizer removes that join (EliminateOuterJoin), and with it the read of the "
+        "source that counts its rows: Delta's numSourceRows is then 0.",
+        _source_rows_uncounted_where_the_source_is_unique,
     ),
     Difference(
         "distinct-aliases",

@@ -484,6 +484,30 @@ FAILED_BEFORE: tuple[Case, ...] = (
         properties={"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"},
         features=("identity",),
     ),
+    # Under deletion vectors, a NOT MATCHED BY SOURCE clause alone over a source not materialized and grouped
+    # by the ON key: Spark's optimizer removes Delta's phase-1 join and its count of the source, Delta's
+    # numSourceRows is 0, the engine's 1 (now source-rows-counted-where-the-source-is-unique; seed 20261312,
+    # the long run, statement 604).
+    Case(
+        target_columns=("id", "name", "st", "ts"),
+        source_columns=("id", "name", "st", "ts"),
+        target_rows=(
+            {
+                "id": 0,
+                "name": "a",
+                "st": None,
+                "ts": datetime.datetime(2026, 1, 1, 0, 0, 1, 1, tzinfo=datetime.UTC),
+            },
+        ),
+        source_rows=({"id": 4, "name": "c", "st": None, "ts": None},),
+        statement=(
+            "MERGE INTO delta.`{target}` AS t USING (SELECT id, max(name) AS name, max(st) AS st, "
+            "max(ts) AS ts FROM parquet.`{source}` GROUP BY id) AS s ON t.id = s.id\n"
+            "WHEN NOT MATCHED BY SOURCE THEN UPDATE SET t.name = concat(t.name, '!')"
+        ),
+        confs={"spark.sql.ansi.enabled": "false", "spark.databricks.delta.merge.materializeSource": "none"},
+        properties={"delta.enableDeletionVectors": "true"},
+    ),
     # Under storeAssignmentPolicy=STRICT a DATE written into a TIMESTAMP column: Delta's analyzer fails on its
     # own up-cast (INTERNAL_ERROR, "Found the unresolved Cast"), the engine wrote the value, which no verdict
     # explained (now strict-up-cast-to-a-timestamp, WHEN_DELTA_FAILS_INTERNALLY; seed 20261210, the long run,

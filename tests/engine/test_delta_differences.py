@@ -25,6 +25,7 @@ from tests.engine.delta_differences import (
 )
 from tests.engine.delta_differential import (
     AUTO_MERGE,
+    MATERIALIZE_SOURCE,
     OPTIMIZE_INSERT_ONLY,
     SKIP_EMPTY_COMMITS,
     STORE_ASSIGNMENT,
@@ -41,6 +42,9 @@ DISTINCT_ALIASES = next(d for d in DIFFERENCES if d.name == "distinct-aliases")
 COUNTED_ONCE = next(d for d in DIFFERENCES if d.name == "source-rows-counted-once")
 NO_TARGET_ROW_QUALIFIES = next(
     d for d in DIFFERENCES if d.name == "source-rows-counted-where-no-target-row-qualifies"
+)
+UNIQUE_SOURCE_UNCOUNTED = next(
+    d for d in DIFFERENCES if d.name == "source-rows-counted-where-the-source-is-unique"
 )
 NO_COMPATIBILITY_CHECKPOINT = next(d for d in DIFFERENCES if d.name == "no-compatibility-checkpoint")
 UNMATCHED_ROW_MERGED = next(d for d in DIFFERENCES if d.name == "unmatched-row-merged-where-delta-raises")
@@ -364,6 +368,63 @@ def test_where_a_target_row_qualifies_delta_counts_every_source_row(spark, tmp_p
     # Then: both count every source row, and the case is not one where no target row qualifies
     assert not ours.on_admits_no_target_row
     assert delta.counts[m.NUM_SOURCE_ROWS] == ours.counts[m.NUM_SOURCE_ROWS] == len(case.source_rows)
+
+
+# Three source rows, two once grouped by id: one matches a target row, the other target row is not matched.
+UNIQUE_SOURCE = Case(
+    ("id", "v"),
+    ("id", "v"),
+    ({"id": 0, "v": 0}, {"id": 2, "v": 2}),
+    ({"id": 2, "v": 9}, {"id": 4, "v": 9}, {"id": 4, "v": 8}),
+    "MERGE INTO delta.`{target}` AS t USING (SELECT id, max(v) AS v FROM parquet.`{source}` GROUP BY id)"
+    " AS s\nON t.id = s.id\nWHEN MATCHED THEN UPDATE SET t.v = s.v\n"
+    "WHEN NOT MATCHED BY SOURCE THEN UPDATE SET t.v = t.v * 2",
+    confs={MATERIALIZE_SOURCE: "none"},
+    properties={"delta.enableDeletionVectors": "true"},
+)
+
+
+def test_delta_counts_no_source_row_where_spark_drops_a_unique_source_and_the_engine_counts_each(
+    spark, tmp_path
+):
+    # Given: under deletion vectors, a MATCHED and a NOT MATCHED BY SOURCE clause, and a source not
+    # materialized that is grouped by the column ON joins on
+    (tmp_path / "unique").mkdir()
+    # When
+    delta, ours = run_case(spark, UNIQUE_SOURCE, tmp_path / "unique")
+    # Then: the same table, rows and every other count; Delta counted no source row
+    assert (delta.counts[m.NUM_SOURCE_ROWS], ours.counts[m.NUM_SOURCE_ROWS]) == (0, 2)
+    assert delta.rows == ours.rows and delta.table == ours.table
+    assert explained_by(delta, ours) is UNIQUE_SOURCE_UNCOUNTED
+    # And: with the source materialized (Delta's default here), Delta counts each grouped row as we do
+    (tmp_path / "materialized").mkdir()
+    materialized = dataclasses.replace(UNIQUE_SOURCE, confs={})
+    delta_materialized, ours_materialized = run_case(spark, materialized, tmp_path / "materialized")
+    assert delta_materialized.counts[m.NUM_SOURCE_ROWS] == ours_materialized.counts[m.NUM_SOURCE_ROWS] == 2
+    # And: materialized, without deletion vectors, with a NOT MATCHED clause, over an ungrouped source or a
+    # grouping ON does not join on, or with Delta's count other than 0, the same outcomes are not explained
+    # by it
+    statement = UNIQUE_SOURCE.statement
+    without_vectors = {
+        **ours.table,
+        "properties": {**ours.table["properties"], "delta.enableDeletionVectors": "false"},
+    }
+    unlike = [
+        dataclasses.replace(ours, confs={}),
+        dataclasses.replace(ours, table=without_vectors),
+        dataclasses.replace(
+            ours,
+            statement=statement.replace(
+                "WHEN NOT MATCHED BY SOURCE", "WHEN NOT MATCHED THEN INSERT *\nWHEN NOT MATCHED BY SOURCE"
+            ),
+        ),
+        dataclasses.replace(ours, statement=statement.replace(" GROUP BY id", "")),
+        dataclasses.replace(ours, statement=statement.replace("ON t.id = s.id", "ON t.v = s.v")),
+    ]
+    for outcome in unlike:
+        assert explained_by(delta, outcome) is None, outcome.statement
+    once = dataclasses.replace(delta, counts={**delta.counts, m.NUM_SOURCE_ROWS: 1})
+    assert explained_by(once, ours) is None
 
 
 def test_one_alias_for_target_and_source_is_refused_where_delta_resolves_each_column(spark, tmp_path):
