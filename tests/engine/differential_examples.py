@@ -508,6 +508,33 @@ FAILED_BEFORE: tuple[Case, ...] = (
         confs={"spark.sql.ansi.enabled": "false", "spark.databricks.delta.merge.materializeSource": "none"},
         properties={"delta.enableDeletionVectors": "true"},
     ),
+    # MATCHED clauses alone, whose conditions no row of partition 'b' can satisfy, over a target row there
+    # that two source rows match: Delta's data skipping does not read the partition and merges, the engine
+    # read it and failed with the multiple match (fixed in engine/plan/pruning._matched_clauses_test; seed
+    # 20261312, the long run, statements 748-754).
+    Case(
+        target_columns=("id", "name"),
+        source_columns=("id", "name"),
+        target_rows=({"name": "b", "id": 5}, {"name": "b", "id": 2}),
+        source_rows=(
+            {"id": None, "name": "a"},
+            {"id": 5, "name": "a"},
+            {"name": "a", "id": None},
+            {"name": "a", "id": 4},
+            {"name": "b", "id": 5},
+        ),
+        statement=(
+            "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s "
+            "ON t.id BETWEEN s.id AND s.id + 1\n"
+            "WHEN MATCHED AND t.name <> 'b' THEN DELETE\n"
+            "WHEN MATCHED AND t.name IS NULL THEN UPDATE SET t.name = upper(t.name)"
+        ),
+        partition_by="name",
+        confs={"spark.sql.session.timeZone": "America/Los_Angeles"},
+        properties={"delta.enableChangeDataFeed": "true"},
+        two_phases=True,
+        catalog=True,
+    ),
     # Under storeAssignmentPolicy=STRICT a DATE written into a TIMESTAMP column: Delta's analyzer fails on its
     # own up-cast (INTERNAL_ERROR, "Found the unresolved Cast"), the engine wrote the value, which no verdict
     # explained (now strict-up-cast-to-a-timestamp, WHEN_DELTA_FAILS_INTERNALLY; seed 20261210, the long run,

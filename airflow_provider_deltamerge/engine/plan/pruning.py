@@ -7,7 +7,9 @@ Three sources of pruning, as in Delta and delta-rs (DESIGN.md "Pruning before jo
 (c) the source's distinct values of every equi-join key (``t.k = s.k``): a file is read only when one of
     them lies within its [min, max], and with several keys all parts of one source key tuple lie within
     the file's bounds. Above ``MAX_SOURCE_KEYS`` distinct keys (or when the two sides' types differ beyond
-    integer widths), the source's global [min, max] of the key stands in.
+    integer widths), the source's global [min, max] of the key stands in;
+(d) with MATCHED clauses only, their conditions' conjuncts that name the target alone, where they name
+    partition columns alone (``_matched_clauses_test``).
 
 Tests (a), (b) and the (c) fallback run in Spark over a small table of per-file stats, so comparisons coerce
 types exactly as the ON condition does; (c) bisects the sorted keys on the driver per file (numpy arrays:
@@ -22,7 +24,8 @@ another writer added could have held rows this merge should have read.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +52,11 @@ from sqlglot import exp
 
 from airflow_provider_deltamerge.delta.files.sql_text import sql_type
 from airflow_provider_deltamerge.delta.log.snapshot import DataFile, Snapshot
-from airflow_provider_deltamerge.engine.plan.planning import MergePlan, has_not_matched_by_source
+from airflow_provider_deltamerge.engine.plan.planning import (
+    MergePlan,
+    has_not_matched_by_source,
+    is_matched_only,
+)
 from airflow_provider_deltamerge.spec.references import conjuncts
 
 # Above this many distinct source values of a partition column, (b) falls back to the values' range.
@@ -272,10 +279,16 @@ def prune_files(
         return Pruning(
             snapshot.files, FileFilter(plan.target_schema, snapshot.partition_columns, read_all=True)
         )
+    clauses_test = _matched_clauses_test(plan)
     analysis = _analyse(spark, plan, source)
     if analysis is None:
-        return Pruning(snapshot.files, base)
+        if clauses_test is None:
+            return Pruning(snapshot.files, base)
+        by_clauses = dataclasses.replace(base, constant_tests=(clauses_test,))
+        return Pruning(by_clauses.select(spark, snapshot, snapshot.files), by_clauses)
     constant_tests, equalities = analysis
+    if clauses_test is not None:
+        constant_tests.append(clauses_test)
     aliased = source.alias(plan.spec.source_alias)
     ranged: list[SourceKey] = []
     value_sets: list[tuple[int, list[Row], StructType]] = []
@@ -637,6 +650,58 @@ def _analyse(
                     equalities.append(key)
                 break
     return tests, equalities
+
+
+def _matched_clauses_test(plan: MergePlan) -> str | None:
+    """For a merge of MATCHED clauses only, a test over the stats table that keeps a file only where some
+    clause's conjuncts that name the target alone hold on its partition values; None where there is none.
+
+    Delta skips files by them (``MergeIntoCommandBase.getTargetOnlyPredicates``: a clause without such a
+    conjunct may act anywhere), so a target row of a skipped file is never matched, and a multiple match
+    there is no error. Where those conjuncts name partition columns alone, Delta tests them exactly on
+    each file's partition values, as this test does (a NULL result skips the file). Where they name a data
+    column, Delta skips by that column's stats, which is not built here: every file is read, so a multiple
+    match in a file Delta's stats would skip fails the merge where Delta's succeeds.
+    """
+    if not is_matched_only(plan.clauses):
+        return None
+    target_alias, source_alias = plan.spec.target_alias.lower(), plan.spec.source_alias.lower()
+    partitions = {
+        f.name.lower(): n
+        for n, f in enumerate(plan.target_schema.fields)
+        if f.name in plan.snapshot.partition_columns
+    }
+    alternatives = []
+    for clause in plan.clauses:
+        parts = conjuncts(clause.condition) if clause.condition is not None else []
+        if parts is None:
+            return None
+        on_partitions = []
+        for part in parts:
+            columns = list(part.find_all(exp.Column))
+            sides = {c.table.lower() if not c.args.get("db") else None for c in columns}
+            if sides - {target_alias, source_alias}:
+                return None  # a name without the alias (or a field's path): its side is the resolver's
+            if source_alias in sides:
+                continue  # not the target's alone
+            if any(c.name.lower() not in partitions for c in columns):
+                return None  # a data column: Delta's skipping by stats
+            on_partitions.append(part.transform(_on_partition_value(partitions)).sql(dialect="spark"))
+        if not on_partitions:
+            return None
+        alternatives.append(" AND ".join(f"({sql})" for sql in on_partitions))
+    return "coalesce(" + " OR ".join(f"({sql})" for sql in alternatives) + ", false)"
+
+
+def _on_partition_value(partitions: Mapping[str, int]) -> Callable[[exp.Expr], exp.Expr]:
+    """A node transform: a partition column becomes its value in the stats table (min = max = the value)."""
+
+    def replace(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column):
+            return exp.column(f"min_{partitions[node.name.lower()]}")
+        return node
+
+    return replace
 
 
 @dataclass(frozen=True)
