@@ -388,10 +388,11 @@ CASTS = {
     "flag": ("s.name",),
 }
 EXTRA = Column("STRING", pa.string(), st.sampled_from(["e", None]), (), ("s.{c}",), ("{a}.{c} IS NULL",))
-# Keys from a few values, NULL in one draw of eight (a NULL key matches nothing): most statements match rows.
+# Keys from a few values, NULL in one draw of sixteen (a NULL key matches nothing): most statements match
+# rows. One in eight left 59.9 % of 2,154 statements changing rows (seeds 20261311-12), under the 60 % wanted.
 KEY_VALUES = range(6)
 KEY = Column(
-    "BIGINT", pa.int64(), st.integers(0, 47).map(lambda n: None if n >= 42 else KEY_VALUES[n % 6]), (), (), ()
+    "BIGINT", pa.int64(), st.integers(0, 47).map(lambda n: None if n >= 45 else KEY_VALUES[n % 6]), (), (), ()
 )
 
 
