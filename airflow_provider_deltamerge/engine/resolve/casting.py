@@ -283,7 +283,10 @@ def _by_name(
                         field.name
                     )
                 )
-        absent = value.isNull() if keep is None else value.isNull() & keep.isNull()
+        # The target's struct is kept through a NULL source struct only for the fields the source lacks: where
+        # the source has them all, a NULL source struct is written NULL (as Delta writes it).
+        lacks = any(f.name.lower() not in given for f in target.fields)
+        absent = value.isNull() & keep.isNull() if keep is not None and lacks else value.isNull()
         return F.when(absent, F.lit(None)).otherwise(F.struct(*fields))
     if isinstance(source, ArrayType) and isinstance(target, ArrayType):
         return F.transform(
