@@ -272,6 +272,7 @@ def _cast_values(
                 keep=current if keeps else None,
                 expression=expression,
             )
+    store.raise_refused_casts()
     return values
 
 

@@ -17,13 +17,19 @@ Structs are matched by field name, at any depth and inside arrays and maps. With
 structs must have the same fields ("All nested columns must match"); with it, a field the value lacks is
 NULL, or keeps the target's value for ``UPDATE *``, as Delta's per-leaf ``UPDATE *`` does. A NULL struct
 stays NULL (Delta's ``preserveNullSourceStructs``).
+
+A struct whose fields do not match its column's is refused at once, while each clause's values are cast, but
+a value the policy cannot cast is refused only after every clause's values are (``raise_refused_casts``):
+Delta throws the first while it builds each clause's expressions, and leaves the second to a ``Cast`` or
+``UpCast`` that Spark's analyzer fails once the whole command is built. A later clause's struct mismatch
+therefore wins over an earlier clause's refused cast.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from py4j.protocol import Py4JJavaError
@@ -108,11 +114,13 @@ class StoreAssignment:
         spark: the session, whose own cast rules (Spark's ``Cast.canUpCast`` and kin) decide what may be cast.
         policy: ``spark.sql.storeAssignmentPolicy``, or ANSI_CAST (``store_assignment_policy``).
         evolve: schema evolution is on: a struct may lack fields of its target struct.
+        refused: the casts the policy refused so far, in clause order, for ``raise_refused_casts``.
     """
 
     spark: SparkSession
     policy: Policy
     evolve: bool
+    refused: list[ClauseResolutionError] = field(default_factory=list)
 
     def cast(
         self,
@@ -137,7 +145,8 @@ class StoreAssignment:
                 (``UPDATE *`` with schema evolution) instead of becoming NULL.
 
         Raises:
-            ClauseResolutionError: the value cannot be assigned to the column under the policy.
+            ClauseResolutionError: a struct's fields do not match the column's. A leaf the policy cannot cast
+                is not raised here but kept in ``refused``, and the value returned uncast.
         """
 
         def leaf(v: Column, source: DataType, target: DataType, path: str) -> Column:
@@ -168,6 +177,16 @@ class StoreAssignment:
             keep=keep,
         )
 
+    def raise_refused_casts(self) -> None:
+        """Raise the first cast the policy refused, once every clause's values are cast.
+
+        Raises:
+            ClauseResolutionError: CANNOT_UP_CAST_DATATYPE (STRICT), else
+                DATATYPE_MISMATCH.CAST_WITHOUT_SUGGESTION.
+        """
+        if self.refused:
+            raise self.refused[0]
+
     def _named(self) -> str:
         """The conf that chose the policy, as errors name it."""
         if self.policy == "ANSI_CAST":
@@ -196,19 +215,26 @@ class StoreAssignment:
             if not rules.can_up_cast(source, target):
                 # Delta's MERGE casts with Spark's up-cast check under STRICT (castIfNeeded), and says so in
                 # Spark's words: the value as the clause gives it, then the types.
-                raise ClauseResolutionError(
-                    f'Cannot up cast {shown} from "{sql_type(source)}" to "{sql_type(target)}". ({where}) '
-                    f"{POLICY_KEY}=STRICT allows no narrowing: cast the value explicitly in the clause, "
-                    "choose a wider type for the column, or use the ANSI policy.",
-                    error_class="CANNOT_UP_CAST_DATATYPE",
+                return self._refuse(
+                    value,
+                    ClauseResolutionError(
+                        f'Cannot up cast {shown} from "{sql_type(source)}" to "{sql_type(target)}". ({where}) '
+                        f"{POLICY_KEY}=STRICT allows no narrowing: cast the value explicitly in the clause, "
+                        "choose a wider type for the column, or use the ANSI policy.",
+                        error_class="CANNOT_UP_CAST_DATATYPE",
+                    ),
                 )
             return value.cast(target)
         allowed = rules.can_cast if self.policy == "LEGACY" else rules.can_ansi_cast
         if not allowed(source, target):
-            raise ClauseResolutionError(
-                f'{where}: cannot assign a value of type "{sql_type(source)}" to the column `{column}` of '
-                f'type "{sql_type(target)}" ({self._named()}). Assign a value of that type.',
-                error_class="DATATYPE_MISMATCH.CAST_WITHOUT_SUGGESTION",
+            return self._refuse(
+                value,
+                ClauseResolutionError(
+                    f'{where}: cannot assign a value of type "{sql_type(source)}" to the column '
+                    f'`{column}` of type "{sql_type(target)}" ({self._named()}). '
+                    "Assign a value of that type.",
+                    error_class="DATATYPE_MISMATCH.CAST_WITHOUT_SUGGESTION",
+                ),
             )
         if rules.can_up_cast(source, target):
             return value.cast(target)
@@ -223,6 +249,10 @@ class StoreAssignment:
             return failure(value)
         # Bound once through a one-element array, so a non-deterministic value is checked and written as one.
         return F.transform(F.array(value), failure).getItem(0)
+
+    def _refuse(self, value: Column, error: ClauseResolutionError) -> Column:
+        self.refused.append(error)
+        return value  # never written: raise_refused_casts fails the merge first
 
 
 def conform(value: Column, from_type: DataType, to_type: DataType) -> Column:
