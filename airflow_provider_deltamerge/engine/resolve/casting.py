@@ -218,9 +218,9 @@ class StoreAssignment:
                 return self._refuse(
                     value,
                     ClauseResolutionError(
-                        f'Cannot up cast {shown} from "{sql_type(source)}" to "{sql_type(target)}". ({where}) '
-                        f"{POLICY_KEY}=STRICT allows no narrowing: cast the value explicitly in the clause, "
-                        "choose a wider type for the column, or use the ANSI policy.",
+                        f'Cannot up cast {shown} from "{sql_type(source)}" to "{sql_type(target)}". '
+                        f"({where}) {POLICY_KEY}=STRICT allows no narrowing: cast the value explicitly in "
+                        "the clause, choose a wider type for the column, or use the ANSI policy.",
                         error_class="CANNOT_UP_CAST_DATATYPE",
                     ),
                 )
