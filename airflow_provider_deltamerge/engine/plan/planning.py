@@ -251,7 +251,12 @@ def _cast_values(
     final: StructType,
 ) -> dict[tuple[int, str], Column]:
     """Each assignment as a value of its column's final type (``casting``), ready for the executors."""
-    store = StoreAssignment(spark, store_assignment_policy(spark), evolve=spec.schema_evolution)
+    store = StoreAssignment(
+        spark,
+        store_assignment_policy(spark),
+        evolve=spec.schema_evolution,
+        aliases=frozenset({spec.target_alias.lower(), spec.source_alias.lower()}),
+    )
     columns = {f.name: f.dataType for f in final.fields}
     in_target = {f.name for f in target.fields}
     values = {}

@@ -16,7 +16,8 @@ Delta's UPDATE and MERGE cast each assigned value to its column type under ``spa
 Structs are matched by field name, at any depth and inside arrays and maps. Without schema evolution both
 structs must have the same fields ("All nested columns must match"); with it, a field the value lacks is
 NULL, or keeps the target's value for ``UPDATE *``, as Delta's per-leaf ``UPDATE *`` does. A NULL struct
-stays NULL (Delta's ``preserveNullSourceStructs``).
+stays NULL (Delta's ``preserveNullSourceStructs``). A struct, array or map assigned to a column of another
+kind is Spark's cast, as any other value: refused by most policies, a STRING column gets the value's text.
 
 A struct whose fields do not match its column's is refused at once, while each clause's values are cast, but
 a value the policy cannot cast is refused only after every clause's values are (``raise_refused_casts``):
@@ -102,8 +103,28 @@ def store_assignment_policy(spark: SparkSession) -> Policy:
 
 
 def sql_type(data_type: DataType) -> str:
-    """A type as Spark's error messages print it (``INT``, ``STRUCT<a: INT>``)."""
+    """A type as Spark's error messages print it (``INT``, ``STRUCT<a: INT>``): Spark's ``DataType.sql``."""
+    if isinstance(data_type, StructType):
+        fields = (f"{_quoted_if_needed(f.name)}: {sql_type(f.dataType)}" for f in data_type.fields)
+        return f"STRUCT<{', '.join(fields)}>"
+    if isinstance(data_type, ArrayType):
+        return f"ARRAY<{sql_type(data_type.elementType)}>"
+    if isinstance(data_type, MapType):
+        return f"MAP<{sql_type(data_type.keyType)}, {sql_type(data_type.valueType)}>"
     return data_type.simpleString().upper()
+
+
+def _unqualified(value: str, aliases: frozenset[str]) -> str:
+    """``value`` as Spark's pretty SQL prints it where it is a column of an alias: without the alias."""
+    alias, dot, rest = value.partition(".")
+    return rest if dot and alias.lower() in aliases and re.fullmatch(r"[\w.]+", rest) else value
+
+
+def _quoted_if_needed(name: str) -> str:
+    """A field name as Spark's ``QuotingUtils.quoteIfNeeded`` prints it."""
+    if re.fullmatch(r"\w+", name, re.ASCII) and not name.isdigit():
+        return name
+    return "`" + name.replace("`", "``") + "`"
 
 
 @dataclass(frozen=True)
@@ -114,12 +135,14 @@ class StoreAssignment:
         spark: the session, whose own cast rules (Spark's ``Cast.canUpCast`` and kin) decide what may be cast.
         policy: ``spark.sql.storeAssignmentPolicy``, or ANSI_CAST (``store_assignment_policy``).
         evolve: schema evolution is on: a struct may lack fields of its target struct.
+        aliases: the tables' aliases, which Spark's cast errors leave out of a column they name.
         refused: the casts the policy refused so far, in clause order, for ``raise_refused_casts``.
     """
 
     spark: SparkSession
     policy: Policy
     evolve: bool
+    aliases: frozenset[str] = frozenset()
     refused: list[ClauseResolutionError] = field(default_factory=list)
 
     def cast(
@@ -230,9 +253,9 @@ class StoreAssignment:
             return self._refuse(
                 value,
                 ClauseResolutionError(
-                    f'{where}: cannot assign a value of type "{sql_type(source)}" to the column '
-                    f'`{column}` of type "{sql_type(target)}" ({self._named()}). '
-                    "Assign a value of that type.",
+                    f'Cannot resolve "{_unqualified(shown, self.aliases)}" due to data type mismatch: '
+                    f'cannot cast "{sql_type(source)}" to "{sql_type(target)}". ({where}, column `{column}`, '
+                    f"{self._named()}) Assign a value of the column's type.",
                     error_class="DATATYPE_MISMATCH.CAST_WITHOUT_SUGGESTION",
                 ),
             )
@@ -327,9 +350,7 @@ def _by_name(
         return F.transform_values(
             keyed, lambda _, v: inner(v, source.valueType, target.valueType, f"{path}.value")
         )
-    nested = (StructType, ArrayType, MapType)
-    if not isinstance(source, NullType) and (isinstance(source, nested) or isinstance(target, nested)):
-        raise mismatch(source, target, path)
+    # Any other pair, a struct and a STRING say, is Spark's cast to make or refuse, as Delta leaves it.
     return leaf(value, source, target, path)
 
 
