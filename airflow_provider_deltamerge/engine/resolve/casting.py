@@ -208,7 +208,8 @@ class StoreAssignment:
                 DATATYPE_MISMATCH.CAST_WITHOUT_SUGGESTION.
         """
         if self.refused:
-            raise self.refused[0]
+            first = self.refused[0]  # built with its class by _leaf
+            raise first
 
     def _named(self) -> str:
         """The conf that chose the policy, as errors name it."""
