@@ -28,6 +28,7 @@ demo: $(STAMP) java
 	$(BIN)/python scripts/demo.py
 
 test: $(STAMP) java docker-compose chromium postgresql maven npm go
+	$(BIN)/python -m tests.prefetch &
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
