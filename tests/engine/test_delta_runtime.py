@@ -59,6 +59,7 @@ from tests.engine.test_delta_spark_backend import (
     DeltaConfiguredSession,
 )
 from tests.oracle import sorted_rows
+from tests.run_profile import of_the_day
 
 TARGET = pa.table(
     {
@@ -199,9 +200,17 @@ CASES = {
         error=(MergeExecutionError, "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE"),
     ),
 }
-MERGING = [name for name, case in CASES.items() if case.error is None and case.commits]
-NOT_COMMITTING = [name for name, case in CASES.items() if case.error is None and not case.commits]
-FAILING = [name for name, case in CASES.items() if case.error is not None]
+# Each case's three merges cost about 30 s of a CI run's worker: CI runs one case of each kind a day, another
+# each day (``of_the_day``, tests/run_profile.py), and the partitioned upsert, which a test of its own reads;
+# locally every case runs.
+MERGING = sorted(
+    {
+        "partitioned-upsert",
+        *of_the_day([name for name, case in CASES.items() if case.error is None and case.commits]),
+    }
+)
+NOT_COMMITTING = of_the_day([name for name, case in CASES.items() if case.error is None and not case.commits])
+FAILING = of_the_day([name for name, case in CASES.items() if case.error is not None])
 
 
 @dataclass(frozen=True)
@@ -215,12 +224,13 @@ class DeltaRuns:
 
 @pytest.fixture(scope="module")
 def delta_runs(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> DeltaRuns:
-    """Every case's three merges, run once for the module in the tests' Delta session."""
+    """The run's cases' three merges each, run once for the module in the tests' Delta session."""
     folder = tmp_path_factory.mktemp("delta-runtime")
     targets: dict[str, dict[str, str]] = {}
     specs: dict[str, dict[str, str]] = {}
     tables: dict[str, str] = {}  # catalog name: path, registered in the session for the runs
-    for name, case in CASES.items():
+    for name in [*MERGING, *NOT_COMMITTING, *FAILING]:
+        case = CASES[name]
         source = folder / f"{name}.parquet"
         pq.write_table(case.source, source)
         partition_by = list(case.partition_by) or None

@@ -6,7 +6,8 @@ action), which makes it Serializable; except on its deletion-vector path with ch
 both, and Delta's phase 1 found a file to rewrite), whose commit holds its commitInfo alone and is
 SnapshotIsolation. Each variant runs on Delta and on the engine, each on its own copy of the table: the
 whole outcome (rows, schema, commit, metrics, change data) must be the same, and the isolation level the
-one Delta's path gives.
+one Delta's path gives. The differential suite draws identity columns under this setting in every run; CI runs
+one variant a day here, another each day (``of_the_day``, tests/run_profile.py), and locally every one.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 
 from tests.engine.delta_differential import Case
 from tests.engine.test_differential_delta import report, run_in_a_folder
+from tests.run_profile import of_the_day
 
 _MERGE = "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id\n"
 # inserts nothing: the one source row's f is NULL
@@ -82,7 +84,7 @@ VARIANTS = {
 }
 
 
-@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("name", of_the_day(list(VARIANTS)))
 def test_an_empty_write_records_the_marks_as_delta_does(spark, tmp_path_factory, name):
     key, clauses, properties, confs, isolation = VARIANTS[name]
     case = Case(

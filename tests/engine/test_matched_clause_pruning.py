@@ -3,7 +3,8 @@ that name the target's partition columns alone, as Delta's data skipping does
 (``MergeIntoCommandBase.getTargetOnlyPredicates``): a target row matched by several source rows in a file no
 clause can act on is never read, so it is no error. Each statement runs on Delta's runtime and on the
 engine, each on its own copy of the table: the whole outcome (error or rows, schema, commit, file metrics)
-must be the same.
+must be the same. The differential suite draws MATCHED-only merges into partitioned tables in every run; CI
+runs one statement a day here, another each day (``of_the_day``, tests/run_profile.py), locally all.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pytest
 
 from tests.engine.delta_differential import Case
 from tests.engine.test_differential_delta import report, run_in_a_folder
+from tests.run_profile import of_the_day
 
 # ON a range: target row 5 of partition 'b' is matched by source rows 4 and 5, target row 2 by 1 and 2.
 _MERGE = "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id BETWEEN s.id AND s.id + 1\n"
@@ -36,7 +38,7 @@ STATEMENTS = {
 }
 
 
-@pytest.mark.parametrize("name", STATEMENTS)
+@pytest.mark.parametrize("name", of_the_day(list(STATEMENTS)))
 def test_a_matched_only_merge_skips_the_partitions_no_clause_acts_in_as_delta_does(
     spark, tmp_path_factory, name
 ):

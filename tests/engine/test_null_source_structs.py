@@ -8,7 +8,8 @@ source query, as a user's extract that dropped a field would have it.
 
 Delta keeps the target's value of the field the source lacks through a NULL source struct (``{a: NULL, b:
 'x'}`` over ``{a: 1, b: 'x'}``), and so does the engine (resolve/casting ``_by_name``). With the target's
-struct never kept through a NULL source struct, the first case fails: the engine writes NULL there.
+struct never kept through a NULL source struct, the first case fails: the engine writes NULL there. CI runs
+one case a day, another each day (``of_the_day``, tests/run_profile.py); locally every one runs.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 
 from tests.engine.delta_differential import AUTO_MERGE, Case
 from tests.engine.test_differential_delta import report, run_in_a_folder
+from tests.run_profile import of_the_day
 
 # The source's st without b: NULL where the source row's st is NULL, else {a}; or {a, c} with a new field.
 _NARROWED = {
@@ -32,12 +34,14 @@ _CLAUSES = {
 
 @pytest.mark.parametrize(
     ("narrowed", "clauses"),
-    [
-        ("lacks b", "UPDATE SET *"),
-        ("lacks b", "UPDATE SET * and INSERT *"),
-        ("lacks b, brings c", "UPDATE SET * and INSERT *"),
-        ("lacks b, a non-NULL struct of NULLs", "UPDATE SET *"),
-    ],
+    of_the_day(
+        [
+            ("lacks b", "UPDATE SET *"),
+            ("lacks b", "UPDATE SET * and INSERT *"),
+            ("lacks b, brings c", "UPDATE SET * and INSERT *"),
+            ("lacks b, a non-NULL struct of NULLs", "UPDATE SET *"),
+        ]
+    ),
 )
 def test_a_null_source_struct_updates_as_deltas_does(spark, tmp_path_factory, narrowed, clauses):
     statement = (

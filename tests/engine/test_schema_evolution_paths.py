@@ -4,7 +4,8 @@ struct field, and which Delta cannot resolve.
 The differential suite draws sources whose structs have a field the target's lack, and assignments of the
 source's new column (tests/engine/delta_differential.py); here each shape of name is written once, as a
 user's grown extract has them. Each statement runs on Delta and on the engine, each on its
-own copy of the table: the schema and rows after it, or the error class, must be the same.
+own copy of the table: the schema and rows after it, or the error class, must be the same. CI runs one shape
+of each list a day, another each day (``of_the_day``, tests/run_profile.py); locally every one runs.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.exceptions import DeltaMergeError
 from airflow_provider_deltamerge.spec import parse_merge_sql
 from tests.engine.delta_outcomes import delta_error_classes, jvm_errors
+from tests.run_profile import of_the_day
 
 # The source: `st` with a field `c` the target's `st` lacks (between its two), `nest.a` with a field `z` the
 # target's lacks, and a column `x` the target lacks.
@@ -121,18 +123,16 @@ def both_sides(
     return tuple(outcomes)
 
 
-@pytest.mark.parametrize("clauses", AGREED.values(), ids=AGREED.keys())
+@pytest.mark.parametrize("name", of_the_day(list(AGREED)))
 def test_explicit_assignments_evolve_the_schema_as_delta_does(
-    spark: SparkSession, tmp_path: Path, clauses: str
+    spark: SparkSession, tmp_path: Path, name: str
 ) -> None:
-    delta, engine = both_sides(spark, tmp_path, clauses)
+    delta, engine = both_sides(spark, tmp_path, AGREED[name])
     assert engine == delta
 
 
-@pytest.mark.parametrize("clauses", NEITHER_HAS.values(), ids=NEITHER_HAS.keys())
-def test_a_field_neither_side_has_fails_as_on_delta(
-    spark: SparkSession, tmp_path: Path, clauses: str
-) -> None:
-    delta, engine = both_sides(spark, tmp_path, clauses, NARROW)
+@pytest.mark.parametrize("name", of_the_day(list(NEITHER_HAS)))
+def test_a_field_neither_side_has_fails_as_on_delta(spark: SparkSession, tmp_path: Path, name: str) -> None:
+    delta, engine = both_sides(spark, tmp_path, NEITHER_HAS[name], NARROW)
     assert delta[0] == "error"
     assert engine == delta
