@@ -518,6 +518,36 @@ def another_null_column(delta: Outcome, ours: Outcome) -> bool:
     return re.search(rf'"name": {re.escape(leaf)}, "nullable": false', ours.schema) is not None
 
 
+# Spark's text of a malformed string's cast (CAST_INVALID_INPUT), which the engine's run-time check writes too
+_MALFORMED = re.compile(
+    r"The value (?P<value>'.*?') of the type \"(?P<source>[^\"]+)\" cannot be cast to \"(?P<target>[^\"]+)\" "
+    r"because it is malformed\.",
+    re.S,
+)
+# Spark's SQL names of types whose schema JSON names them otherwise
+_JSON_TYPE_NAMES = {"INT": "integer", "BIGINT": "long", "SMALLINT": "short", "TINYINT": "byte"}
+
+
+def another_malformed_value(delta: Outcome, ours: Outcome) -> bool:
+    """Both refuse a malformed string cast at run time and quote different values: several rows' strings are
+    malformed, and the error quotes the first the merge's tasks meet, which Delta's plan and ours meet in
+    another order. The types are Delta's, and the column we name is one of the type the casts are to."""
+    if delta.error_class != "CAST_INVALID_INPUT" or ours.error_class != delta.error_class:
+        return False
+    theirs = _MALFORMED.search(delta.message or "")
+    mine = _MALFORMED.search(ours.message or "")
+    column = re.search(r"\(column `([^`]+)`\)", ours.message or "")
+    if theirs is None or mine is None or column is None:
+        return False
+    if (mine["source"], mine["target"]) != (theirs["source"], theirs["target"]):
+        return False
+    target = _JSON_TYPE_NAMES.get(mine["target"], mine["target"].lower())
+    leaf = json.dumps(column[1].split(".")[-1])
+    typed = re.escape(json.dumps(target))
+    declared = rf'"name": {re.escape(leaf)}, "nullable": (?:true|false), "type": {typed}'
+    return re.search(declared, ours.schema) is not None
+
+
 MESSAGE_DIFFERENCES = (
     Difference(
         "expressions-as-written",
@@ -533,6 +563,14 @@ MESSAGE_DIFFERENCES = (
         "order, so the column may differ. The class is Delta's, and the column one the table declares NOT "
         "NULL.",
         another_null_column,
+    ),
+    Difference(
+        "another-malformed-value",
+        "Where several rows' strings cannot be cast to their column's type (CAST_INVALID_INPUT), the error "
+        "quotes the value the tasks meet first; Delta's plan and ours meet the rows in another order, so the "
+        "value quoted may differ. The class, the sentence and the types are Delta's, and the column one of "
+        "the type the value is cast to.",
+        another_malformed_value,
     ),
 )
 

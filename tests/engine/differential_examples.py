@@ -882,4 +882,35 @@ FAILED_BEFORE: tuple[Case, ...] = (
         two_phases=True,
         wider=True,
     ),
+    # Strings of two matched rows that clause 2 assigns to a BOOLEAN column, neither a boolean: Delta quoted
+    # one row's, the engine the other's, each the first its tasks met (another-malformed-value; statement 187
+    # of the long run of seed 20261326).
+    Case(
+        target_columns=("id", "flag", "v", "st", "name"),
+        source_columns=("id", "flag", "v", "st", "name", "extra"),
+        target_rows=(
+            {"v": INT_MAX, "name": None, "flag": None, "st": {"a": None, "b": "y"}, "id": 5},
+            {"id": 1, "st": {"a": None, "b": "x"}, "name": "b", "flag": None, "v": None},
+        ),
+        source_rows=(
+            {"v": INT_MAX, "extra": "e", "id": 1, "name": "b", "flag": False, "st": None},
+            {"name": None, "id": 2, "extra": None, "v": None, "flag": None, "st": {"b": None, "a": -1}},
+            {"name": "c", "st": {"a": -2, "b": "y"}, "extra": "e", "v": None, "flag": False, "id": 5},
+        ),
+        statement=(
+            "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id\n"
+            "WHEN MATCHED AND t.name = 'a' THEN UPDATE SET *\n"
+            "WHEN MATCHED THEN UPDATE SET t.flag = s.name, t.name = concat(t.name, '!')\n"
+            "WHEN NOT MATCHED AND s.v < 2 THEN INSERT *\n"
+            "WHEN NOT MATCHED THEN INSERT *\n"
+            "WHEN NOT MATCHED BY SOURCE AND t.flag THEN UPDATE SET t.flag = NOT t.flag\n"
+            "WHEN NOT MATCHED BY SOURCE AND t.st IS NULL"
+            " THEN UPDATE SET t.st = named_struct('a', t.st.a + 1, 'b', t.st.b)"
+        ),
+        confs={
+            "spark.databricks.delta.skipRecordingEmptyCommits": "false",
+            "spark.sql.session.timeZone": "America/Los_Angeles",
+        },
+        properties={"delta.enableChangeDataFeed": "true"},
+    ),
 )

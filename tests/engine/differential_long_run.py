@@ -7,8 +7,8 @@ failures so that one run finds them all. Not collected by ``make test`` (the fil
         .venv/bin/pytest -p no:randomly tests/engine/differential_long_run.py
 
 ``python -m tests.engine.differential_long_run /tmp/long-run.jsonl`` prints the coverage table and every
-failure so far. No example database and no shrinking: a failure is reported as drawn, to be added to
-``differential_examples.py`` as printed.
+failure so far. No example database and no shrinking: a failure is reported as drawn, its ``Case`` last, to
+be added to ``differential_examples.py`` as printed.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def test_long_run(spark, tmp_path_factory, recorded_events, case):
         record["verdict"] = "pass"
     except AssertionError as failure:
         record["verdict"] = "fail"
-        record["report"] = str(failure)
+        record["report"] = f"{failure}\n{case!r}"  # the Case to keep in differential_examples.py
     except Exception as error:  # a failure of the harness: kept with the statement, as a test would fail
         record["verdict"] = type(error).__name__
         record["report"] = f"{error}\n{case!r}"

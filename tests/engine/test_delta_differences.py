@@ -551,6 +551,47 @@ def test_a_null_violation_may_name_another_not_null_column_than_delta(ours, expl
     assert (message_explained_by(delta, ours) is ANOTHER_NULL_COLUMN) is explained
 
 
+ANOTHER_MALFORMED_VALUE = next(d for d in MESSAGE_DIFFERENCES if d.name == "another-malformed-value")
+
+
+def _malformed(value: str, column_type: str = "boolean", target: str = "BOOLEAN", error_class: str = ""):
+    schema = json.dumps(
+        {"fields": [{"metadata": {}, "name": "flag", "nullable": True, "type": column_type}]}, sort_keys=True
+    )
+    message = (
+        f'The value {value} of the type "STRING" cannot be cast to "{target}" because it is malformed. '
+        "Correct the value as per the syntax, or change its target type. Use `try_cast` to tolerate "
+        "malformed input and return NULL instead. (column `flag`)\nThe merge wrote no commit."
+    )
+    return Outcome(error_class=error_class or "CAST_INVALID_INPUT", message=message, version=1, schema=schema)
+
+
+@pytest.mark.parametrize(
+    ("ours", "explained"),
+    [
+        (_malformed("'c'"), True),
+        (_malformed("'c'", column_type="integer"), False),  # the column named is not of the cast's type
+        (_malformed("'c'", column_type="integer", target="INT"), False),  # another cast than Delta's
+        (_malformed("'c'", error_class="CAST_OVERFLOW"), False),
+    ],
+    ids=["another-value", "a-column-of-another-type", "another-cast", "another-class"],
+)
+def test_a_malformed_string_may_be_another_rows_than_deltas(ours, explained):
+    # Given: Delta's refusal of one row's string for a BOOLEAN column (the differential suite found two rows
+    # whose strings clause 2 assigns to it, each side quoting the first its tasks met)
+    delta = Outcome(
+        error_class="CAST_INVALID_INPUT",
+        message=(
+            '[CAST_INVALID_INPUT] The value \'b\' of the type "STRING" cannot be cast to "BOOLEAN" because '
+            "it is malformed. Correct the value as per the syntax, or change its target type. SQLSTATE: 22018"
+        ),
+        version=1,
+    )
+    # Then
+    assert not message_agrees(delta, ours)
+    assert (message_explained_by(delta, ours) is ANOTHER_MALFORMED_VALUE) is explained
+
+
 def test_delta_copies_the_v2_checkpoint_it_read_before_cleaning_up_and_the_engine_does_not(spark, tmp_path):
     # Given: a table with v2 checkpoints, a checkpoint after every version (Delta's at 1 is UUID-named), its
     # log files 80 hours old and an hour's log retention
