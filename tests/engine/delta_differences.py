@@ -548,6 +548,33 @@ def another_malformed_value(delta: Outcome, ours: Outcome) -> bool:
     return re.search(declared, ours.schema) is not None
 
 
+# What Delta's message shows for a binary, struct, array or map value: the JVM object Catalyst holds it in
+_JVM_OBJECT = re.compile(
+    r"\[B@[0-9a-f]+|org\.apache\.spark\.sql\.catalyst\.expressions\.Unsafe(?:Array|Map)Data@[0-9a-f]+"
+    r"|\[[0-9a-f]+(?:,[0-9a-f]+)*\]"
+)
+
+
+def constraint_values_as_text(delta: Outcome, ours: Outcome) -> bool:
+    """Both refuse a row that breaks a CHECK constraint and show the same constraint and columns; values
+    differ only where Delta prints a binary, struct, array or map value as the JVM object that holds it
+    (``[B@28ab63f3``, ``UnsafeArrayData@f37c2c84``, an UnsafeRow's words), which changes between runs, and we
+    print it as Spark casts it to a string (a binary value as a SQL literal)."""
+    if delta.error_class != "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES" or ours.error_class != delta.error_class:
+        return False
+
+    def shown(outcome: Outcome) -> tuple[str, list[tuple[str, str]]]:
+        head, *lines = (outcome.message or "").split("\n")
+        values = [tuple(line[3:].split(" : ", 1)) for line in lines if line.startswith(" - ")]
+        return head.removeprefix("[DELTA_VIOLATE_CONSTRAINT_WITH_VALUES] "), values  # type: ignore[return-value]
+
+    (their_head, theirs), (our_head, mine) = shown(delta), shown(ours)
+    if their_head != our_head or [c for c, _ in theirs] != [c for c, _ in mine] or theirs == mine:
+        return False
+    pairs = zip(theirs, mine, strict=True)
+    return all(a == b or _JVM_OBJECT.fullmatch(a) is not None for (_, a), (_, b) in pairs)
+
+
 MESSAGE_DIFFERENCES = (
     Difference(
         "expressions-as-written",
@@ -571,6 +598,14 @@ MESSAGE_DIFFERENCES = (
         "value quoted may differ. The class, the sentence and the types are Delta's, and the column one of "
         "the type the value is cast to.",
         another_malformed_value,
+    ),
+    Difference(
+        "constraint-values-as-text",
+        "A row that breaks a CHECK constraint shows each value the constraint reads; Delta prints a "
+        "binary, struct, array or map value as the JVM object that holds it, which changes between runs, and "
+        "we print it as Spark casts it to a string. The class, the constraint and every other value are "
+        "Delta's.",
+        constraint_values_as_text,
     ),
 )
 

@@ -913,4 +913,51 @@ FAILED_BEFORE: tuple[Case, ...] = (
         },
         properties={"delta.enableChangeDataFeed": "true"},
     ),
+    # A NOT MATCHED BY SOURCE update that breaks the CHECK constraint `bounded`: Delta's message quoted the
+    # constraint as Spark prints it and the engine's as the table stores it (statements 914-915 of the long
+    # run of seed 20261328; fixed by printing the parsed constraint, test_constraint_violations.py).
+    Case(
+        target_columns=("id", "v"),
+        source_columns=("id", "v", "extra"),
+        target_rows=(
+            {"id": 0, "v": INT_MAX},
+            {"v": 3, "id": 4},
+            {"id": 4, "v": -1},
+            {"v": INT_MAX, "id": 0},
+            {"id": None, "v": 2},
+        ),
+        source_rows=({"extra": None, "id": 0, "v": INT_MAX},),
+        statement=(
+            "MERGE INTO delta.`{target}` AS t USING parquet.`{source}` AS s ON t.id = s.id + 1\n"
+            "WHEN NOT MATCHED AND s.v < 2 THEN INSERT (id, v) VALUES (s.id, coalesce(s.v, 0))\n"
+            "WHEN NOT MATCHED BY SOURCE AND t.v IS NULL THEN UPDATE SET t.v = t.v + 1\n"
+            "WHEN NOT MATCHED BY SOURCE THEN UPDATE SET t.v = t.v + 1"
+        ),
+        confs={
+            "spark.databricks.delta.schema.autoMerge.enabled": "true",
+            "spark.sql.ansi.enabled": "false",
+            "spark.databricks.delta.skipRecordingEmptyCommits": "false",
+            "spark.sql.session.timeZone": "Asia/Kolkata",
+        },
+        properties={
+            "delta.checkpointInterval": "2",
+            "delta.deletedFileRetentionDuration": "interval 1 hours",
+            "delta.logRetentionDuration": "interval 1 hours",
+        },
+        features=(
+            "checkConstraint",
+            "default",
+            "rowTracking",
+            "typeWidening",
+            "columnMapping",
+            "notNull",
+            "v2Checkpoint",
+            "identity",
+            "generated",
+            "variant",
+            "clustering",
+        ),
+        two_phases=True,
+        log_ages=(80.0, 80.0, 80.0, 0.5, 0.5),
+    ),
 )

@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime
 import math
 import os
-import re
 import uuid
 import zoneinfo
 from collections.abc import Iterator, Sequence
@@ -30,12 +29,13 @@ import pyarrow.parquet as pq
 from deltalake.fs import DeltaStorageHandler
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from airflow_provider_deltamerge.delta.commit.added_files import ChangeFile, WrittenFile
 from airflow_provider_deltamerge.delta.files.change_data_feed import CHANGE_DATA_FOLDER, CHANGE_TYPE_COLUMN
+from airflow_provider_deltamerge.delta.files.constraint_checks import checked, violation_error
 from airflow_provider_deltamerge.delta.files.physical_schema import physical_field
 from airflow_provider_deltamerge.delta.files.store_files import StoreFiles
 from airflow_provider_deltamerge.delta.format.column_mapping import maps_columns, stored_schema
@@ -50,15 +50,9 @@ from airflow_provider_deltamerge.delta.format.stats_columns import (
     StatsSettings,
     indexed_columns,
 )
-from airflow_provider_deltamerge.delta.log.protocol import (
-    ConstraintCheck,
-    constraint_checks,
-    shreds_variants,
-    violation_message,
-)
+from airflow_provider_deltamerge.delta.log.protocol import constraint_checks, shreds_variants
 from airflow_provider_deltamerge.delta.log.row_tracking import materialized_columns, tracks_rows
 from airflow_provider_deltamerge.delta.log.snapshot import Snapshot
-from airflow_provider_deltamerge.exceptions import MergeExecutionError
 from airflow_provider_deltamerge.session_kind import is_connect
 from airflow_provider_deltamerge.spec.names import hidden_name, quote_part
 
@@ -73,9 +67,6 @@ TARGET_FILE_SIZE_KEY = "delta.targetFileSize"
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 # Spark's conf (also read as a write option) that lets its parquet writer shred VARIANT columns.
 INFER_SHREDDING_CONF = "spark.sql.variant.inferShreddingSchema"
-# Marks a constraint violation raised inside Spark, so it can be told apart from other task failures.
-_VIOLATION = "DELTAMERGE_CONSTRAINT_VIOLATION"
-_VIOLATION_PATTERN = re.compile(_VIOLATION + r"\[(\d+)\](.*?)(?:" + _VIOLATION + r"_END)", re.S)
 
 
 @dataclass(frozen=True)
@@ -197,7 +188,7 @@ def write_files(
     staging = f"{table.root}/{staging_name}"
     checks = constraint_checks(snapshot)
     # Change rows repeat data rows (post-images, inserts) or hold rows the table had (pre-images, deletes).
-    rows = _checked(rows, checks, table_columns, F.col(CHANGE_TYPE_COLUMN).isNull() if with_changes else None)
+    rows = checked(rows, checks, F.col(CHANGE_TYPE_COLUMN).isNull() if with_changes else None)
     if partition_columns or not presized:
         # One writer per table partition; adaptive execution coalesces or splits towards its advisory size.
         rows = rows.hint("rebalance", *partition_columns)
@@ -232,7 +223,7 @@ def write_files(
         try:
             writer.parquet(staging)
         except (PySparkException, Py4JJavaError) as err:
-            violation = _violation(err, checks)
+            violation = violation_error(spark, err, checks)
             if violation is None:
                 raise
             raise violation from err
@@ -303,46 +294,6 @@ def max_records_per_file(snapshot: Snapshot) -> int | None:
         return None
     bytes_per_row = max(1.0, sum(f.size for f in counted) / rows)
     return max(1, math.floor(target_file_size(snapshot) / bytes_per_row))
-
-
-def _checked(
-    rows: DataFrame, checks: Sequence[ConstraintCheck], columns: Sequence[str], applies: Column | None
-) -> DataFrame:
-    """``rows`` unchanged, but a row that violates a check fails its Spark task with a marked message.
-
-    A NULL result counts as a violation, as Delta's invariant checker treats it.
-
-    Args:
-        columns: the table's columns, shown in a violation's message.
-        applies: which rows are checked; None for all.
-    """
-    if not checks:
-        return rows
-    row_json = F.to_json(F.struct(*[F.col(quote_part(c)) for c in columns]))
-    failure: Column | None = None
-    for index, check in enumerate(checks):
-        broken = F.coalesce(F.expr(check.expression), F.lit(False)) == F.lit(False)
-        if applies is not None:
-            broken = broken & applies
-        raised = F.raise_error(
-            F.concat(F.lit(f"{_VIOLATION}[{index}]"), row_json, F.lit(f"{_VIOLATION}_END"))
-        )
-        failure = F.when(broken, raised) if failure is None else failure.when(broken, raised)
-    assert failure is not None
-    return rows.filter(failure.isNull())
-
-
-def _violation(err: Exception, checks: Sequence[ConstraintCheck]) -> MergeExecutionError | None:
-    """The constraint error a failed write carries, or None when it failed for another reason."""
-    found = _VIOLATION_PATTERN.search(str(err))
-    if found is None:
-        return None
-    check = checks[int(found.group(1))]
-    return MergeExecutionError(
-        violation_message(check, found.group(2))
-        + "\nThe merge wrote no commit. Fix the source rows or the clause that produces this row.",
-        error_class=check.error_class,
-    )
 
 
 def _describe(

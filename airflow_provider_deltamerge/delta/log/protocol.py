@@ -139,11 +139,12 @@ def constraint_checks(snapshot: Snapshot) -> list[ConstraintCheck]:
     return checks
 
 
-def violation_message(check: ConstraintCheck, values: str) -> str:
-    """Delta's message for a row that broke ``check``; ``values`` shows the row's columns."""
+def violation_message(check: ConstraintCheck, expression: str, values: str) -> str:
+    """Delta's message for a row that broke ``check``, shown as ``expression``; ``values`` shows the columns
+    it reads."""
     if check.error_class == "DELTA_NOT_NULL_CONSTRAINT_VIOLATED":
         return MESSAGES[check.error_class].format(column=check.name)
-    return MESSAGES[check.error_class].format(name=check.name, expression=check.expression, values=values)
+    return MESSAGES[check.error_class].format(name=check.name, expression=expression, values=values)
 
 
 def _not_null_paths(

@@ -121,15 +121,17 @@ def _unqualified(value: str, aliases: frozenset[str]) -> str:
 
 
 def _quoted_if_needed(name: str) -> str:
-    """A field name as Spark's ``QuotingUtils.quoteIfNeeded`` prints it."""
+    """A field name as Spark's ``QuotingUtils.quoteIfNeeded`` prints it in a message: unlike SQL text's
+    quoting (``spec.names.quote_part``), a leading digit stays unquoted (``1a``), as Spark prints it."""
     if re.fullmatch(r"\w+", name, re.ASCII) and not name.isdigit():
         return name
     return "`" + name.replace("`", "``") + "`"
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class StoreAssignment:
-    """Casts assigned values to their column types under one policy.
+    """Casts assigned values to their column types under one policy, collecting the casts it refuses: one
+    per merge's planning, not shared (hence not frozen).
 
     Attributes:
         spark: the session, whose own cast rules (Spark's ``Cast.canUpCast`` and kin) decide what may be cast.
