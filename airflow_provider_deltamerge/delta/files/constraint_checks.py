@@ -78,6 +78,8 @@ def violation_error(
 
 def _values(rows: DataFrame, check: ConstraintCheck) -> Column:
     """The text of the values a violation of ``check`` shows, one line per column it reads."""
+    if not check.shows_values:
+        return F.lit("")
     spark = rows.sparkSession
     if is_connect(spark):
         return F.to_json(F.struct(*[F.col(quote_part(c)) for c in rows.columns]))
@@ -135,7 +137,7 @@ def _decimal_text(column: Column, data_type: DecimalType) -> Column:
     """``java.math.BigDecimal.toString`` at the column's scale: plain, but scientific where the exponent
     ``digits - 1 - scale`` is below -6 (``0E-20``, ``1.000000000000E-8`` in a DECIMAL(38, 20))."""
     plain = column.cast("string")
-    if data_type.scale + _PLAIN_EXPONENT_FLOOR < 0:
+    if data_type.scale <= -_PLAIN_EXPONENT_FLOOR:
         return plain  # fewer than 7 decimals never reach that exponent
     digits = F.regexp_replace(F.regexp_replace(plain, r"[-.]", ""), "^0+(?=.)", "")
     exponent = F.length(digits) - 1 - data_type.scale

@@ -59,6 +59,12 @@ class ConstraintCheck:
     name: str  # the constraint's name, or the column of a NOT NULL / invariant
     expression: str  # Spark SQL over the table's columns, true for a valid row
 
+    @property
+    def shows_values(self) -> bool:
+        """Delta's message for a violation shows the values of the columns the rule reads (a NOT NULL
+        column's names only the column)."""
+        return self.error_class == "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"
+
 
 def refused_features(snapshot: Snapshot) -> list[str]:
     """The table features in use that the engine would not honour, by Delta's names, in a stable order."""
@@ -142,7 +148,7 @@ def constraint_checks(snapshot: Snapshot) -> list[ConstraintCheck]:
 def violation_message(check: ConstraintCheck, expression: str, values: str) -> str:
     """Delta's message for a row that broke ``check``, shown as ``expression``; ``values`` shows the columns
     it reads."""
-    if check.error_class == "DELTA_NOT_NULL_CONSTRAINT_VIOLATED":
+    if not check.shows_values:
         return MESSAGES[check.error_class].format(column=check.name)
     return MESSAGES[check.error_class].format(name=check.name, expression=expression, values=values)
 
