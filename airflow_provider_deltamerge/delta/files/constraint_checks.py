@@ -37,13 +37,17 @@ _PLAIN_EXPONENT_FLOOR = -6
 _MAX_DIGITS = 38  # a DECIMAL's most
 
 
-def checked(rows: DataFrame, checks: Sequence[ConstraintCheck], applies: Column | None) -> DataFrame:
+def checked(
+    rows: DataFrame, checks: Sequence[ConstraintCheck], columns: Sequence[str], applies: Column | None
+) -> DataFrame:
     """``rows`` unchanged, but a row that violates a check fails its Spark task with a marked message that
     holds the check's index and the values its message shows.
 
     A NULL result counts as a violation, as Delta's invariant checker treats it.
 
     Args:
+        columns: the table's columns (``rows`` may hold the writer's own too): the row a Connect session's
+            message shows.
         applies: which rows are checked; None for all.
     """
     if not checks:
@@ -53,8 +57,8 @@ def checked(rows: DataFrame, checks: Sequence[ConstraintCheck], applies: Column 
         broken = F.coalesce(F.expr(check.expression), F.lit(False)) == F.lit(False)
         if applies is not None:
             broken = broken & applies
-        marked = F.concat(F.lit(f"{_VIOLATION}[{index}]"), _values(rows, check), F.lit(f"{_VIOLATION}_END"))
-        raised = F.raise_error(marked)
+        values = _values(rows, check, columns)
+        raised = F.raise_error(F.concat(F.lit(f"{_VIOLATION}[{index}]"), values, F.lit(f"{_VIOLATION}_END")))
         failure = F.when(broken, raised) if failure is None else failure.when(broken, raised)
     assert failure is not None
     return rows.filter(failure.isNull())
@@ -76,13 +80,13 @@ def violation_error(
     )
 
 
-def _values(rows: DataFrame, check: ConstraintCheck) -> Column:
+def _values(rows: DataFrame, check: ConstraintCheck, columns: Sequence[str]) -> Column:
     """The text of the values a violation of ``check`` shows, one line per column it reads."""
     if not check.shows_values:
         return F.lit("")
     spark = rows.sparkSession
     if is_connect(spark):
-        return F.to_json(F.struct(*[F.col(quote_part(c)) for c in rows.columns]))
+        return F.to_json(F.struct(*[F.col(quote_part(c)) for c in columns]))
     # Delta keys the values by each attribute's name as written (a dotted part backquoted) and sorts them as
     # Scala sorts strings, by UTF-16 code unit.
     named = {a.name(): _parts(a) for a in _attributes(_parsed(spark, check.expression))}

@@ -188,7 +188,7 @@ def write_files(
     staging = f"{table.root}/{staging_name}"
     checks = constraint_checks(snapshot)
     # Change rows repeat data rows (post-images, inserts) or hold rows the table had (pre-images, deletes).
-    rows = checked(rows, checks, F.col(CHANGE_TYPE_COLUMN).isNull() if with_changes else None)
+    rows = checked(rows, checks, table_columns, F.col(CHANGE_TYPE_COLUMN).isNull() if with_changes else None)
     if partition_columns or not presized:
         # One writer per table partition; adaptive execution coalesces or splits towards its advisory size.
         rows = rows.hint("rebalance", *partition_columns)
