@@ -39,6 +39,9 @@ class Difference:
     # Where Delta fails a statement the engine merges: the same statement changed only where Delta's failure
     # lies, which Delta runs; the suite runs it and wants Delta's merge there to be the engine's here.
     as_delta_runs_it: Callable[[Case], Case] | None = None
+    # Where both fail, each with another error: the same statement changed so that only one of the two
+    # errors can arise, which both run; the suite wants the same outcome there, failing with that error.
+    as_both_run_it: Callable[[Case], Case] | None = None
 
 
 def same_merge(one: Outcome, other: Outcome) -> bool:
@@ -59,6 +62,11 @@ def same_merge(one: Outcome, other: Outcome) -> bool:
 def without_deletion_vectors(case: Case) -> Case:
     properties = {**case.properties, "delta.enableDeletionVectors": "false"}
     return dataclasses.replace(case, properties=properties)
+
+
+def without_constraints(case: Case) -> Case:
+    features = tuple(f for f in case.features if f not in _CONSTRAINT_FEATURES)
+    return dataclasses.replace(case, features=features)
 
 
 def under_ansi_assignment(case: Case) -> Case:
@@ -329,6 +337,42 @@ def _delta_raises_on_an_unmatched_row(delta: Outcome, ours: Outcome) -> bool:
 # The assertion Delta's merge output raises for a row no clause's action covers
 _UNEXPECTED_ROW = "Unexpected row: did not match any merge clause"
 
+# The errors a written row raises for breaking a constraint of the table, and the drawn table features
+# that declare those constraints (the CHECK constraint ``bounded``, NOT NULL columns)
+_CONSTRAINT_ERRORS = frozenset({"DELTA_VIOLATE_CONSTRAINT_WITH_VALUES", "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"})
+_CONSTRAINT_FEATURES = frozenset({"checkConstraint", "notNull"})
+# The errors Spark raises for a value a clause computes from one row (ANSI arithmetic and casts)
+_VALUE_ERRORS = frozenset(
+    {
+        "ARITHMETIC_OVERFLOW",
+        "CAST_INVALID_INPUT",
+        "CAST_OVERFLOW",
+        "DIVIDE_BY_ZERO",
+        "NUMERIC_VALUE_OUT_OF_RANGE",
+    }
+)
+
+
+def _another_failing_row(delta: Outcome, ours: Outcome) -> bool:
+    """Both failed and left their tables at the version they found, one with an error of a value a clause
+    computes, the other with a constraint a written row breaks: two rows fail, one each way, and each side
+    reports the row its tasks met first. (That both errors are the statement's, and only the order differs,
+    ``without_constraints`` shows: there both fail with the value's error.)"""
+    classes = {delta.error_class, ours.error_class}
+    return (
+        delta.version == ours.version
+        and len(classes & _CONSTRAINT_ERRORS) == 1
+        and len(classes & _VALUE_ERRORS) == 1
+        and _declares_constraints(ours)
+    )
+
+
+def _declares_constraints(outcome: Outcome) -> bool:
+    """The table has a CHECK constraint or a NOT NULL column."""
+    properties = outcome.table.get("properties") or {}
+    checks = any(name.startswith("delta.constraints.") for name in properties)
+    return checks or '"nullable": false' in outcome.schema
+
 
 DIFFERENCES = (
     Difference(
@@ -406,6 +450,16 @@ DIFFERENCES = (
         "completes the merge, as Delta does on the same table without deletion vectors or with = in ON.",
         _delta_raises_on_an_unmatched_row,
         without_deletion_vectors,
+    ),
+    Difference(
+        "another-failing-row",
+        "Where one row's value fails to compute (an overflow, a malformed cast) and another written row "
+        "breaks a constraint of the table (CHECK, NOT NULL), the merge fails with the error of the row its "
+        "tasks meet first; Delta's plan and ours meet the rows in another order, so one may report the "
+        "value's error and the other the constraint's. Without the constraints, both report the value's "
+        "error.",
+        _another_failing_row,
+        as_both_run_it=without_constraints,
     ),
     Difference(
         "rows-delta-drops-deduplicating-change-data",

@@ -35,6 +35,7 @@ from tests.engine.delta_differential import (
     message_agrees,
     run_case,
 )
+from tests.engine.differential_examples import OVERFLOW_AND_BROKEN_CHECK
 from tests.run_profile import of_the_day
 
 ONLY_ACTED_ON = next(d for d in DIFFERENCES if d.name == "only-files-a-clause-acts-on")
@@ -51,6 +52,7 @@ UNIQUE_SOURCE_UNCOUNTED = next(
 NO_COMPATIBILITY_CHECKPOINT = next(d for d in DIFFERENCES if d.name == "no-compatibility-checkpoint")
 UNMATCHED_ROW_MERGED = next(d for d in DIFFERENCES if d.name == "unmatched-row-merged-where-delta-raises")
 DELTA_DROPS_ROWS = next(d for d in DIFFERENCES if d.name == "rows-delta-drops-deduplicating-change-data")
+ANOTHER_FAILING_ROW = next(d for d in DIFFERENCES if d.name == "another-failing-row")
 EVERY_METRIC, AS_WRITTEN_IN_THE_COMMIT = IN_EVERY_COMMIT
 DAY = datetime.date(2026, 1, 2)
 NEXT_DAY = datetime.date(2026, 1, 3)
@@ -705,3 +707,35 @@ def test_delta_raises_on_a_row_no_clause_takes_under_deletion_vectors_and_the_en
     plain_on = dataclasses.replace(ours, statement=ours.statement.replace("<=>", "="))
     assert explained_by(delta, plain_on) is None
     assert explained_by(delta, dataclasses.replace(ours, error_class="X", version=0)) is None
+
+
+def test_of_two_failing_rows_delta_may_report_the_overflow_and_the_engine_the_broken_constraint(
+    spark, tmp_path
+):
+    # Given: the long run's statement (seed 20261330, statement 360): NOT MATCHED BY SOURCE doubles v, which
+    # overflows on the rows holding INT_MAX and makes 2 the 4 that the CHECK constraint bounded refuses
+    case = OVERFLOW_AND_BROKEN_CHECK
+    # When: on the table, and on the same table without its constraints, as the suite runs it again
+    delta, ours = run_case(spark, case, tmp_path / "constrained")
+    assert ANOTHER_FAILING_ROW.as_both_run_it is not None
+    plain_delta, plain_ours = run_case(spark, ANOTHER_FAILING_ROW.as_both_run_it(case), tmp_path / "plain")
+    # Then: Delta met the overflow first, the engine the broken constraint; both left the table as it was
+    assert (delta.error_class, ours.error_class) == (
+        "ARITHMETIC_OVERFLOW",
+        "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES",
+    )
+    assert delta.version == ours.version == 2  # the table's insert and its ALTER TABLE ADD CONSTRAINT
+    assert "CHECK constraint bounded" in (ours.message or "") and " - v : 4" in (ours.message or "")
+    assert explained_by(delta, ours) is ANOTHER_FAILING_ROW
+    # And: without the constraints both fail with the overflow, the same outcome
+    assert plain_delta.error_class == "ARITHMETIC_OVERFLOW"
+    assert plain_delta.observed() == plain_ours.observed()
+    # And: not explained where ours had committed, failed with another class, or the table had no constraint
+    assert explained_by(delta, dataclasses.replace(ours, error_class=None, version=3)) is None
+    assert (
+        explained_by(delta, dataclasses.replace(ours, error_class="DELTA_MERGE_UNRESOLVED_EXPRESSION"))
+        is None
+    )
+    unconstrained = {**ours.table, "properties": {}}
+    bare = dataclasses.replace(ours, table=unconstrained, schema=ours.schema.replace('"nullable": false', ""))
+    assert explained_by(delta, bare) is None

@@ -259,12 +259,15 @@ def _cast_values(
     )
     columns = {f.name: f.dataType for f in final.fields}
     in_target = {f.name for f in target.fields}
+    # Delta aligns a clause's assignments with the table's columns before casting them, so of two columns
+    # whose casts fail, the first in the table's order is the one an error names
+    order = {name: i for i, name in enumerate(columns)}
     values = {}
     for clause in clauses:
         written = spec.clauses[clause.position - 1]
         # UPDATE * with evolution updates the source's leaves: target-only nested fields keep their values.
         keeps = spec.schema_evolution and isinstance(written, MatchedUpdate) and written.star
-        for column, expression in clause.assignments.items():
+        for column, expression in sorted(clause.assignments.items(), key=lambda item: order[item[0]]):
             value = types[(clause.position, column)]
             current = F.col(f"{spec.target_alias}.{quote(column)}") if column in in_target else None
             values[(clause.position, column)] = store.cast(
