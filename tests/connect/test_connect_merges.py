@@ -15,7 +15,7 @@ from pyspark.sql.connect.session import SparkSession as ConnectSession
 from airflow_provider_deltamerge.engine import run_merge
 from airflow_provider_deltamerge.engine.resolve.plan_text import has_subquery, projection_plan, top_node
 from airflow_provider_deltamerge.engine.source.held import estimated_bytes
-from airflow_provider_deltamerge.exceptions import ClauseResolutionError
+from airflow_provider_deltamerge.exceptions import ClauseResolutionError, MergeExecutionError
 from airflow_provider_deltamerge.metrics import NUM_TARGET_ROWS_DELETED, NUM_TARGET_ROWS_INSERTED
 from airflow_provider_deltamerge.session_kind import is_connect
 from airflow_provider_deltamerge.spec import (
@@ -139,6 +139,28 @@ def test_a_condition_delta_refuses_is_refused_and_nothing_changes(
     with pytest.raises(ClauseResolutionError, match="clause 1") as raised:
         run_merge(remote, _spec(target, source, update_all(condition=condition), insert_all()))
     assert raised.value.error_class == error_class
+    assert table_state(target) == before
+
+
+def test_a_row_breaking_a_check_constraint_fails_with_the_stored_rule_and_the_row(
+    remote: SparkSession, tmp_path: Path
+) -> None:
+    # Given: a table whose CHECK constraint keeps qty under 100 (added by delta-rs, as a user's tool would),
+    # and a source setting id 1's qty to 500
+    target = make_table(tmp_path / "t")
+    DeltaTable(target).alter.add_constraint({"small_qty": "qty < 100"})
+    before = table_state(target)
+    source = write_extract(tmp_path / "s.parquet", [(1, 500, "us"), (12, 7, "us")])
+    # When / Then: Delta's class; with no parser in the client, the rule as the table stores it and the
+    # table's columns of the row as JSON (docs/spark-connect.md, Limits), not the writer's own columns
+    with pytest.raises(MergeExecutionError) as raised:
+        run_merge(remote, _spec(target, source, update_all(), insert_all()))
+    assert raised.value.error_class == "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"
+    assert str(raised.value).startswith(
+        "[DELTA_VIOLATE_CONSTRAINT_WITH_VALUES] CHECK constraint small_qty qty < 100 violated by row with "
+        "values:\n"
+        '{"id":1,"qty":500,"region":"us"}\nThe merge wrote no commit.'
+    )
     assert table_state(target) == before
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -49,7 +50,15 @@ class StoreFiles:
         obstore.rename(self._store, f"{self._relative(folder)}/{relative_path}", table_path)
 
     def delete(self, relative_path: str) -> None:
-        """Delete a file, or every file under a folder; nothing when neither is there (as Hadoop's delete)."""
+        """Delete a file, or a folder and every file under it; nothing when neither is there (as Hadoop's
+        recursive delete)."""
+        if isinstance(self._store, LocalStore) and self._store.prefix is not None:
+            # A write Spark aborted leaves its folders on a local disk with no file in them, which obstore
+            # neither lists nor deletes.
+            local = self._store.prefix / relative_path
+            if local.is_dir():
+                shutil.rmtree(local)
+                return
         paths = [e["path"] for batch in obstore.list(self._store, prefix=relative_path + "/") for e in batch]
         with contextlib.suppress(FileNotFoundError):
             obstore.delete(self._store, paths or [relative_path])
