@@ -426,6 +426,9 @@ class Case:
     log_ages: tuple[float, ...] = ()
     # The source's struct columns are ``WIDER`` than the target's.
     wider: bool = False
+    # The engine's side runs the operator's pre-flight checks (spec/preflight.py) before the merge, as the
+    # operator does; off, the merge alone, as the job runs it.
+    preflight: bool = True
 
     @property
     def evolving(self) -> bool:
@@ -1063,7 +1066,9 @@ def run_case(spark: SparkSession, case: Case, folder: Path) -> tuple[Outcome, Ou
             mock.patch.object(one_query, "MAX_BYTES", 0) if case.two_phases else nullcontext(),
             _one_query_seen() as seen,
         ):
-            ours = _engine_outcome(spark, statement, engine_target, before, case.confs, case.excepted)
+            ours = _engine_outcome(
+                spark, statement, engine_target, before, case.confs, case.excepted, preflight=case.preflight
+            )
         if currently_in_test_context():
             event(f"engine ran: {'one query' if seen else 'no one query'}")
     ran = {"confs": case.confs, "statement": case.statement, "on_admits_no_target_row": admits_none}
@@ -1173,6 +1178,8 @@ def _engine_outcome(
     before: Before,
     conf: Mapping[str, str],
     excepted: str | None = None,
+    *,
+    preflight: bool = True,
 ) -> Outcome:
     try:
         spec = parse_merge_sql(statement)
@@ -1184,7 +1191,7 @@ def _engine_outcome(
                     for c in spec.clauses
                 ),
             )
-        if is_path_like(spec.target):  # as the operator does: only the job can find a catalog table
+        if preflight and is_path_like(spec.target):  # as the operator: only the job finds a catalog table
             run_preflight(
                 spec, read_target_schema=read_table_schema, read_source_schema=read_path_schema, conf=conf
             )

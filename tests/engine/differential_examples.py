@@ -1055,4 +1055,51 @@ FAILED_BEFORE: tuple[Case, ...] = (
     # the engine the constraint, each the row its tasks met first (deliberate difference another-failing-row;
     # long run, seed 20261330, statements 360-363).
     OVERFLOW_AND_BROKEN_CHECK,
+    # UPDATE SET * of a query source lacking the target's generated column, then SET t.st.c on a struct
+    # without c: Delta reported the source's name (DELTA_MERGE_UNRESOLVED_EXPRESSION), the operator's
+    # pre-flight the missing field (deliberate difference target-names-checked-before-submission; long run,
+    # seed 20261332, statements 1273-1274).
+    Case(
+        target_columns=("id", "m", "st"),
+        source_columns=("id", "m", "st"),
+        target_rows=({"m": None, "id": 2, "st": {"a": 2, "b": "y"}}, {"id": 3, "st": None, "m": {"l": None}}),
+        source_rows=(
+            {"id": 0, "m": None, "st": None},
+            {"id": 2, "m": None, "st": {"c": "w", "a": None, "b": "y"}},
+            {"id": None, "st": None, "m": None},
+            {"id": 3, "st": {"a": -2, "c": None, "b": "y"}, "m": None},
+        ),
+        statement=(
+            "MERGE INTO delta.`{target}` AS t USING (SELECT id, min_by(m, to_json(m)) AS m, max(st) AS st "
+            "FROM parquet.`{source}` GROUP BY id) AS s ON t.id BETWEEN s.id AND s.id + 1 AND t.st IS NULL\n"
+            "WHEN MATCHED AND s.m['k'] = 1 THEN UPDATE SET *\n"
+            "WHEN MATCHED THEN UPDATE SET t.m = map('k', 1), t.st.c = 'q'\n"
+            "WHEN NOT MATCHED THEN INSERT (id) VALUES (s.id)\n"
+            "WHEN NOT MATCHED BY SOURCE AND t.st IS NULL "
+            "THEN UPDATE SET t.st = named_struct('a', t.st.a + 1, 'b', t.st.b)\n"
+            "WHEN NOT MATCHED BY SOURCE AND t.m['k'] = 1 THEN DELETE"
+        ),
+        partition_by=None,
+        confs={},
+        properties={"delta.enableDeletionVectors": "true"},
+        features=(
+            "identity",
+            "typeWidening",
+            "v2Checkpoint",
+            "checkConstraint",
+            "rowTracking",
+            "default",
+            "generated",
+            "notNull",
+            "clustering",
+            "variant",
+            "columnMapping",
+        ),
+        two_phases=True,
+        catalog=False,
+        excepted=None,
+        row_commits=False,
+        log_ages=(),
+        wider=True,
+    ),
 )

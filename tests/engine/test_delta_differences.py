@@ -23,9 +23,11 @@ from tests.engine.delta_differences import (
     internal_failure_explained_by,
     message_explained_by,
     same_merge,
+    without_preflight,
 )
 from tests.engine.delta_differential import (
     AUTO_MERGE,
+    CASE_SENSITIVE,
     MATERIALIZE_SOURCE,
     OPTIMIZE_INSERT_ONLY,
     SKIP_EMPTY_COMMITS,
@@ -53,6 +55,7 @@ NO_COMPATIBILITY_CHECKPOINT = next(d for d in DIFFERENCES if d.name == "no-compa
 UNMATCHED_ROW_MERGED = next(d for d in DIFFERENCES if d.name == "unmatched-row-merged-where-delta-raises")
 DELTA_DROPS_ROWS = next(d for d in DIFFERENCES if d.name == "rows-delta-drops-deduplicating-change-data")
 ANOTHER_FAILING_ROW = next(d for d in DIFFERENCES if d.name == "another-failing-row")
+TARGET_NAME_FIRST = next(d for d in DIFFERENCES if d.name == "target-names-checked-before-submission")
 EVERY_METRIC, AS_WRITTEN_IN_THE_COMMIT = IN_EVERY_COMMIT
 DAY = datetime.date(2026, 1, 2)
 NEXT_DAY = datetime.date(2026, 1, 3)
@@ -511,10 +514,13 @@ def test_under_strict_delta_fails_on_an_up_cast_to_a_timestamp_and_the_engine_wr
 def test_the_users_list_of_deliberate_differences_is_the_suites():
     # docs/semantics.md names each deliberate difference it describes; the suite's lists hold the same
     text = (Path(__file__).parents[2] / "docs" / "semantics.md").read_text()
-    named = re.findall(r"\*\*Deliberate difference\*\* \(`([a-z-]+)`\)", text)
+    entry = r"\*\*Deliberate difference\*\* \(`([a-z-]+)`\)"
+    named = re.findall(entry, text)
     listed = [d.name for d in (*DIFFERENCES, *MESSAGE_DIFFERENCES, *IN_EVERY_COMMIT)]
     assert sorted(named) == sorted(listed)
-    assert "**Deliberate difference:**" not in text  # every one is named
+    # every one the page describes is named: no other mention but the sentence on where they are listed
+    unnamed = re.sub(entry, "", text).replace("Every deliberate difference is listed", "")
+    assert not re.search(r"deliberate\s+difference", unnamed, re.IGNORECASE)
 
 
 ANOTHER_NULL_COLUMN = next(d for d in MESSAGE_DIFFERENCES if d.name == "another-null-column")
@@ -739,3 +745,46 @@ def test_of_two_failing_rows_delta_may_report_the_overflow_and_the_engine_the_br
     unconstrained = {**ours.table, "properties": {}}
     bare = dataclasses.replace(ours, table=unconstrained, schema=ours.schema.replace('"nullable": false', ""))
     assert explained_by(delta, bare) is None
+
+
+# The long run's statement (seed 20261332, statement 1273) cut to its MATCHED clauses: UPDATE SET * resolves
+# each target column on the query source, which lacks the generated column g; the next clause sets a field
+# the struct st lacks.
+UNRESOLVED_SOURCE_THEN_MISSING_FIELD = Case(
+    target_columns=("id", "m", "st"),
+    source_columns=("id", "m", "st"),
+    target_rows=({"id": 2, "m": None, "st": {"a": 2, "b": "y"}},),
+    source_rows=({"id": 2, "m": None, "st": None},),
+    statement=(
+        "MERGE INTO delta.`{target}` AS t USING (SELECT * FROM parquet.`{source}`) AS s ON t.id = s.id\n"
+        "WHEN MATCHED AND s.m['k'] = 1 THEN UPDATE SET *\n"
+        "WHEN MATCHED THEN UPDATE SET t.m = map('k', 1), t.st.c = 'q'"
+    ),
+    features=("generated",),
+)
+
+
+def test_the_operator_tells_a_later_clauses_missing_field_where_delta_tells_the_source_name_it_lacks(
+    spark, tmp_path
+):
+    # Given: a statement with two bad names, the query source's g (in clause 1's *) and the target's st.c
+    case = UNRESOLVED_SOURCE_THEN_MISSING_FIELD
+    # When: both run it, the engine's side checked before the merge as the operator does, and again without
+    delta, ours = run_case(spark, case, tmp_path / "checked")
+    assert TARGET_NAME_FIRST.as_both_run_it is without_preflight
+    again, merged_alone = run_case(spark, without_preflight(case), tmp_path / "alone")
+    # Then: Delta names the source's missing g, the operator the struct's missing field; neither committed
+    assert (delta.error_class, ours.error_class) == ("DELTA_MERGE_UNRESOLVED_EXPRESSION", "FIELD_NOT_FOUND")
+    assert "No such struct field `c` in `a`, `b`." in (ours.message or "")
+    assert delta.version == ours.version == again.version
+    assert explained_by(delta, ours) is TARGET_NAME_FIRST
+    # And: the merge alone fails as Delta does, with Delta's sentence naming g
+    assert merged_alone.observed() == again.observed() and message_agrees(again, merged_alone)
+    assert "Cannot resolve g in UPDATE clause" in (merged_alone.message or "")
+    # And: not explained for a path source, whose names the operator checks, nor in a case-sensitive session
+    # (where it tells nothing after the source's names), nor where ours committed or failed as Delta did
+    path_source = case.statement.replace("(SELECT * FROM parquet.`{source}`)", "parquet.`{source}`")
+    assert explained_by(delta, dataclasses.replace(ours, statement=path_source)) is None
+    assert explained_by(delta, dataclasses.replace(ours, confs={CASE_SENSITIVE: "true"})) is None
+    assert explained_by(delta, dataclasses.replace(ours, error_class=None, version=ours.version + 1)) is None
+    assert explained_by(delta, merged_alone) is None
