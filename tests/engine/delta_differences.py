@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from airflow_provider_deltamerge import metrics as m
 from airflow_provider_deltamerge.delta.log.row_tracking import DOMAIN as ROW_TRACKING_DOMAIN
 from airflow_provider_deltamerge.delta.log.row_tracking import HIGH_WATER_MARK_KEY as HIGH_WATER_MARK
-from airflow_provider_deltamerge.spec import parse_merge_sql
-from airflow_provider_deltamerge.spec.source import PathSource
 from tests.engine.delta_differential import (
     CASE_SENSITIVE,
     ENGINE_ONLY_METRICS,
@@ -26,6 +24,7 @@ from tests.engine.delta_differential import (
     STORE_ASSIGNMENT,
     Case,
     Outcome,
+    source_form,
 )
 from tests.engine.delta_outcomes import error_catalogue, first_sentence
 
@@ -383,16 +382,16 @@ def _declares_constraints(outcome: Outcome) -> bool:
 
 def _a_target_name_told_before_submission(delta: Outcome, ours: Outcome) -> bool:
     """Both failed and left their tables at the version they found: Delta could not resolve a name, and the
-    statement's source is a query or a table, whose columns the operator's pre-flight checks cannot read,
-    and the session ignores case (in a case-sensitive one they tell nothing after such a name); ours failed
-    with another error, which those checks told of a name of the target. (That the merge alone fails as
-    Delta does, ``without_preflight`` shows.)"""
+    statement's source is a query over the source file, whose columns the operator's pre-flight checks
+    cannot read, and the session ignores case (in a case-sensitive one they tell nothing after such a name);
+    ours failed with another error, which those checks told of a name of the target. (That the merge alone
+    fails as Delta does, ``without_preflight`` shows.)"""
     return (
         delta.error_class == "DELTA_MERGE_UNRESOLVED_EXPRESSION"
         and ours.confs.get(CASE_SENSITIVE, "false").lower() != "true"
         and ours.error_class not in (None, delta.error_class)
         and delta.version == ours.version
-        and not isinstance(parse_merge_sql(ours.statement).source, PathSource)
+        and source_form(ours.statement) != "file"
     )
 
 
@@ -486,13 +485,12 @@ DIFFERENCES = (
     Difference(
         "target-names-checked-before-submission",
         "In a session that ignores case (Spark's default), the operator checks the statement's names against "
-        "the target's schema before it submits the job, "
-        "and a path source's against the source's; a query or table source's columns it cannot read, so it "
-        "cannot tell that a name of such a source does not resolve. Where one does not, and a later clause "
-        "names a column or field the target lacks, the operator reports the target's name before the job "
-        "starts, where Delta reports the source's name (DELTA_MERGE_UNRESOLVED_EXPRESSION) it resolves "
-        "first. Both are the statement's errors; once the target's name is mended, the job reports the "
-        "source's, in Delta's words.",
+        "the target's schema before it submits the job, and a path source's against the source's; a query "
+        "or table source's columns it cannot read, so it cannot tell that a name of such a source does not "
+        "resolve. Where one does not, and a later clause names a column or field the target lacks, the "
+        "operator reports the target's name before the job starts, where Delta reports the source's name "
+        "(DELTA_MERGE_UNRESOLVED_EXPRESSION) it resolves first. Both are the statement's errors; once the "
+        "target's name is mended, the job reports the source's, in Delta's words.",
         _a_target_name_told_before_submission,
         as_both_run_it=without_preflight,
     ),
